@@ -1,0 +1,178 @@
+//! The `.kpack` archive format: a reader built for the runtime and a deterministic writer,
+//! plus the small MessagePack codec, HIPK marker metadata and `.kpm` manifests that go with it.
+//!
+//! # Format (reference spec §1)
+//!
+//! ```text
+//! offset 0   "KPAK" | u32 version = 1 | u64 toc_offset      (little-endian, 16 bytes)
+//! offset 16  zero bytes up to 64
+//! offset 64  blob region
+//! toc_offset msgpack TOC (one map) running to end of file
+//! ```
+//!
+//! The TOC keys, in the order the writer emits them: `format_version` (1), `group_name`,
+//! `gfx_arch_family`, `gfx_arches` (array of str), `toc`, `compression_scheme`, then `blobs`
+//! for scheme `"none"` or `zstd_offset`, `zstd_size` for `"zstd-per-kernel"`.
+//! `toc[binary_key][arch]` is `{type: "hsaco", ordinal, original_size[, metadata]}`, and
+//! `metadata` (a str → str map) is present only when non-empty. Binary keys are
+//! `kernel_name#co_index` ([`binary_key`]); arch keys carry feature flags (`gfx942:xnack+`).
+//!
+//! * `none`: kernels concatenated in ordinal order, no padding; `blobs[ordinal]` is
+//!   `{offset, size}` with an absolute offset.
+//! * `zstd-per-kernel`: `u32 count`, then per ordinal `u32 frame_size` and one zstd frame
+//!   that records its content size; `zstd_offset` (always 64) and `zstd_size` (the whole
+//!   region, prefixes included) locate it.
+//!
+//! # Reader
+//!
+//! [`Archive::open`] memory-maps the file and reads only the header, the TOC and (for zstd)
+//! the frame size prefixes; `none` kernels are returned borrowed from the map, zstd kernels
+//! are decoded on each [`Archive::get`]. The archive is `Send + Sync` and needs no lock.
+//!
+//! # Deliberate divergences from the reference
+//!
+//! The reference readers accept malformed archives and then misbehave (spec §9 B14: C++
+//! exceptions escaping `extern "C"`, uninitialised fields, unknown schemes read as `none`).
+//! This reader rejects at open, with an error naming the TOC path or byte offset:
+//! * a missing or mistyped required field (`format_version` ≠ 1 is
+//!   [`ErrorKind::UnsupportedVersion`]), a negative or non-int ordinal or size, non-str
+//!   `gfx_arches` elements, duplicate map keys, non-str TOC keys;
+//! * an unknown `compression_scheme` (a missing one still means `none`, as in both references);
+//! * `toc_offset` outside `[64, file_len)`, bytes after the TOC (as Python does; C++ ignores
+//!   them), any blob, the zstd region, or a frame outside `[64, toc_offset)`, a zstd region
+//!   that is not exactly its frames;
+//! * an ordinal out of range (C++ reports that only at `get`, as `KERNEL_NOT_FOUND`), an
+//!   `original_size` over [`MAX_ORIGINAL_SIZE`], and for `none` one that differs from the
+//!   blob size (C++ ignores `original_size` there);
+//! * a file shorter than the header, empty included, is [`ErrorKind::InvalidFormat`]
+//!   (C++ reports an empty file as `IO_ERROR`).
+//!
+//! zstd frames are located at open but not touched beyond their size prefixes; a frame whose
+//! header records a content size other than `original_size`, or that decodes to a different
+//! length, fails at [`Archive::get`] with [`ErrorKind::DecompressionFailed`] before any
+//! allocation sized from the TOC (as C++ reports it, but C++ allocates first).
+//!
+//! Entries whose arch is missing from `gfx_arches`, and binary keys without `#N`, are read
+//! (the reference reads them, and listing tools should show them) but the runtime can never
+//! reach them: [`Archive::validate`] reports them, and the writer cannot produce the former.
+//! Lookups map `\` to `/` in the binary key like the Python reader (the C++ one does not).
+//!
+//! The writer stores entries with identical bytes once, several TOC entries sharing one
+//! ordinal; the Python writer stores every entry, so only inputs without duplicates give
+//! byte-identical `none` archives. zstd frames are byte-identical only with the same libzstd.
+
+mod error;
+pub mod kpm;
+pub mod marker;
+pub mod msgpack;
+mod reader;
+mod writer;
+
+use std::borrow::Cow;
+
+pub use error::{ArchiveError, ErrorKind, MetadataError};
+pub use reader::{Archive, EntryInfo};
+pub use writer::{ArchiveWriter, Compression, DEFAULT_ZSTD_LEVEL};
+
+/// The header magic, `KPAK`.
+pub const MAGIC: [u8; 4] = *b"KPAK";
+/// The only header (and TOC `format_version`) version.
+pub const FORMAT_VERSION: u32 = 1;
+/// Header length: magic, version, toc_offset.
+pub const HEADER_LEN: usize = 16;
+/// Where the blob region starts: the header padded to `BLOB_ALIGNMENT = 64`.
+pub const DATA_START: u64 = 64;
+/// Largest `original_size` accepted (4 GiB); bounds what one `get` may allocate.
+pub const MAX_ORIGINAL_SIZE: u64 = 1 << 32;
+
+/// How the blob region stores kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompressionScheme {
+    /// `"none"`.
+    None,
+    /// `"zstd-per-kernel"`.
+    ZstdPerKernel,
+}
+
+impl CompressionScheme {
+    /// The TOC's `compression_scheme` string.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionScheme::None => "none",
+            CompressionScheme::ZstdPerKernel => "zstd-per-kernel",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "none" => Some(CompressionScheme::None),
+            "zstd-per-kernel" => Some(CompressionScheme::ZstdPerKernel),
+            _ => None,
+        }
+    }
+}
+
+/// The TOC key the runtime looks up: `kernel_name#co_index`, decimal, unpadded.
+pub fn binary_key(kernel_name: &str, co_index: u32) -> String {
+    format!("{kernel_name}#{co_index}")
+}
+
+/// Splits `name#N` into `(name, N)`; `None` unless `N` is an unpadded decimal `u32`, the
+/// only form [`binary_key`] produces.
+pub fn split_binary_key(key: &str) -> Option<(&str, u32)> {
+    let (name, index) = key.rsplit_once('#')?;
+    let canonical = !index.is_empty()
+        && index.bytes().all(|b| b.is_ascii_digit())
+        && (index == "0" || !index.starts_with('0'));
+    Some((name, index.parse().ok().filter(|_| canonical)?))
+}
+
+/// Binary keys use `/`; both the Python writer and reader map `\` to it.
+fn normalise_key(key: &str) -> Cow<'_, str> {
+    if key.contains('\\') {
+        Cow::Owned(key.replace('\\', "/"))
+    } else {
+        Cow::Borrowed(key)
+    }
+}
+
+/// Index of the first item whose key equals an earlier item's. Quadratic: for the short
+/// lists it serves (arches, metadata keys).
+fn first_repeat<T, K: PartialEq + ?Sized>(items: &[T], key: impl Fn(&T) -> &K) -> Option<usize> {
+    (1..items.len()).find(|&i| {
+        items[..i]
+            .iter()
+            .any(|earlier| key(earlier) == key(&items[i]))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_keys_round_trip_only_in_canonical_form() {
+        assert_eq!(binary_key("lib/libtest.so", 0), "lib/libtest.so#0");
+        assert_eq!(split_binary_key("a#b#12"), Some(("a#b", 12)));
+        assert_eq!(split_binary_key("lib/x.so#0"), Some(("lib/x.so", 0)));
+        for bad in [
+            "lib/x.so",
+            "x#",
+            "x#01",
+            "x#+1",
+            "x#-1",
+            "x#4294967296",
+            "x#1a",
+        ] {
+            assert_eq!(split_binary_key(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn scheme_names_match_the_toc_strings() {
+        for s in [CompressionScheme::None, CompressionScheme::ZstdPerKernel] {
+            assert_eq!(CompressionScheme::from_name(s.name()), Some(s));
+        }
+        assert_eq!(CompressionScheme::from_name("zstd"), None);
+    }
+}

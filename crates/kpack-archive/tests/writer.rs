@@ -1,0 +1,315 @@
+//! Writer behaviour: zstd frames any decoder accepts, dedupe, determinism, atomic files.
+
+mod common;
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use common::{split_toc, vector, zstd_frames};
+use kpack_archive::msgpack::Value;
+use kpack_archive::{Archive, ArchiveError, ArchiveWriter, Compression, ErrorKind, binary_key};
+
+/// The zstd vector's kernels, in TOC order: (binary, arch, bytes).
+fn kernels() -> Vec<(String, String, Vec<u8>)> {
+    let a = Archive::from_bytes(vector("test_zstd.kpack")).unwrap();
+    a.entries()
+        .map(|(b, arch, _)| {
+            (
+                b.to_owned(),
+                arch.to_owned(),
+                a.get(b, arch).unwrap().into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn write(w: &ArchiveWriter<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let n = w.write_to(&mut out).unwrap();
+    assert_eq!(n, out.len() as u64);
+    out
+}
+
+fn writer_with(
+    compression: Compression,
+    kernels: &[(String, String, Vec<u8>)],
+) -> ArchiveWriter<'_> {
+    let mut w = ArchiveWriter::new("grp", "gfx110X", compression);
+    for (b, arch, data) in kernels {
+        w.add(b, arch, data.as_slice(), &[]).unwrap();
+    }
+    w
+}
+
+#[test]
+fn zstd_frames_decode_with_an_independent_decoder_and_record_their_size() {
+    let ks = kernels();
+    let out = write(&writer_with(Compression::Zstd { level: 19 }, &ks));
+    let frames = zstd_frames(&out);
+    assert_eq!(frames.len(), ks.len());
+    for (frame, (_, _, data)) in frames.iter().zip(&ks) {
+        assert_eq!(&frame[..4], [0x28, 0xb5, 0x2f, 0xfd], "zstd frame magic");
+        let descriptor = frame[4];
+        assert_ne!(
+            descriptor >> 6 | (descriptor >> 5 & 1),
+            0,
+            "Frame_Content_Size present"
+        );
+        assert_eq!(descriptor & 0x04, 0, "no checksum");
+        assert_eq!(descriptor & 0x03, 0, "no dictionary");
+        let content_size = zstd::zstd_safe::get_frame_content_size(frame).unwrap();
+        assert_eq!(content_size, Some(data.len() as u64));
+        let mut decoded = Vec::new();
+        std::io::copy(
+            &mut zstd::stream::read::Decoder::new(frame.as_slice()).unwrap(),
+            &mut decoded,
+        )
+        .unwrap();
+        assert_eq!(&decoded, data);
+    }
+}
+
+#[test]
+fn zstd_frames_decode_with_the_zstd_cli_when_installed() {
+    let cli = Path::new("/usr/bin/zstd");
+    if !cli.exists() {
+        eprintln!("skipped: {} not installed", cli.display());
+        return;
+    }
+    let ks = kernels();
+    let frames = zstd_frames(&write(&writer_with(Compression::zstd(), &ks)));
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (frame, (_, _, data))) in frames.iter().zip(&ks).enumerate() {
+        let path = dir.path().join(format!("k{i}.zst"));
+        std::fs::write(&path, frame).unwrap();
+        let out = std::process::Command::new(cli)
+            .arg("-d")
+            .arg("-c")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(&out.stdout, data);
+    }
+}
+
+#[test]
+fn zstd_archives_round_trip_through_the_reader() {
+    let ks = kernels();
+    for level in [1, 3, 19] {
+        let out = write(&writer_with(Compression::Zstd { level }, &ks));
+        let a = Archive::from_bytes(out).unwrap();
+        assert_eq!(
+            a.gfx_arches(),
+            ["gfx1100", "gfx1101"],
+            "derived in first-insertion order"
+        );
+        for (b, arch, data) in &ks {
+            let got = a.get(b, arch).unwrap();
+            assert!(matches!(got, Cow::Owned(_)));
+            assert_eq!(&*got, data.as_slice());
+        }
+    }
+}
+
+#[test]
+fn identical_kernels_are_stored_once_and_read_back_under_every_key() {
+    let ks = kernels();
+    let data = &ks[0].2;
+    for compression in [Compression::None, Compression::zstd()] {
+        let single = writer_with(compression, &ks[..1]);
+        let mut w = writer_with(compression, &ks[..1]);
+        w.add("lib/copy.so#0", "gfx1100", data.clone(), &[])
+            .unwrap();
+        assert_eq!((w.entry_count(), w.blob_count()), (2, 1));
+        let (one, two) = (write(&single), write(&w));
+        // Only the TOC grows; the blob region is the same.
+        assert_eq!(one[8..16], two[8..16]);
+        let a = Archive::from_bytes(two.clone()).unwrap();
+        assert_eq!(a.blob_count(), 1);
+        assert_eq!(a.info("lib/copy.so#0", "gfx1100").unwrap().ordinal, 0);
+        assert_eq!(
+            &*a.get("lib/copy.so#0", "gfx1100").unwrap(),
+            data.as_slice()
+        );
+        assert_eq!(&*a.get(&ks[0].0, &ks[0].1).unwrap(), data.as_slice());
+
+        let mut distinct = writer_with(compression, &ks[..1]);
+        let mut other = data.clone();
+        other[0] ^= 1;
+        distinct
+            .add("lib/copy.so#0", "gfx1100", other, &[])
+            .unwrap();
+        assert_eq!(distinct.blob_count(), 2);
+        assert!(write(&distinct).len() > two.len());
+    }
+}
+
+#[test]
+fn writing_twice_gives_identical_bytes() {
+    let ks = kernels();
+    for compression in [Compression::None, Compression::zstd()] {
+        let a = write(&writer_with(compression, &ks));
+        let b = write(&writer_with(compression, &ks));
+        assert_eq!(a, b);
+        let w = writer_with(compression, &ks);
+        assert_eq!(write(&w), write(&w));
+    }
+}
+
+#[test]
+fn metadata_is_written_in_order_only_when_present() {
+    let ks = kernels();
+    let meta = vec![
+        (
+            "target".to_owned(),
+            "hipv4-amdgcn-amd-amdhsa--gfx1100".to_owned(),
+        ),
+        ("source_prefix".to_owned(), "lib".to_owned()),
+    ];
+    let mut w = ArchiveWriter::new("grp", "gfx1100", Compression::None);
+    w.add(&ks[0].0, &ks[0].1, ks[0].2.as_slice(), &meta)
+        .unwrap();
+    w.add(&ks[1].0, &ks[1].1, ks[1].2.as_slice(), &[]).unwrap();
+    let out = write(&w);
+    let a = Archive::from_bytes(out.clone()).unwrap();
+    assert_eq!(
+        a.info(&ks[0].0, &ks[0].1).unwrap().metadata,
+        meta.as_slice()
+    );
+    assert!(a.info(&ks[1].0, &ks[1].1).unwrap().metadata.is_empty());
+    let (_, top) = split_toc(&out);
+    let toc = &top
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("toc"))
+        .unwrap()
+        .1;
+    let entry_keys = |arch: &str| -> Vec<String> {
+        let e = toc.get(&ks[0].0).unwrap().get(arch).unwrap();
+        e.as_map()
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        entry_keys("gfx1100"),
+        ["type", "ordinal", "original_size", "metadata"]
+    );
+    assert_eq!(entry_keys("gfx1101"), ["type", "ordinal", "original_size"]);
+    let keys: Vec<_> = top.iter().map(|(k, _)| k.as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        [
+            "format_version",
+            "group_name",
+            "gfx_arch_family",
+            "gfx_arches",
+            "toc",
+            "compression_scheme",
+            "blobs"
+        ]
+    );
+}
+
+#[test]
+fn zstd_toc_ends_with_the_region_location() {
+    let ks = kernels();
+    let out = write(&writer_with(Compression::zstd(), &ks));
+    let (_, top) = split_toc(&out);
+    let keys: Vec<_> = top.iter().map(|(k, _)| k.as_str().unwrap()).collect();
+    assert_eq!(
+        keys[5..],
+        ["compression_scheme", "zstd_offset", "zstd_size"]
+    );
+    assert_eq!(top[6].1, Value::UInt(64));
+}
+
+#[test]
+fn duplicate_entries_are_rejected_and_backslashes_normalised() {
+    let mut w = ArchiveWriter::new("g", "f", Compression::None);
+    w.add("lib\\x.so#0", "gfx900", &b"abc"[..], &[]).unwrap();
+    let e = w.add("lib/x.so#0", "gfx900", &b"def"[..], &[]).unwrap_err();
+    assert!(matches!(e, ArchiveError::DuplicateEntry { .. }));
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    w.add("lib/x.so#0", "gfx906", &b"def"[..], &[]).unwrap();
+    let dup_meta = [
+        ("k".to_owned(), "1".to_owned()),
+        ("k".to_owned(), "2".to_owned()),
+    ];
+    assert!(w.add("lib/y.so#0", "gfx900", &b"x"[..], &dup_meta).is_err());
+    let a = Archive::from_bytes(write(&w)).unwrap();
+    assert_eq!(a.binaries().collect::<Vec<_>>(), ["lib/x.so#0"]);
+    assert_eq!(&*a.get("lib/x.so#0", "gfx906").unwrap(), b"def");
+}
+
+#[test]
+fn explicit_gfx_arches_must_cover_every_entry_arch() {
+    let mut w = ArchiveWriter::new("g", "gfx90X", Compression::None);
+    w.add(&binary_key("lib/x.so", 0), "gfx906", &b"abc"[..], &[])
+        .unwrap();
+    assert!(
+        w.set_gfx_arches(vec!["gfx900".into(), "gfx900".into()])
+            .is_err()
+    );
+    assert_eq!(
+        w.gfx_arches(),
+        ["gfx906"],
+        "derived from the entries until set"
+    );
+    w.set_gfx_arches(vec!["gfx900".into()]).unwrap();
+    assert_eq!(w.gfx_arches(), ["gfx900"]);
+    let e = w.write_to(Vec::new()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    w.set_gfx_arches(vec!["gfx900".into(), "gfx906".into(), "gfx908".into()])
+        .unwrap();
+    w.set_gfx_arch_family("gfx9-generic");
+    let a = Archive::from_bytes(write(&w)).unwrap();
+    assert_eq!(a.gfx_arches(), ["gfx900", "gfx906", "gfx908"]);
+    assert_eq!(a.gfx_arch_family(), "gfx9-generic");
+    a.validate().unwrap();
+}
+
+#[test]
+fn empty_archives_round_trip() {
+    for compression in [Compression::None, Compression::zstd()] {
+        let w = ArchiveWriter::new("g", "f", compression);
+        let a = Archive::from_bytes(write(&w)).unwrap();
+        assert_eq!(a.binaries().len(), 0);
+        assert!(a.gfx_arches().is_empty());
+    }
+}
+
+#[test]
+fn write_file_replaces_the_target_atomically_and_leaves_nothing_on_failure() {
+    let ks = kernels();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grp_gfx1100.kpack");
+    std::fs::write(&path, b"old").unwrap();
+    let w = writer_with(Compression::zstd(), &ks);
+    let n = w.write_file(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), write(&w));
+    assert_eq!(n, std::fs::metadata(&path).unwrap().len());
+    let a = Archive::open(&path).unwrap();
+    assert_eq!(&*a.get(&ks[2].0, &ks[2].1).unwrap(), ks[2].2.as_slice());
+
+    let mut bad = writer_with(Compression::None, &ks);
+    bad.set_gfx_arches(vec!["gfx900".into()]).unwrap();
+    let failed = dir.path().join("failed.kpack");
+    let e = bad.write_file(&failed).unwrap_err();
+    assert!(e.to_string().contains("failed.kpack"), "{e}");
+    assert!(!failed.exists());
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        ["grp_gfx1100.kpack"],
+        "no temporary file left behind"
+    );
+}

@@ -1,0 +1,375 @@
+//! The compressed `CCOB` format (LLVM `CompressedOffloadBundle`): header, bounds,
+//! decompression with bounded memory, and the writer.
+
+use std::io::{Read, Write};
+
+use md5::{Digest, Md5};
+use zstd::zstd_safe;
+
+use crate::plain::{check_magic, le_u64, read};
+use crate::{BundleError, CCOB_MAGIC};
+
+/// The compression method of a CCOB (LLVM `compression::Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompressionMethod {
+    /// Method 0: a zlib stream (RFC 1950).
+    Zlib,
+    /// Method 1: one or more zstd frames; what every real ROCm file uses.
+    Zstd,
+}
+
+impl CompressionMethod {
+    /// The on-disk method number.
+    pub fn code(self) -> u16 {
+        match self {
+            CompressionMethod::Zlib => 0,
+            CompressionMethod::Zstd => 1,
+        }
+    }
+
+    fn from_code(code: u16) -> Option<Self> {
+        match code {
+            0 => Some(CompressionMethod::Zlib),
+            1 => Some(CompressionMethod::Zstd),
+            _ => None,
+        }
+    }
+
+    /// The most bytes `compressed_len` bytes of this method can decode to.
+    ///
+    /// zstd: a block has a 3-byte header and at least one content byte and decodes to at
+    /// most 128 KiB (an RLE block), so 4 input bytes yield at most 2^17 output bytes.
+    /// deflate: at best one 258-byte match per 2 bits, i.e. 1032 bytes per input byte.
+    fn max_output(self, compressed_len: u64) -> u64 {
+        let ratio = match self {
+            CompressionMethod::Zlib => 1032,
+            CompressionMethod::Zstd => (128 * 1024) / 4,
+        };
+        compressed_len.saturating_mul(ratio)
+    }
+}
+
+/// Absolute cap on a decompressed bundle, whatever its header claims. The largest real
+/// bundles measured decompress to tens of MB (rocSPARSE 7.2: 2.1 GB over 319 bundles).
+pub const MAX_DECOMPRESSED: u64 = 4 << 30;
+
+/// The parsed fixed header of a CCOB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CcobHeader {
+    pub version: u16,
+    pub method: CompressionMethod,
+    pub header_len: u64,
+    /// v2/v3 only: the whole CCOB including its header.
+    pub total_size: Option<u64>,
+    pub uncompressed_size: u64,
+    pub hash: u64,
+}
+
+impl CcobHeader {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Self, BundleError> {
+        check_magic(bytes, CCOB_MAGIC)?;
+        let common = read(bytes, 0, 8, "CCOB header")?;
+        let version = u16::from_le_bytes([common[4], common[5]]);
+        let method_code = u16::from_le_bytes([common[6], common[7]]);
+        let header_len = match version {
+            1 => 20,
+            2 => 24,
+            3 => 32,
+            _ => return Err(BundleError::UnsupportedVersion { offset: 4, version }),
+        };
+        let method =
+            CompressionMethod::from_code(method_code).ok_or(BundleError::UnsupportedMethod {
+                offset: 6,
+                method: method_code,
+            })?;
+        let h = read(bytes, 0, header_len, "CCOB header")?;
+        let le_u32 =
+            |at: usize| u64::from(u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]));
+        let (total_size, uncompressed_size, hash) = match version {
+            1 => (None, le_u32(8), le_u64(&h[12..])),
+            2 => (Some(le_u32(8)), le_u32(12), le_u64(&h[16..])),
+            _ => (Some(le_u64(&h[8..])), le_u64(&h[16..]), le_u64(&h[24..])),
+        };
+        if let Some(total_size) = total_size
+            && total_size < header_len
+        {
+            // Also what keeps a fatbin walk from looping on `total_size == 0`.
+            return Err(BundleError::BadTotalSize {
+                offset: 8,
+                total_size,
+                header_len,
+            });
+        }
+        Ok(CcobHeader {
+            version,
+            method,
+            header_len,
+            total_size,
+            uncompressed_size,
+            hash,
+        })
+    }
+
+    /// Extent of the CCOB at `bytes[0]`. v2/v3 store it; v1 does not, so its compressed
+    /// stream is walked: zstd frames by their block headers (no decoding), zlib by
+    /// inflating it (the only way to find the end of a deflate stream).
+    pub(crate) fn extent(&self, bytes: &[u8]) -> Result<u64, BundleError> {
+        let available = bytes.len() as u64;
+        if let Some(total) = self.total_size {
+            if total > available {
+                return Err(BundleError::Truncated {
+                    offset: 0,
+                    needed: total,
+                    available,
+                    what: "CCOB (total size from its header)",
+                });
+            }
+            return Ok(total);
+        }
+        let stream = &bytes[self.header_len as usize..];
+        let stream_len = match self.method {
+            CompressionMethod::Zstd => {
+                zstd_safe::find_frame_compressed_size(stream).map_err(|code| {
+                    BundleError::Decompress {
+                        offset: self.header_len,
+                        method: self.method,
+                        message: format!(
+                            "cannot find the end of the zstd frame: {}",
+                            zstd_safe::get_error_name(code)
+                        ),
+                    }
+                })? as u64
+            }
+            CompressionMethod::Zlib => self.decompress_zlib(stream)?.1,
+        };
+        Ok(self.header_len + stream_len)
+    }
+
+    /// Decompresses the CCOB at `bytes[0]`; returns the payload and the CCOB's extent.
+    pub(crate) fn decode(&self, bytes: &[u8]) -> Result<(Vec<u8>, u64), BundleError> {
+        if self.total_size.is_none() && self.method == CompressionMethod::Zlib {
+            // Inflating is the only way to bound a v1 zlib stream; do it once.
+            let (out, consumed) = self.decompress_zlib(&bytes[self.header_len as usize..])?;
+            return Ok((out, self.header_len + consumed));
+        }
+        let extent = self.extent(bytes)?;
+        let stream = &bytes[self.header_len as usize..extent as usize];
+        Ok((self.decompress(stream)?, extent))
+    }
+
+    /// Checks the claimed size against [`MAX_DECOMPRESSED`] and what `compressed_len`
+    /// bytes can possibly decode to, before any output is allocated.
+    fn check_claim(&self, compressed_len: u64) -> Result<(), BundleError> {
+        let limit = MAX_DECOMPRESSED.min(self.method.max_output(compressed_len));
+        if self.uncompressed_size > limit {
+            return Err(BundleError::DecompressedTooLarge {
+                offset: match self.version {
+                    1 => 8,
+                    2 => 12,
+                    _ => 16,
+                },
+                claimed: self.uncompressed_size,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Decompresses `stream` (exactly the compressed bytes of this CCOB) into exactly
+    /// `uncompressed_size` bytes; the whole of `stream` must be consumed.
+    pub(crate) fn decompress(&self, stream: &[u8]) -> Result<Vec<u8>, BundleError> {
+        let (out, consumed) = match self.method {
+            CompressionMethod::Zstd => self.decompress_zstd(stream)?,
+            CompressionMethod::Zlib => self.decompress_zlib(stream)?,
+        };
+        if consumed != stream.len() as u64 {
+            return Err(BundleError::TrailingData {
+                offset: self.header_len + consumed,
+                len: stream.len() as u64 - consumed,
+                what: "the compressed stream",
+            });
+        }
+        Ok(out)
+    }
+
+    /// An output buffer that grows as data actually arrives: its first reservation is
+    /// bounded by a typical code-object ratio, never by the claim alone.
+    fn output_buffer(&self, compressed_len: u64) -> Vec<u8> {
+        let initial = self
+            .uncompressed_size
+            .min(compressed_len.saturating_mul(16))
+            .min(64 << 20);
+        Vec::with_capacity(initial as usize)
+    }
+
+    fn decompress_error(&self, offset: u64, message: String) -> BundleError {
+        BundleError::Decompress {
+            offset: self.header_len + offset,
+            method: self.method,
+            message,
+        }
+    }
+
+    fn size_error(&self, actual: u64) -> BundleError {
+        BundleError::SizeMismatch {
+            offset: self.header_len,
+            expected: self.uncompressed_size,
+            actual,
+            what: "decompressed size",
+        }
+    }
+
+    fn decompress_zstd(&self, stream: &[u8]) -> Result<(Vec<u8>, u64), BundleError> {
+        self.check_claim(stream.len() as u64)?;
+        // zstd sizes its window buffer from the frame header: min(window, content size).
+        // Refuse a frame announcing more content than the CCOB header before it allocates
+        // anything. A frame without a content size (LLVM always writes one) can still make
+        // the decoder reserve up to zstd's default window limit, 2^27 bytes.
+        if let Ok(Some(content)) = zstd_safe::get_frame_content_size(stream)
+            && content > self.uncompressed_size
+        {
+            return Err(BundleError::SizeMismatch {
+                offset: self.header_len,
+                expected: self.uncompressed_size,
+                actual: content,
+                what: "zstd frame content size",
+            });
+        }
+        let mut out = self.output_buffer(stream.len() as u64);
+        let mut decoder = zstd::stream::read::Decoder::with_buffer(stream)
+            .map_err(|e| self.decompress_error(0, e.to_string()))?;
+        (&mut decoder)
+            .take(self.uncompressed_size + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| self.decompress_error(0, e.to_string()))?;
+        if out.len() as u64 != self.uncompressed_size {
+            return Err(self.size_error(out.len() as u64));
+        }
+        let rest = decoder.finish();
+        Ok((out, (stream.len() - rest.len()) as u64))
+    }
+
+    /// Inflates one zlib stream from the start of `stream`; returns the output and the
+    /// number of input bytes the stream occupies.
+    fn decompress_zlib(&self, stream: &[u8]) -> Result<(Vec<u8>, u64), BundleError> {
+        use flate2::{Decompress, FlushDecompress, Status};
+        self.check_claim(stream.len() as u64)?;
+        let mut out = self.output_buffer(stream.len() as u64);
+        let mut inflater = Decompress::new(true);
+        loop {
+            if out.len() == out.capacity() {
+                // One byte beyond the claim is enough to detect a lie.
+                let room = (self.uncompressed_size + 1).saturating_sub(out.len() as u64);
+                if room == 0 {
+                    return Err(self.size_error(out.len() as u64));
+                }
+                out.reserve(room.min((out.len() as u64).max(64 << 10)) as usize);
+            }
+            let consumed = inflater.total_in() as usize;
+            let produced = out.len();
+            let status = inflater
+                .decompress_vec(&stream[consumed..], &mut out, FlushDecompress::None)
+                .map_err(|e| self.decompress_error(inflater.total_in(), e.to_string()))?;
+            if out.len() as u64 > self.uncompressed_size {
+                return Err(self.size_error(out.len() as u64));
+            }
+            match status {
+                Status::StreamEnd => break,
+                _ if inflater.total_in() as usize == consumed && out.len() == produced => {
+                    return Err(BundleError::Truncated {
+                        offset: self.header_len,
+                        needed: stream.len() as u64 + 1,
+                        available: stream.len() as u64,
+                        what: "zlib stream (ends before its final block)",
+                    });
+                }
+                _ => {}
+            }
+        }
+        if out.len() as u64 != self.uncompressed_size {
+            return Err(self.size_error(out.len() as u64));
+        }
+        Ok((out, inflater.total_in()))
+    }
+}
+
+/// The CCOB hash: the low 64 bits of the MD5 digest (LLVM `MD5Result::low()`), i.e. the
+/// first 8 digest bytes read little-endian.
+pub fn ccob_hash(uncompressed_bundle: &[u8]) -> u64 {
+    let digest = Md5::digest(uncompressed_bundle);
+    le_u64(&digest[..8])
+}
+
+/// Compresses an uncompressed bundle into a CCOB of `version` 2 or 3, as LLVM's
+/// `CompressedOffloadBundle::compress` lays it out. Deterministic for given inputs: one
+/// zstd frame (content size, no checksum, long-distance matching on, as clang does: at
+/// level 3 this reproduces clang-offload-bundler 22's CCOBs byte for byte, though not
+/// the ones the clang driver embeds, whose zstd parameters differ) or one zlib stream
+/// (miniz_oxide, so not byte-identical to LLVM's zlib output). The input is not validated as a bundle,
+/// as in LLVM.
+///
+/// `level`: zstd accepts its own range (negative = fast levels, up to 22; clang uses 3),
+/// zlib 0..=9.
+pub fn write_compressed(
+    uncompressed_bundle: &[u8],
+    version: u16,
+    method: CompressionMethod,
+    level: i32,
+) -> Result<Vec<u8>, BundleError> {
+    let header_len: u64 = match version {
+        2 => 24,
+        3 => 32,
+        _ => return Err(BundleError::CannotWriteVersion { version }),
+    };
+    let compress_error = |e: std::io::Error| BundleError::Compress {
+        method,
+        message: e.to_string(),
+    };
+    let compressed = match method {
+        CompressionMethod::Zstd => {
+            if !(zstd_safe::min_c_level()..=zstd_safe::max_c_level()).contains(&level) {
+                return Err(BundleError::InvalidLevel { method, level });
+            }
+            // Long-distance matching as clang-offload-bundler enables it: with it the
+            // output is byte-identical to LLVM 22's (same zstd version, same level).
+            let mut compressor = zstd::bulk::Compressor::new(level).map_err(compress_error)?;
+            compressor
+                .set_parameter(zstd_safe::CParameter::EnableLongDistanceMatching(true))
+                .map_err(compress_error)?;
+            compressor
+                .compress(uncompressed_bundle)
+                .map_err(compress_error)?
+        }
+        CompressionMethod::Zlib => {
+            let level = u32::try_from(level)
+                .ok()
+                .filter(|&l| l <= 9)
+                .ok_or(BundleError::InvalidLevel { method, level })?;
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
+            encoder
+                .write_all(uncompressed_bundle)
+                .map_err(compress_error)?;
+            encoder.finish().map_err(compress_error)?
+        }
+    };
+    let uncompressed_size = uncompressed_bundle.len() as u64;
+    let total_size = header_len + compressed.len() as u64;
+    let mut out = Vec::with_capacity(total_size as usize);
+    out.extend_from_slice(CCOB_MAGIC);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&method.code().to_le_bytes());
+    if version == 2 {
+        let fit = |size: u64, what| {
+            u32::try_from(size).map_err(|_| BundleError::TooLargeForVersion { size, what })
+        };
+        out.extend_from_slice(&fit(total_size, "total size")?.to_le_bytes());
+        out.extend_from_slice(&fit(uncompressed_size, "uncompressed size")?.to_le_bytes());
+    } else {
+        out.extend_from_slice(&total_size.to_le_bytes());
+        out.extend_from_slice(&uncompressed_size.to_le_bytes());
+    }
+    out.extend_from_slice(&ccob_hash(uncompressed_bundle).to_le_bytes());
+    out.extend_from_slice(&compressed);
+    Ok(out)
+}

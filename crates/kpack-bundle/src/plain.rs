@@ -1,0 +1,228 @@
+//! The uncompressed `__CLANG_OFFLOAD_BUNDLE__` format: parsing and writing.
+
+use crate::{BUNDLE_MAGIC, BundleError};
+
+/// Size of the fixed part of the header: magic + entry count.
+const FIXED_HEADER_LEN: u64 = 32;
+/// Size of one entry header without its triple: offset, size, triple length.
+const ENTRY_HEADER_LEN: u64 = 24;
+
+/// One entry of an uncompressed bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// Bundle-entry id, e.g. `hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`.
+    pub triple: &'a str,
+    /// Offset of `data` from the start of the bundle (the decompressed one for a CCOB).
+    pub offset: u64,
+    /// The entry's bytes (a code object for device entries; usually empty for the host).
+    pub data: &'a [u8],
+}
+
+impl Entry<'_> {
+    /// Whether this is the host entry (its triple starts with `host`); clang writes it
+    /// first and empty.
+    pub fn is_host(&self) -> bool {
+        self.triple.starts_with("host")
+    }
+}
+
+/// A parsed uncompressed bundle, borrowed from the input bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bundle<'a> {
+    bytes: &'a [u8],
+    header_len: u64,
+    entries: Vec<Entry<'a>>,
+}
+
+impl<'a> Bundle<'a> {
+    /// Parses the uncompressed bundle starting at `bytes[0]`.
+    ///
+    /// The bundle's extent comes from its header (see [`Bundle::len`]); bytes after it are
+    /// ignored, so this can parse a bundle inside a larger region. Use
+    /// [`Bundle::parse_exact`] for a standalone file. Every entry must lie within `bytes`
+    /// and after the header, and every triple must be UTF-8.
+    pub fn parse(bytes: &'a [u8]) -> Result<Bundle<'a>, BundleError> {
+        let available = bytes.len() as u64;
+        check_magic(bytes, BUNDLE_MAGIC)?;
+        let fixed = read(bytes, 0, FIXED_HEADER_LEN, "bundle header")?;
+        let count = le_u64(&fixed[24..32]);
+        // Bounding the count by what the bytes can hold keeps the allocation below
+        // proportional to the input, whatever the header claims.
+        let max = (available - FIXED_HEADER_LEN) / ENTRY_HEADER_LEN;
+        if count > max {
+            return Err(BundleError::TooManyEntries {
+                offset: 24,
+                count,
+                max,
+            });
+        }
+        let mut entries = Vec::with_capacity(count as usize);
+        let mut pos = FIXED_HEADER_LEN;
+        let mut ranges = Vec::with_capacity(count as usize);
+        for entry in 0..count {
+            let fields = read(bytes, pos, ENTRY_HEADER_LEN, "entry header")?;
+            let (offset, size, triple_len) = (
+                le_u64(&fields[0..8]),
+                le_u64(&fields[8..16]),
+                le_u64(&fields[16..24]),
+            );
+            pos += ENTRY_HEADER_LEN;
+            let triple_bytes = read(bytes, pos, triple_len, "entry triple")?;
+            let triple = std::str::from_utf8(triple_bytes)
+                .map_err(|_| BundleError::TripleNotUtf8 { entry, offset: pos })?;
+            pos += triple_len;
+            ranges.push((triple, offset, size));
+        }
+        let header_len = pos;
+        let mut extent = header_len;
+        for (entry, (triple, offset, size)) in ranges.into_iter().enumerate() {
+            let entry = entry as u64;
+            if offset < header_len {
+                return Err(BundleError::EntryOverlapsHeader {
+                    bundle_offset: 0,
+                    entry,
+                    offset,
+                    header_len,
+                });
+            }
+            let end = offset
+                .checked_add(size)
+                .filter(|&end| end <= available)
+                .ok_or(BundleError::EntryOutOfRange {
+                    bundle_offset: 0,
+                    entry,
+                    offset,
+                    size,
+                    bundle_len: available,
+                })?;
+            extent = extent.max(end);
+            entries.push(Entry {
+                triple,
+                offset,
+                data: &bytes[offset as usize..end as usize],
+            });
+        }
+        Ok(Bundle {
+            bytes: &bytes[..extent as usize],
+            header_len,
+            entries,
+        })
+    }
+
+    /// Like [`Bundle::parse`], but `bytes` must be exactly one bundle: anything after the
+    /// extent is an error.
+    pub fn parse_exact(bytes: &'a [u8]) -> Result<Bundle<'a>, BundleError> {
+        let bundle = Self::parse(bytes)?;
+        match bytes.len() as u64 - bundle.len() {
+            0 => Ok(bundle),
+            len => Err(BundleError::TrailingData {
+                offset: bundle.len(),
+                len,
+                what: "the bundle",
+            }),
+        }
+    }
+
+    /// The entries in header order.
+    pub fn entries(&self) -> &[Entry<'a>] {
+        &self.entries
+    }
+
+    /// The extent of the bundle in bytes: the end of its header or of its furthest entry,
+    /// whichever is larger.
+    pub fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    /// Never true: a bundle has at least its 32-byte fixed header.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Length of the header (magic, count, entry headers and triples).
+    pub fn header_len(&self) -> u64 {
+        self.header_len
+    }
+
+    /// The bundle's bytes, exactly its extent.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+/// Writes an uncompressed bundle the way clang-offload-bundler does: the header, then each
+/// entry at the next multiple of `align` after the previous one (zero-filled gaps, nothing
+/// after the last entry). clang's default is 4096; 1 packs the entries (an `align` of 0 is
+/// treated as 1). Entries are written in the given order, so the caller puts the host entry
+/// first, as clang does.
+pub fn write_uncompressed(entries: &[(&str, &[u8])], align: u64) -> Vec<u8> {
+    let align = align.max(1);
+    let header_len: u64 = FIXED_HEADER_LEN
+        + entries
+            .iter()
+            .map(|(triple, _)| ENTRY_HEADER_LEN + triple.len() as u64)
+            .sum::<u64>();
+    let mut offsets = Vec::with_capacity(entries.len());
+    let mut end = header_len;
+    for (_, data) in entries {
+        let offset = end.div_ceil(align) * align;
+        offsets.push(offset);
+        end = offset + data.len() as u64;
+    }
+    let mut out = Vec::with_capacity(end as usize);
+    out.extend_from_slice(BUNDLE_MAGIC);
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for ((triple, data), offset) in entries.iter().zip(&offsets) {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(triple.len() as u64).to_le_bytes());
+        out.extend_from_slice(triple.as_bytes());
+    }
+    for ((_, data), &offset) in entries.iter().zip(&offsets) {
+        out.resize(offset as usize, 0);
+        out.extend_from_slice(data);
+    }
+    out
+}
+
+/// Whether `bytes` starts with `magic`: `BadMagic` if not, `Truncated` if `bytes` is a
+/// strict prefix of it.
+pub(crate) fn check_magic(bytes: &[u8], magic: &[u8]) -> Result<(), BundleError> {
+    if bytes.starts_with(magic) {
+        Ok(())
+    } else if magic.starts_with(bytes) {
+        Err(BundleError::Truncated {
+            offset: 0,
+            needed: magic.len() as u64,
+            available: bytes.len() as u64,
+            what: "bundle magic",
+        })
+    } else {
+        Err(BundleError::BadMagic { offset: 0 })
+    }
+}
+
+/// `len` bytes at `offset`, or a `Truncated` error naming `what`.
+pub(crate) fn read<'b>(
+    bytes: &'b [u8],
+    offset: u64,
+    len: u64,
+    what: &'static str,
+) -> Result<&'b [u8], BundleError> {
+    let available = (bytes.len() as u64).saturating_sub(offset);
+    if len > available {
+        return Err(BundleError::Truncated {
+            offset,
+            needed: len,
+            available,
+            what,
+        });
+    }
+    Ok(&bytes[offset as usize..(offset + len) as usize])
+}
+
+pub(crate) fn le_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}

@@ -1,0 +1,201 @@
+//! `kpack inspect PATH...`
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use kpack_pipeline::report::{self, Details, FileReport};
+use kpack_pipeline::source::FileKind;
+use serde::Serialize;
+
+use crate::output::{self, Error, grouped};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Files or directories (searched recursively).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Print JSON (one object per file; see the README for the schema).
+    #[arg(long)]
+    json: bool,
+}
+
+/// A file that could not be inspected, in the JSON output.
+#[derive(Serialize)]
+struct FailedReport {
+    path: String,
+    kind: &'static str,
+    error: String,
+    details: serde_json::Value,
+    totals: [(); 0],
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let files = super::expand_inputs(&args.paths)?;
+    let explicit: Vec<&PathBuf> = args.paths.iter().collect();
+    let bar = output::progress(files.len() as u64, "inspecting");
+    let mut json = Vec::new();
+    let mut failed = false;
+    for path in &files {
+        bar.inc(1);
+        let shown = path.display().to_string();
+        let result = File::open(path)
+            .map_err(|e| Error::from(format!("{shown}: {e}")))
+            .and_then(|f| Ok(kpack_pipeline::map_file(&f, path)?))
+            .and_then(|bytes| {
+                report::inspect(&shown, &bytes).map_err(|e| Error::from(e.in_file(path)))
+            });
+        match result {
+            // Inside directories only files that can hold device code are worth a line.
+            Ok(r) if r.kind == FileKind::Other.name() && !explicit.contains(&path) => {}
+            Ok(r) => {
+                if args.json {
+                    json.push(serde_json::to_value(&r)?);
+                } else {
+                    bar.suspend(|| print_human(&r));
+                }
+            }
+            Err(err) => {
+                failed = true;
+                if args.json {
+                    json.push(serde_json::to_value(FailedReport {
+                        path: shown,
+                        kind: "error",
+                        error: err.to_string(),
+                        details: serde_json::json!({}),
+                        totals: [],
+                    })?);
+                }
+                bar.suspend(|| output::print_error(err.as_ref()));
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if args.json {
+        output::print_json(&json)?;
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_human(r: &FileReport) {
+    match &r.details {
+        Details::Elf(elf) => {
+            println!("{}: ELF {}, {}", r.path, elf.elf_type, elf.state);
+            print_elf(elf, "  ");
+        }
+        Details::Ar { members } => {
+            println!("{}: ar archive, {} ELF members", r.path, members.len());
+            for m in members {
+                println!(
+                    "  member {}: ELF {}, {}",
+                    m.member.as_deref().unwrap_or("?"),
+                    m.elf_type,
+                    m.state
+                );
+                print_elf(m, "    ");
+            }
+        }
+        Details::Bundles { bundles } => {
+            println!("{}: {}", r.path, r.kind);
+            for b in bundles {
+                print_bundle(b, "  ");
+            }
+        }
+        Details::CodeObject(co) => println!(
+            "{}: code object for {} (code object v{}), {} bytes",
+            r.path,
+            co.target,
+            co.code_object_version,
+            grouped(co.size)
+        ),
+        Details::Archive(a) => {
+            println!(
+                "{}: kpack archive, group {}, family {}, scheme {}, {} entries",
+                r.path,
+                a.group_name,
+                a.gfx_arch_family,
+                a.compression_scheme,
+                a.entries.len()
+            );
+            println!("  gfx_arches: {}", a.gfx_arches.join(", "));
+        }
+        Details::None {} => println!("{}: {}", r.path, r.kind),
+    }
+    if !r.totals.is_empty() {
+        println!("  totals:");
+        for t in &r.totals {
+            println!(
+                "    {:<28} {:>6} objects {:>16} bytes",
+                t.target,
+                t.count,
+                grouped(t.bytes)
+            );
+        }
+    }
+}
+
+fn print_elf(elf: &report::ElfReport, indent: &str) {
+    if let Some(s) = &elf.fatbin {
+        println!(
+            "{indent}.hip_fatbin: offset {:#x}, vaddr {:#x}, {} bytes{}",
+            s.offset,
+            s.vaddr,
+            grouped(s.size),
+            if s.nobits { " (NOBITS)" } else { "" }
+        );
+    }
+    println!(
+        "{indent}{} wrappers -> {} bundles",
+        elf.wrappers.len(),
+        elf.bundles.len()
+    );
+    for w in &elf.wrappers {
+        let target = w
+            .bundle
+            .map(|b| format!("bundle {b}"))
+            .or_else(|| w.target_vaddr.map(|v| format!("{v:#x}")))
+            .unwrap_or_else(|| "unresolved".to_owned());
+        println!(
+            "{indent}  wrapper {} {} v{} pointer {} -> {target}, reserved1 {}",
+            w.index, w.magic, w.version, w.pointer, w.reserved1
+        );
+    }
+    for b in &elf.bundles {
+        print_bundle(b, indent);
+    }
+    for r in &elf.rdc_sections {
+        println!(
+            "{indent}RDC section {} ({}): {} bytes",
+            r.name,
+            r.bundle_id,
+            grouped(r.size)
+        );
+    }
+}
+
+fn print_bundle(b: &report::BundleReport, indent: &str) {
+    let format = match (b.version, b.method) {
+        (Some(v), Some(m)) => format!("CCOB v{v} {m}, hash {}", b.hash.unwrap_or("-")),
+        _ => "uncompressed".to_owned(),
+    };
+    println!(
+        "{indent}bundle {} at {:#x}: {}, {} bytes stored, {} bytes bundled, {} entries",
+        b.index,
+        b.offset,
+        format,
+        grouped(b.size),
+        grouped(b.uncompressed_size),
+        b.entries.len()
+    );
+    for e in &b.entries {
+        println!(
+            "{indent}  {:<48} {:>14} bytes",
+            e.bundle_id,
+            grouped(e.size)
+        );
+    }
+}

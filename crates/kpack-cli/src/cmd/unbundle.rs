@@ -1,0 +1,82 @@
+//! `kpack unbundle PATH... -o DIR [--target T...]`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use kpack_pipeline::source::FileKind;
+use kpack_pipeline::unbundle::{TargetFilter, Unbundler};
+use kpack_target::TargetId;
+use serde::Serialize;
+
+use crate::output::{self, Error};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Fat binaries, `ar` archives, bundles, CCOB files or code objects.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Output directory (created if missing).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Only these targets (`gfx90a:xnack+` exactly, or `gfx90a` for every variant).
+    #[arg(long = "target", value_parser = TargetId::parse)]
+    targets: Vec<TargetId>,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Written {
+    path: String,
+    bundle_id: String,
+    size: u64,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let files = super::expand_inputs(&args.paths)?;
+    let mut unbundler = Unbundler::new(&args.output, TargetFilter::new(args.targets))?;
+    let bar = output::progress(files.len() as u64, "unbundling");
+    for path in &files {
+        bar.inc(1);
+        let kind = unbundler.unbundle_file(path).map_err(|e| e.in_file(path))?;
+        // Inside directories, files without device code are passed over; a file named
+        // on the command line must hold some.
+        if matches!(kind, FileKind::Other | FileKind::KpackArchive) && args.paths.contains(path) {
+            return Err(format!(
+                "{}: a {} file holds no offload bundles{}",
+                path.display(),
+                kind.name(),
+                if kind == FileKind::KpackArchive {
+                    " (use `kpack extract`)"
+                } else {
+                    ""
+                }
+            )
+            .into());
+        }
+    }
+    bar.finish_and_clear();
+    let written = unbundler.into_written();
+    if args.json {
+        let list: Vec<Written> = written
+            .iter()
+            .map(|w| Written {
+                path: w.path.display().to_string(),
+                bundle_id: w.bundle_id.clone(),
+                size: w.size,
+            })
+            .collect();
+        output::print_json(&list)?;
+    } else {
+        for w in &written {
+            println!("{}\t{}\t{}", w.path.display(), w.bundle_id, w.size);
+        }
+        eprintln!(
+            "{} code objects written to {}",
+            written.len(),
+            args.output.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

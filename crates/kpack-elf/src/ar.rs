@@ -1,0 +1,253 @@
+//! A strict reader of `ar` archives (static libraries), GNU and BSD variants.
+//!
+//! Layout: the global header `!<arch>\n`, then members, each a 60-byte header
+//! (`name[16] date[12] uid[6] gid[6] mode[8] size[10] "`\n"`) followed by `size`
+//! data bytes and one `\n` if `size` is odd (members start at even offsets).
+//!
+//! Names: GNU writes `name/`, refers to the `//` long-name table as `/N` (names
+//! there end in `/\n`) and has the symbol tables `/` and `/SYM64/`; BSD writes the
+//! name space-padded, or `#1/N` with the name in the first `N` data bytes, and has
+//! the symbol tables `__.SYMDEF*`. Symbol and name tables are not returned as
+//! members. Thin archives (`!<thin>\n`) hold no member data and are rejected.
+
+use thiserror::Error;
+
+use crate::ElfError;
+use crate::fatbin::{FatBinary, inspect as inspect_elf_bytes};
+
+/// Global header of an archive.
+pub const MAGIC: &[u8; 8] = b"!<arch>\n";
+const THIN_MAGIC: &[u8; 8] = b"!<thin>\n";
+const HEADER_SIZE: usize = 60;
+
+/// Why an archive could not be read; offsets are file offsets of the member header.
+#[derive(Debug, Error)]
+pub enum ArError {
+    #[error("not an ar archive: expected \"!<arch>\\n\" at offset 0")]
+    NotAr,
+    #[error("thin ar archive (\"!<thin>\\n\"): members are not stored in the file")]
+    Thin,
+    #[error(
+        "member header at offset {offset:#x}: only {available} bytes left, expected a 60-byte header"
+    )]
+    TruncatedHeader { offset: u64, available: u64 },
+    #[error(
+        "member header at offset {offset:#x}: terminator is {found:02x?}, expected 60 0a (\"`\\n\")"
+    )]
+    BadTerminator { offset: u64, found: [u8; 2] },
+    #[error("member header at offset {offset:#x}: size field {field:?} is not a decimal number")]
+    BadSize { offset: u64, field: String },
+    #[error(
+        "member {name:?} at offset {offset:#x}: {size} data bytes extend beyond the end of the file ({file_len} bytes)"
+    )]
+    BeyondEof {
+        offset: u64,
+        name: String,
+        size: u64,
+        file_len: u64,
+    },
+    #[error(
+        "member header at offset {offset:#x}: long name {reference:?} not found in the \"//\" table"
+    )]
+    BadLongName { offset: u64, reference: String },
+    #[error(
+        "member header at offset {offset:#x}: BSD name length {name_len} exceeds the member size {size}"
+    )]
+    BadBsdName {
+        offset: u64,
+        name_len: u64,
+        size: u64,
+    },
+    #[error("padding byte at offset {offset:#x} is {found:#04x}, expected 0x0a")]
+    BadPadding { offset: u64, found: u8 },
+    #[error("member {name:?} at offset {offset:#x}: {source}")]
+    Elf {
+        name: String,
+        offset: u64,
+        #[source]
+        source: ElfError,
+    },
+}
+
+/// One regular member of an archive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member<'a> {
+    pub name: String,
+    /// File offset of the 60-byte member header.
+    pub header_offset: u64,
+    /// File offset of `data`.
+    pub offset: u64,
+    pub data: &'a [u8],
+}
+
+/// An archive member and, for ELF members, its inspection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InspectedMember<'a> {
+    pub member: Member<'a>,
+    /// `None` for members that are not ELF files.
+    pub fat: Option<FatBinary>,
+}
+
+/// Whether `data` starts with the `ar` global header.
+pub fn is_ar(data: &[u8]) -> bool {
+    data.starts_with(MAGIC)
+}
+
+/// The regular members of an archive, in file order.
+pub fn members(data: &[u8]) -> Result<Vec<Member<'_>>, ArError> {
+    if data.starts_with(THIN_MAGIC) {
+        return Err(ArError::Thin);
+    }
+    if !is_ar(data) {
+        return Err(ArError::NotAr);
+    }
+    let mut out = Vec::new();
+    let mut long_names: Option<&[u8]> = None;
+    let mut pos = MAGIC.len();
+    while pos < data.len() {
+        let offset = pos as u64;
+        let header = data
+            .get(pos..pos + HEADER_SIZE)
+            .ok_or(ArError::TruncatedHeader {
+                offset,
+                available: (data.len() - pos) as u64,
+            })?;
+        let (raw_name, rest) = header.split_at(16);
+        let terminator = [rest[42], rest[43]];
+        if terminator != *b"`\n" {
+            return Err(ArError::BadTerminator {
+                offset,
+                found: terminator,
+            });
+        }
+        let size = parse_size(&rest[32..42]).ok_or_else(|| ArError::BadSize {
+            offset,
+            field: String::from_utf8_lossy(&rest[32..42]).into_owned(),
+        })?;
+        let start = pos + HEADER_SIZE;
+        let name_field = trim_end_spaces(raw_name);
+        let body = usize::try_from(size)
+            .ok()
+            .and_then(|size| data.get(start..start.checked_add(size)?))
+            .ok_or_else(|| ArError::BeyondEof {
+                offset,
+                name: String::from_utf8_lossy(name_field).into_owned(),
+                size,
+                file_len: data.len() as u64,
+            })?;
+        let end = start + body.len();
+
+        match name_field {
+            b"/" | b"/SYM64/" => {}
+            b"//" => long_names = Some(body),
+            n if n.starts_with(b"__.SYMDEF") => {}
+            n => {
+                let (name, member_data) = member_name(n, body, long_names, offset)?;
+                let data_offset = (end - member_data.len()) as u64;
+                out.push(Member {
+                    name,
+                    header_offset: offset,
+                    offset: data_offset,
+                    data: member_data,
+                });
+            }
+        }
+
+        pos = end;
+        if pos % 2 == 1 {
+            // The padding byte may be missing only at the very end of the file.
+            if let Some(&pad) = data.get(pos) {
+                if pad != b'\n' {
+                    return Err(ArError::BadPadding {
+                        offset: pos as u64,
+                        found: pad,
+                    });
+                }
+                pos += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every member, with an inspection of those that are ELF files.
+pub fn inspect(data: &[u8]) -> Result<Vec<InspectedMember<'_>>, ArError> {
+    members(data)?
+        .into_iter()
+        .map(|member| {
+            let fat = if crate::is_elf(member.data) {
+                Some(
+                    inspect_elf_bytes(member.data).map_err(|source| ArError::Elf {
+                        name: member.name.clone(),
+                        offset: member.offset,
+                        source,
+                    })?,
+                )
+            } else {
+                None
+            };
+            Ok(InspectedMember { member, fat })
+        })
+        .collect()
+}
+
+/// The member's name and its data (which excludes a BSD `#1/N` name).
+fn member_name<'a>(
+    field: &[u8],
+    body: &'a [u8],
+    long_names: Option<&[u8]>,
+    offset: u64,
+) -> Result<(String, &'a [u8]), ArError> {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    if let Some(len) = field.strip_prefix(b"#1/") {
+        let name_len = parse_size(len).ok_or_else(|| ArError::BadSize {
+            offset,
+            field: lossy(field),
+        })?;
+        let split = usize::try_from(name_len)
+            .ok()
+            .filter(|&n| n <= body.len())
+            .ok_or(ArError::BadBsdName {
+                offset,
+                name_len,
+                size: body.len() as u64,
+            })?;
+        let (name, rest) = body.split_at(split);
+        // BSD pads the stored name with NULs to keep the data aligned.
+        let name = name.split(|&b| b == 0).next().unwrap_or_default();
+        return Ok((lossy(name), rest));
+    }
+    if let Some(reference) = field.strip_prefix(b"/") {
+        let bad = || ArError::BadLongName {
+            offset,
+            reference: lossy(field),
+        };
+        let index = usize::try_from(parse_size(reference).ok_or_else(bad)?).map_err(|_| bad())?;
+        let table = long_names.ok_or_else(bad)?;
+        let tail = table.get(index..).ok_or_else(bad)?;
+        let line = tail.split(|&b| b == b'\n').next().unwrap_or_default();
+        let name = line.strip_suffix(b"/").unwrap_or(line);
+        if name.is_empty() {
+            return Err(bad());
+        }
+        return Ok((lossy(name), body));
+    }
+    let name = field.strip_suffix(b"/").unwrap_or(field);
+    Ok((lossy(name), body))
+}
+
+fn trim_end_spaces(field: &[u8]) -> &[u8] {
+    let len = field.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    &field[..len]
+}
+
+/// A decimal number, right-padded with spaces; at least one digit.
+fn parse_size(field: &[u8]) -> Option<u64> {
+    let digits = trim_end_spaces(field);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}

@@ -1,0 +1,523 @@
+//! HIP fat-binary inspection: `.hip_fatbin`, its bundles, the
+//! `__CudaFatBinaryWrapper`s in `.hipFatBinSegment` and where their pointers lead.
+
+use kpack_bundle::LocatedBundle;
+
+use crate::ElfError;
+use crate::bytes::Record;
+use crate::consts::*;
+use crate::elf::{
+    ElfFile, RelocKind, RelocationEntries, SectionHeader, Symbol, reloc_kind, section_label,
+};
+
+/// Name of the section holding the offload bundles.
+pub const FATBIN_SECTION: &str = ".hip_fatbin";
+/// Name of the section holding the 24-byte wrappers.
+pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
+/// Name of the section added by kpack holding the HIPK metadata.
+pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+/// Prefix of the per-target bitcode sections of `-fgpu-rdc` relocatable objects.
+pub const RDC_SECTION_PREFIX: &str = "__CLANG_OFFLOAD_BUNDLE__";
+/// Size of one `__CudaFatBinaryWrapper`.
+pub const WRAPPER_SIZE: u64 = 24;
+/// Offset of the binary pointer inside a wrapper.
+pub const WRAPPER_POINTER_OFFSET: u64 = 8;
+/// Wrapper magic written by the compiler, "HIPF" (bytes `46 50 49 48`).
+pub const HIPF_MAGIC: u32 = 0x4849_5046;
+/// Wrapper magic written by kpack, "HIPK" (bytes `48 49 50 4B`).
+pub const HIPK_MAGIC: u32 = 0x4B50_4948;
+
+/// What state the file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FatBinaryKind {
+    /// A `.hip_fatbin` with file contents (`SHT_PROGBITS`), not transformed by kpack.
+    Fat,
+    /// Transformed by kpack: a wrapper with HIPK magic, a `SHT_NOBITS` `.hip_fatbin`
+    /// or a `.rocm_kpack_ref` section.
+    Kpacked,
+    /// A `-fgpu-rdc` relocatable object: no `.hip_fatbin` yet (the device link
+    /// makes it), device bitcode in `__CLANG_OFFLOAD_BUNDLE__*` sections.
+    Rdc,
+    /// No `.hip_fatbin`: nothing to split.
+    HostOnly,
+}
+
+/// The `.hip_fatbin` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FatbinSection {
+    pub section_index: usize,
+    /// `sh_offset`. For a `SHT_NOBITS` section this is the stale offset the
+    /// section had before kpack removed its bytes.
+    pub offset: u64,
+    /// `sh_addr` (0 in relocatable objects). Not necessarily equal to `offset`.
+    pub vaddr: u64,
+    pub size: u64,
+    /// `SHT_NOBITS` (bytes removed by kpack) rather than `SHT_PROGBITS`.
+    pub nobits: bool,
+}
+
+/// The `.rocm_kpack_ref` marker section (decoded by `kpack-archive`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerSection {
+    pub section_index: usize,
+    pub offset: u64,
+    pub vaddr: u64,
+    pub size: u64,
+    /// `SHF_ALLOC`: mapped by a `PT_LOAD` (kpack's Phase 1 done).
+    pub alloc: bool,
+}
+
+impl MarkerSection {
+    /// The marker bytes within the file they were inspected from.
+    pub fn bytes<'d>(&self, file: &'d [u8]) -> Option<&'d [u8]> {
+        let start = usize::try_from(self.offset).ok()?;
+        let len = usize::try_from(self.size).ok()?;
+        file.get(start..start.checked_add(len)?)
+    }
+}
+
+/// A per-target device bitcode section of a `-fgpu-rdc` relocatable object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RdcSection {
+    pub section_index: usize,
+    /// `__CLANG_OFFLOAD_BUNDLE__<target_triple>`.
+    pub name: String,
+    /// The bundle triple, e.g. `hip-amdgcn-amd-amdhsa-gfx90a:xnack-` or the host's
+    /// `host-x86_64-pc-linux-gnu`.
+    pub target_triple: String,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// The magic of a wrapper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrapperMagic {
+    Hipf,
+    Hipk,
+    Other(u32),
+}
+
+impl From<u32> for WrapperMagic {
+    fn from(value: u32) -> Self {
+        match value {
+            HIPF_MAGIC => WrapperMagic::Hipf,
+            HIPK_MAGIC => WrapperMagic::Hipk,
+            other => WrapperMagic::Other(other),
+        }
+    }
+}
+
+/// How the loader (or the linker, for relocatable objects) fills a wrapper's
+/// binary pointer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PointerSource {
+    /// No relocation applies: the value in the file is the pointer (non-PIE
+    /// `ET_EXEC`).
+    InPlace(u64),
+    /// An `Elf64_Rela` entry: `R_X86_64_RELATIVE` (pointer = base + addend) or
+    /// `R_X86_64_64` (pointer = symbol + addend); other types are listed as-is.
+    Rela {
+        section_index: usize,
+        entry_index: usize,
+        r_type: u32,
+        /// The symbol's name (a section symbol gets its section's name); `None`
+        /// for symbol index 0.
+        symbol: Option<String>,
+        addend: i64,
+    },
+    /// An `Elf64_Rel` entry; the addend is the value in the file.
+    Rel {
+        section_index: usize,
+        entry_index: usize,
+        r_type: u32,
+        symbol: Option<String>,
+        in_file: u64,
+    },
+    /// An `SHT_RELR` relative relocation; pointer = base + the value in the file.
+    Relr {
+        section_index: usize,
+        word_index: usize,
+        in_file: u64,
+    },
+}
+
+/// One 24-byte `__CudaFatBinaryWrapper` of `.hipFatBinSegment`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrapper {
+    /// Slot number in the section (kpack's `co_index`).
+    pub index: usize,
+    /// File offset of the wrapper.
+    pub offset: u64,
+    /// Address of the wrapper (`sh_addr + 24 * index`; section-relative in
+    /// relocatable objects).
+    pub vaddr: u64,
+    pub magic: WrapperMagic,
+    pub version: u32,
+    /// The pointer bytes as stored in the file.
+    pub binary: u64,
+    pub reserved1: u64,
+    pub pointer: PointerSource,
+    /// The address the pointer resolves to (link-time address, load base 0), when
+    /// it can be computed: `None` for undefined symbols (e.g. `__hip_fatbin` in an
+    /// RDC object before device linking) and uninterpreted relocation types. In
+    /// relocatable objects, a symbol's address is its section's `sh_addr` (0) +
+    /// `st_value`, i.e. section-relative.
+    pub target: Option<u64>,
+    /// The bundle (index into [`FatBinary::bundles`]) starting exactly at
+    /// `target`. In relocatable objects this additionally requires the pointer's
+    /// symbol to be defined in `.hip_fatbin`.
+    pub bundle: Option<usize>,
+}
+
+/// Everything kpack needs to know about a host ELF file's device code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FatBinary {
+    pub kind: FatBinaryKind,
+    /// `e_type` (`ET_REL`, `ET_EXEC`, `ET_DYN`).
+    pub elf_type: u16,
+    /// `e_machine`.
+    pub machine: u16,
+    pub fatbin: Option<FatbinSection>,
+    /// The bundles of `.hip_fatbin`, offsets relative to the section start; empty
+    /// if the section is absent or `SHT_NOBITS`.
+    pub bundles: Vec<LocatedBundle>,
+    pub wrappers: Vec<Wrapper>,
+    pub marker: Option<MarkerSection>,
+    pub rdc_sections: Vec<RdcSection>,
+}
+
+/// Parses `data` as ELF and inspects its fat-binary parts.
+pub fn inspect(data: &[u8]) -> Result<FatBinary, ElfError> {
+    inspect_elf(&ElfFile::parse(data)?)
+}
+
+/// Inspects the fat-binary parts of an already parsed file.
+pub fn inspect_elf(elf: &ElfFile<'_>) -> Result<FatBinary, ElfError> {
+    let header = elf.header();
+    let (fatbin, bundles) = match elf.section_by_name(FATBIN_SECTION) {
+        Some(section) => {
+            let fatbin = FatbinSection {
+                section_index: section.index,
+                offset: section.sh_offset,
+                vaddr: section.sh_addr,
+                size: section.sh_size,
+                nobits: section.sh_type == SHT_NOBITS,
+            };
+            let bytes = elf.section_data(section)?;
+            let bundles = if bytes.is_empty() {
+                Vec::new()
+            } else {
+                kpack_bundle::walk_fatbin(bytes).map_err(|source| ElfError::Bundle {
+                    section: section.index,
+                    offset: section.sh_offset,
+                    source,
+                })?
+            };
+            (Some(fatbin), bundles)
+        }
+        None => (None, Vec::new()),
+    };
+    let wrappers = match elf.section_by_name(WRAPPER_SECTION) {
+        Some(section) => read_wrappers(elf, section, fatbin.as_ref(), &bundles)?,
+        None => Vec::new(),
+    };
+    let marker = elf.section_by_name(MARKER_SECTION).map(|s| MarkerSection {
+        section_index: s.index,
+        offset: s.sh_offset,
+        vaddr: s.sh_addr,
+        size: s.sh_size,
+        alloc: s.sh_flags & SHF_ALLOC != 0,
+    });
+    let rdc_sections: Vec<RdcSection> = elf
+        .section_headers()
+        .iter()
+        .filter_map(|s| {
+            let triple = s.name.strip_prefix(RDC_SECTION_PREFIX)?;
+            Some(RdcSection {
+                section_index: s.index,
+                name: s.name.clone(),
+                target_triple: triple.to_string(),
+                offset: s.sh_offset,
+                size: s.sh_size,
+            })
+        })
+        .collect();
+
+    let kind = if marker.is_some()
+        || fatbin.as_ref().is_some_and(|f| f.nobits)
+        || wrappers.iter().any(|w| w.magic == WrapperMagic::Hipk)
+    {
+        FatBinaryKind::Kpacked
+    } else if fatbin.is_some() {
+        FatBinaryKind::Fat
+    } else if !rdc_sections.is_empty() {
+        FatBinaryKind::Rdc
+    } else {
+        FatBinaryKind::HostOnly
+    };
+
+    Ok(FatBinary {
+        kind,
+        elf_type: header.e_type,
+        machine: header.e_machine,
+        fatbin,
+        bundles,
+        wrappers,
+        marker,
+        rdc_sections,
+    })
+}
+
+/// Where a wrapper pointer leads: the address and, in relocatable objects, the
+/// section that address is relative to.
+#[derive(Clone, Copy)]
+struct Resolved {
+    target: Option<u64>,
+    section: Option<usize>,
+}
+
+fn read_wrappers(
+    elf: &ElfFile<'_>,
+    segment: &SectionHeader,
+    fatbin: Option<&FatbinSection>,
+    bundles: &[LocatedBundle],
+) -> Result<Vec<Wrapper>, ElfError> {
+    if segment.sh_type == SHT_NOBITS {
+        return Err(ElfError::WrapperSectionNobits {
+            section: segment.index,
+            offset: segment.sh_offset,
+        });
+    }
+    if !segment.sh_size.is_multiple_of(WRAPPER_SIZE) {
+        return Err(ElfError::WrapperSectionSize {
+            section: segment.index,
+            offset: segment.sh_offset,
+            size: segment.sh_size,
+        });
+    }
+    let bytes = elf.section_data(segment)?;
+    let records: Vec<Record<'_>> = bytes
+        .chunks_exact(WRAPPER_SIZE as usize)
+        .map(Record)
+        .collect();
+    let pointers: Vec<u64> = records.iter().map(|r| r.u64(8)).collect();
+    let relocated = pointer_relocations(elf, segment, &pointers)?;
+    let relocatable = elf.header().e_type == ET_REL;
+
+    let mut wrappers = Vec::with_capacity(records.len());
+    for (index, (rec, found)) in records.iter().zip(relocated).enumerate() {
+        let binary = rec.u64(8);
+        let (pointer, resolved) = found.unwrap_or((
+            PointerSource::InPlace(binary),
+            Resolved {
+                target: Some(binary),
+                section: None,
+            },
+        ));
+        // Relocatable objects: every section starts at address 0, so an address
+        // only identifies a bundle when it is known to be relative to .hip_fatbin.
+        let bundle = fatbin
+            .filter(|f| !f.nobits && (!relocatable || resolved.section == Some(f.section_index)))
+            .and_then(|f| resolved.target?.checked_sub(f.vaddr))
+            .and_then(|rel| bundles.iter().position(|b| b.offset == rel));
+        let slot = index as u64 * WRAPPER_SIZE;
+        wrappers.push(Wrapper {
+            index,
+            offset: segment.sh_offset + slot,
+            vaddr: segment.sh_addr.wrapping_add(slot),
+            magic: rec.u32(0).into(),
+            version: rec.u32(4),
+            binary,
+            reserved1: rec.u64(16),
+            pointer,
+            target: resolved.target,
+            bundle,
+        });
+    }
+    Ok(wrappers)
+}
+
+/// One relocation entry in a common shape: `r_type` is `None` for RELR (relative,
+/// no symbol; `entry_index` is then the RELR word), `addend` is `None` unless RELA.
+struct Candidate {
+    entry_index: usize,
+    r_offset: u64,
+    r_sym: u32,
+    r_type: Option<u32>,
+    addend: Option<i64>,
+}
+
+/// For each wrapper slot, the first relocation (in section-header order) that
+/// writes its pointer, and what it resolves to. Linked files: the loader's
+/// relocations (`SHF_ALLOC` sections), addressed by vaddr. Relocatable objects:
+/// the sections applying to `.hipFatBinSegment` (`sh_info`), addressed
+/// section-relative. `in_file` holds each slot's stored pointer value.
+fn pointer_relocations(
+    elf: &ElfFile<'_>,
+    segment: &SectionHeader,
+    in_file: &[u64],
+) -> Result<Vec<Option<(PointerSource, Resolved)>>, ElfError> {
+    let relocatable = elf.header().e_type == ET_REL;
+    let base = if relocatable { 0 } else { segment.sh_addr };
+    let slot_of = |r_offset: u64| -> Option<usize> {
+        let rel = r_offset.checked_sub(base)?;
+        if rel % WRAPPER_SIZE != WRAPPER_POINTER_OFFSET {
+            return None;
+        }
+        usize::try_from(rel / WRAPPER_SIZE)
+            .ok()
+            .filter(|&i| i < in_file.len())
+    };
+    let mut found: Vec<Option<(PointerSource, Resolved)>> = vec![None; in_file.len()];
+    for section in elf.section_headers() {
+        let applies = if relocatable {
+            matches!(section.sh_type, SHT_RELA | SHT_REL)
+                && u64::from(section.sh_info) == segment.index as u64
+        } else {
+            matches!(section.sh_type, SHT_RELA | SHT_REL | SHT_RELR)
+                && section.sh_flags & SHF_ALLOC != 0
+        };
+        if !applies {
+            continue;
+        }
+        let relocs = elf.relocation_section(section)?;
+        let candidates: Vec<Candidate> = match &relocs.entries {
+            RelocationEntries::Rela(v) => v
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Candidate {
+                    entry_index: i,
+                    r_offset: r.r_offset,
+                    r_sym: r.r_sym,
+                    r_type: Some(r.r_type),
+                    addend: Some(r.r_addend),
+                })
+                .collect(),
+            RelocationEntries::Rel(v) => v
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Candidate {
+                    entry_index: i,
+                    r_offset: r.r_offset,
+                    r_sym: r.r_sym,
+                    r_type: Some(r.r_type),
+                    addend: None,
+                })
+                .collect(),
+            RelocationEntries::Relr(v) => v
+                .iter()
+                .map(|r| Candidate {
+                    entry_index: r.word_index,
+                    r_offset: r.r_offset,
+                    r_sym: 0,
+                    r_type: None,
+                    addend: None,
+                })
+                .collect(),
+        };
+        for Candidate {
+            entry_index,
+            r_offset,
+            r_sym,
+            r_type,
+            addend,
+        } in candidates
+        {
+            let Some(slot) = slot_of(r_offset).filter(|&i| found[i].is_none()) else {
+                continue;
+            };
+            let value = in_file[slot];
+            let section_index = section.index;
+            let Some(r_type) = r_type else {
+                let relative = Resolved {
+                    target: Some(value),
+                    section: None,
+                };
+                let source = PointerSource::Relr {
+                    section_index,
+                    word_index: entry_index,
+                    in_file: value,
+                };
+                found[slot] = Some((source, relative));
+                continue;
+            };
+            let sym = symbol_for(elf, section, r_sym)?;
+            let resolved = apply(
+                elf,
+                r_type,
+                sym.as_ref(),
+                addend.map_or(value, |a| a as u64),
+            );
+            let symbol = sym.map(|(s, _)| s.name);
+            let source = match addend {
+                Some(addend) => PointerSource::Rela {
+                    section_index,
+                    entry_index,
+                    r_type,
+                    symbol,
+                    addend,
+                },
+                None => PointerSource::Rel {
+                    section_index,
+                    entry_index,
+                    r_type,
+                    symbol,
+                    in_file: value,
+                },
+            };
+            found[slot] = Some((source, resolved));
+        }
+    }
+    Ok(found)
+}
+
+/// The symbol a relocation refers to (through the section's `sh_link`) and its
+/// address; `None` for symbol index 0.
+fn symbol_for(
+    elf: &ElfFile<'_>,
+    relocs: &SectionHeader,
+    r_sym: u32,
+) -> Result<Option<(Symbol, Option<u64>)>, ElfError> {
+    if r_sym == 0 {
+        return Ok(None);
+    }
+    let symtab = elf.section(
+        u64::from(relocs.sh_link),
+        &format!("sh_link of {}", section_label(relocs)),
+    )?;
+    let sym = elf.symbol(symtab, u64::from(r_sym))?;
+    let address = elf.symbol_address(&sym)?;
+    Ok(Some((sym, address)))
+}
+
+/// The value a relocation computes, for the types that can hold a pointer.
+fn apply(
+    elf: &ElfFile<'_>,
+    r_type: u32,
+    sym: Option<&(Symbol, Option<u64>)>,
+    addend: u64,
+) -> Resolved {
+    let unresolved = Resolved {
+        target: None,
+        section: None,
+    };
+    match reloc_kind(elf.header().e_machine, r_type) {
+        RelocKind::Relative => Resolved {
+            target: Some(addend),
+            section: None,
+        },
+        RelocKind::Absolute64 => match sym {
+            None => Resolved {
+                target: Some(addend),
+                section: None,
+            },
+            Some((s, Some(address))) => Resolved {
+                target: Some(address.wrapping_add(addend)),
+                section: (s.st_shndx != SHN_UNDEF && s.st_shndx < SHN_LORESERVE)
+                    .then_some(usize::from(s.st_shndx)),
+            },
+            Some((_, None)) => unresolved,
+        },
+        RelocKind::Other => unresolved,
+    }
+}

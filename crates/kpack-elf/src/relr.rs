@@ -1,0 +1,73 @@
+//! `SHT_RELR` decoding (the compact relative-relocation format of
+//! `-z pack-relative-relocs`).
+//!
+//! The section is a sequence of 64-bit words:
+//! * an even word is an address: it is relocated, and the "next" address becomes
+//!   `word + 8`;
+//! * an odd word is a bitmap: bit `i` (1 ≤ i ≤ 63) set means `next + (i - 1) * 8`
+//!   is relocated; afterwards `next` advances by `63 * 8` whether or not any bit
+//!   was set.
+//!
+//! A bitmap before the first address word has no base and is rejected.
+
+use crate::elf::RelrEntry;
+
+const WORD: u64 = 8;
+const BITMAP_SPAN: u64 = 63 * WORD;
+
+/// A malformed RELR sequence; `word_index` is the offending word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RelrError {
+    #[error("RELR word {word_index} is a bitmap, but no address word precedes it")]
+    BitmapFirst { word_index: usize },
+    #[error("RELR word {word_index} makes the relocated address overflow 64 bits")]
+    Overflow { word_index: usize },
+}
+
+impl RelrError {
+    pub fn word_index(&self) -> usize {
+        match *self {
+            RelrError::BitmapFirst { word_index } | RelrError::Overflow { word_index } => {
+                word_index
+            }
+        }
+    }
+}
+
+/// Decodes RELR words into relocated addresses, in encoding order.
+pub fn decode(words: &[u64]) -> Result<Vec<RelrEntry>, RelrError> {
+    let mut out = Vec::with_capacity(words.len());
+    // `None` before the first address word; `Some(None)` once the next address
+    // would overflow, which only matters if a bitmap then uses it.
+    let mut next: Option<Option<u64>> = None;
+    for (word_index, &word) in words.iter().enumerate() {
+        if word & 1 == 0 {
+            out.push(RelrEntry {
+                word_index,
+                r_offset: word,
+            });
+            next = Some(word.checked_add(WORD));
+            continue;
+        }
+        let base = next
+            .ok_or(RelrError::BitmapFirst { word_index })?
+            .ok_or(RelrError::Overflow { word_index })?;
+        let mut bits = word >> 1;
+        let mut slot = 0u64;
+        while bits != 0 {
+            if bits & 1 != 0 {
+                let r_offset = base
+                    .checked_add(slot * WORD)
+                    .ok_or(RelrError::Overflow { word_index })?;
+                out.push(RelrEntry {
+                    word_index,
+                    r_offset,
+                });
+            }
+            bits >>= 1;
+            slot += 1;
+        }
+        next = Some(base.checked_add(BITMAP_SPAN));
+    }
+    Ok(out)
+}

@@ -1,0 +1,341 @@
+//! A structural verifier for linked ELF files, run on every rewrite output before it is
+//! renamed into place (and available as `kpack verify-elf`).
+//!
+//! It checks what a loader and the HIP runtime rely on, and reports every problem found
+//! (not just the first), each with the file offset it is about:
+//! * `PT_LOAD`s: file ranges of file-backed segments do not overlap, and a segment with
+//!   `p_filesz == 0` does not share its `p_offset` with another; `p_offset ≡ p_vaddr` modulo
+//!   the page and modulo `p_align`; sorted by address, not overlapping in memory;
+//!   `p_filesz <= p_memsz`;
+//! * the program header table lies inside a `PT_LOAD`; `PT_PHDR` matches `e_phoff`, the
+//!   table size and that segment's address; in executables (`ET_EXEC` or `PT_INTERP`) the
+//!   table's segment has the first `PT_LOAD`'s `p_vaddr - p_offset` (kernels before 5.18
+//!   compute `AT_PHDR` from it);
+//! * allocated sections: aligned addresses; contents file-backed by a `PT_LOAD` at the
+//!   matching address; `SHT_NOBITS` ones inside a `PT_LOAD`'s memory;
+//! * the section header table overlaps neither the program header table nor any section;
+//!   section names lie inside the name table (checked by the parser);
+//! * kpacked files: every wrapper has magic HIPK, version 1, `reserved1` = its index, and a
+//!   pointer that resolves (through its relocation, or in the file) to the address of an
+//!   allocated `.rocm_kpack_ref`, whose bytes decode as HIPK marker metadata.
+
+use std::fmt;
+
+use kpack_archive::marker::MarkerMetadata;
+
+use crate::consts::*;
+use crate::elf::{ElfFile, ProgramHeader};
+use crate::fatbin::{FatBinaryKind, PointerSource, WrapperMagic, inspect_elf};
+use crate::rewrite::PAGE;
+
+const SHF_TLS: u64 = 0x400;
+
+/// One problem found by [`verify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyIssue {
+    /// The file offset the problem is about, when there is one.
+    pub offset: Option<u64>,
+    pub message: String,
+}
+
+impl fmt::Display for VerifyIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.offset {
+            Some(o) => write!(f, "offset {o:#x}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+/// Every issue of `data`, in check order; `Ok` if there is none.
+pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
+    let mut issues = Vec::new();
+    let mut add =
+        |offset: Option<u64>, message: String| issues.push(VerifyIssue { offset, message });
+    let elf = match ElfFile::parse(data) {
+        Ok(elf) => elf,
+        Err(e) => {
+            add(None, format!("does not parse: {e}"));
+            return Err(issues);
+        }
+    };
+    let h = elf.header();
+    let phdr_at = |p: &ProgramHeader| Some(h.e_phoff + p.index as u64 * PHDR_SIZE);
+    let loads: Vec<&ProgramHeader> = elf
+        .program_headers()
+        .iter()
+        .filter(|p| p.p_type == PT_LOAD)
+        .collect();
+
+    for p in &loads {
+        if p.p_filesz > p.p_memsz {
+            add(
+                phdr_at(p),
+                format!("PT_LOAD [{}]: p_filesz > p_memsz", p.index),
+            );
+        }
+        if p.p_offset % PAGE != p.p_vaddr % PAGE {
+            add(
+                phdr_at(p),
+                format!(
+                    "PT_LOAD [{}]: p_offset {:#x} and p_vaddr {:#x} differ modulo the page",
+                    p.index, p.p_offset, p.p_vaddr
+                ),
+            );
+        }
+        if p.p_align > 1
+            && (!p.p_align.is_power_of_two() || p.p_offset % p.p_align != p.p_vaddr % p.p_align)
+        {
+            add(
+                phdr_at(p),
+                format!(
+                    "PT_LOAD [{}]: p_offset {:#x} and p_vaddr {:#x} differ modulo p_align {:#x}",
+                    p.index, p.p_offset, p.p_vaddr, p.p_align
+                ),
+            );
+        }
+    }
+    for (i, p) in loads.iter().enumerate() {
+        for q in &loads[i + 1..] {
+            let (pe, qe) = (p.p_offset + p.p_filesz, q.p_offset + q.p_filesz);
+            if p.p_filesz > 0 && q.p_filesz > 0 && p.p_offset < qe && q.p_offset < pe {
+                add(
+                    phdr_at(q),
+                    format!(
+                        "PT_LOAD [{}] and [{}] overlap in the file",
+                        p.index, q.index
+                    ),
+                );
+            }
+            if (p.p_filesz == 0) != (q.p_filesz == 0) && p.p_offset == q.p_offset {
+                add(
+                    phdr_at(q),
+                    format!(
+                        "PT_LOAD [{}] and [{}] share p_offset {:#x}, one without file bytes",
+                        p.index, q.index, p.p_offset
+                    ),
+                );
+            }
+        }
+    }
+    for w in loads.windows(2) {
+        if w[1].p_vaddr < w[0].p_vaddr.saturating_add(w[0].p_memsz) {
+            add(
+                phdr_at(w[1]),
+                format!(
+                    "PT_LOAD [{}] is not above PT_LOAD [{}] in memory",
+                    w[1].index, w[0].index
+                ),
+            );
+        }
+    }
+
+    // Program header table.
+    let table_len = elf.program_headers().len() as u64 * PHDR_SIZE;
+    if !loads.is_empty() {
+        let covering = loads
+            .iter()
+            .find(|p| p.p_offset <= h.e_phoff && h.e_phoff + table_len <= p.p_offset + p.p_filesz);
+        match covering {
+            None => add(
+                Some(h.e_phoff),
+                "the program header table is not inside a PT_LOAD".into(),
+            ),
+            Some(c) => {
+                let delta = c.p_vaddr.wrapping_sub(c.p_offset);
+                let is_exec = h.e_type == ET_EXEC
+                    || elf.program_headers().iter().any(|p| p.p_type == PT_INTERP);
+                let first = loads[0].p_vaddr.wrapping_sub(loads[0].p_offset);
+                if is_exec && delta != first {
+                    add(
+                        Some(h.e_phoff),
+                        format!(
+                            "executable: the program header table's segment has p_vaddr - p_offset {delta:#x}, the first PT_LOAD {first:#x} (AT_PHDR would be wrong on kernels before 5.18)"
+                        ),
+                    );
+                }
+                for p in elf.program_headers().iter().filter(|p| p.p_type == PT_PHDR) {
+                    if p.p_offset != h.e_phoff
+                        || p.p_filesz != table_len
+                        || p.p_memsz != table_len
+                        || p.p_vaddr.wrapping_sub(p.p_offset) != delta
+                    {
+                        add(
+                            phdr_at(p),
+                            format!(
+                                "PT_PHDR [{}] does not describe the program header table at {:#x} ({} bytes)",
+                                p.index, h.e_phoff, table_len
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    // Sections.
+    let sht = h.e_shoff..h.e_shoff + elf.section_headers().len() as u64 * SHDR_SIZE;
+    let overlaps =
+        |s: u64, len: u64, r: &std::ops::Range<u64>| len > 0 && s < r.end && r.start < s + len;
+    if overlaps(h.e_phoff, table_len, &sht) {
+        add(
+            Some(h.e_shoff),
+            "the section header table overlaps the program header table".into(),
+        );
+    }
+    for s in elf.section_headers() {
+        if s.has_file_data() && overlaps(s.sh_offset, s.sh_size, &sht) {
+            add(
+                Some(h.e_shoff),
+                format!(
+                    "the section header table overlaps section [{}] {}",
+                    s.index, s.name
+                ),
+            );
+        }
+        if s.sh_flags & SHF_ALLOC == 0 || s.sh_size == 0 {
+            continue;
+        }
+        if s.sh_addralign > 1 && s.sh_addr % s.sh_addralign != 0 {
+            add(
+                Some(s.sh_offset),
+                format!(
+                    "section [{}] {}: address {:#x} not aligned to {}",
+                    s.index, s.name, s.sh_addr, s.sh_addralign
+                ),
+            );
+        }
+        if s.sh_flags & SHF_TLS != 0 {
+            continue;
+        }
+        let end = s.sh_addr.saturating_add(s.sh_size);
+        if s.has_file_data() {
+            let ok = loads.iter().any(|p| {
+                p.p_offset <= s.sh_offset
+                    && s.sh_offset + s.sh_size <= p.p_offset + p.p_filesz
+                    && s.sh_addr.wrapping_sub(p.p_vaddr) == s.sh_offset - p.p_offset
+            });
+            if !ok {
+                add(
+                    Some(s.sh_offset),
+                    format!(
+                        "section [{}] {} is not file-backed by a PT_LOAD at its address {:#x}",
+                        s.index, s.name, s.sh_addr
+                    ),
+                );
+            }
+        } else if s.sh_type == SHT_NOBITS
+            && !loads
+                .iter()
+                .any(|p| p.p_vaddr <= s.sh_addr && end <= p.p_vaddr.saturating_add(p.p_memsz))
+        {
+            add(
+                Some(s.sh_offset),
+                format!(
+                    "NOBITS section [{}] {} is not inside a PT_LOAD's memory",
+                    s.index, s.name
+                ),
+            );
+        }
+    }
+
+    // Wrappers and marker.
+    match inspect_elf(&elf) {
+        Err(e) => add(None, format!("fat-binary parts do not parse: {e}")),
+        Ok(fat) if fat.kind == FatBinaryKind::Kpacked => {
+            let marker_vaddr = match &fat.marker {
+                None => {
+                    add(None, "HIPK wrappers but no .rocm_kpack_ref section".into());
+                    None
+                }
+                Some(m) if !m.alloc => {
+                    add(
+                        Some(m.offset),
+                        ".rocm_kpack_ref is not allocated (SHF_ALLOC)".into(),
+                    );
+                    None
+                }
+                Some(m) => {
+                    match m.bytes(data).map(MarkerMetadata::decode) {
+                        None => add(
+                            Some(m.offset),
+                            ".rocm_kpack_ref lies outside the file".into(),
+                        ),
+                        Some(Err(e)) => add(
+                            Some(m.offset),
+                            format!(".rocm_kpack_ref does not decode as HIPK metadata: {e}"),
+                        ),
+                        Some(Ok((_, used))) if used as u64 != m.size => add(
+                            Some(m.offset),
+                            format!(
+                                ".rocm_kpack_ref holds {} bytes after its metadata",
+                                m.size - used as u64
+                            ),
+                        ),
+                        Some(Ok(_)) => {}
+                    }
+                    Some(m.vaddr)
+                }
+            };
+            if fat.wrappers.is_empty() {
+                add(None, "kpacked file without wrappers".into());
+            }
+            for w in &fat.wrappers {
+                let at = Some(w.offset);
+                if w.magic != WrapperMagic::Hipk {
+                    add(at, format!("wrapper {}: magic is not HIPK", w.index));
+                }
+                if w.version != 1 {
+                    add(
+                        at,
+                        format!("wrapper {}: version {} (expected 1)", w.index, w.version),
+                    );
+                }
+                if w.reserved1 != w.index as u64 {
+                    add(
+                        at,
+                        format!(
+                            "wrapper {}: reserved1 is {:#x}, expected its index",
+                            w.index, w.reserved1
+                        ),
+                    );
+                }
+                if h.e_type == ET_DYN && matches!(w.pointer, PointerSource::InPlace(_)) {
+                    add(
+                        at,
+                        format!(
+                            "wrapper {}: no relocation fills its pointer in a position-independent file",
+                            w.index
+                        ),
+                    );
+                }
+                if let Some(mv) = marker_vaddr {
+                    if w.target != Some(mv) {
+                        add(
+                            at,
+                            format!(
+                                "wrapper {}: pointer resolves to {:?}, expected the marker at {mv:#x}",
+                                w.index, w.target
+                            ),
+                        );
+                    }
+                    if w.binary != mv {
+                        add(
+                            at,
+                            format!(
+                                "wrapper {}: in-file pointer {:#x}, expected {mv:#x}",
+                                w.index, w.binary
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(_) => {}
+    }
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(issues)
+    }
+}

@@ -1,0 +1,86 @@
+//! Errors of the pipeline; format errors keep their own types underneath.
+
+use std::path::PathBuf;
+
+/// Something wrong with the device code in one input.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// A bundle or CCOB is malformed.
+    #[error(transparent)]
+    Bundle(#[from] kpack_bundle::BundleError),
+    /// The ELF file is malformed.
+    #[error(transparent)]
+    Elf(#[from] kpack_elf::ElfError),
+    /// The `ar` archive is malformed.
+    #[error(transparent)]
+    Ar(#[from] kpack_elf::ar::ArError),
+    /// A bundle id, target id or code-object header is malformed.
+    #[error(transparent)]
+    Target(#[from] kpack_target::TargetError),
+    /// A `.kpack` archive is malformed.
+    #[error(transparent)]
+    Archive(#[from] kpack_archive::ArchiveError),
+    /// A code object's ELF target disagrees with the bundle entry that holds it.
+    #[error("bundle {bundle} entry {entry} ({bundle_id}): code object is built for {decoded}")]
+    TargetMismatch {
+        /// Bundle index within the file.
+        bundle: usize,
+        /// Entry index within the bundle.
+        entry: usize,
+        /// The entry's bundle id.
+        bundle_id: String,
+        /// The target decoded from the code object's `e_flags`.
+        decoded: String,
+    },
+    /// An input that had to hold device code holds none.
+    #[error("{}: no device code objects in this {kind} file", path.display())]
+    NoDeviceCode {
+        /// The input.
+        path: PathBuf,
+        /// What the file is.
+        kind: &'static str,
+    },
+    /// An error while processing one of several inputs.
+    #[error("{}: {source}", path.display())]
+    InInput {
+        /// The input.
+        path: PathBuf,
+        /// What went wrong in it.
+        source: Box<SourceError>,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+}
+
+/// An error tied to the input file it came from.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct FileError {
+    /// The input file.
+    pub path: PathBuf,
+    /// What went wrong in it.
+    #[source]
+    pub source: SourceError,
+}
+
+impl SourceError {
+    /// Attaches the input path.
+    pub fn in_file(self, path: impl Into<PathBuf>) -> FileError {
+        FileError {
+            path: path.into(),
+            source: self,
+        }
+    }
+}
+
+/// Builds the I/O variant for `path`.
+pub(crate) fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SourceError {
+    let path = path.into();
+    move |source| SourceError::Io { path, source }
+}

@@ -1,0 +1,51 @@
+//! Device code found in files and trees: what a file holds ([`source`]), what `kpack inspect`
+//! reports ([`report`]), writing code objects out ([`unbundle`]) and packing them into
+//! `.kpack` archives ([`pack`]).
+//!
+//! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
+//! prints what these functions return.
+
+pub mod error;
+pub mod pack;
+pub mod report;
+pub mod source;
+pub mod transform;
+pub mod unbundle;
+
+pub use error::{FileError, SourceError};
+
+use std::fs::File;
+use std::path::Path;
+
+/// A file's bytes, mapped read-only.
+pub enum FileBytes {
+    /// A non-empty file.
+    Mapped(memmap2::Mmap),
+    /// An empty file (which cannot be mapped).
+    Empty,
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(map) => map,
+            FileBytes::Empty => &[],
+        }
+    }
+}
+
+/// Maps `file` read-only. Pages are only read when touched, so walking the headers of a
+/// 1.3 GB library costs a few pages, and the mapping is never copied.
+pub fn map_file(file: &File, path: &Path) -> Result<FileBytes, SourceError> {
+    let len = file.metadata().map_err(error::io_error(path))?.len();
+    if len == 0 {
+        return Ok(FileBytes::Empty);
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: the map is read-only; kpack never writes its inputs, and a concurrent writer
+    // truncating the file is outside what any file-reading tool can defend against (it
+    // would get SIGBUS, as with any mmap reader such as `readelf`).
+    let map = unsafe { memmap2::Mmap::map(file) };
+    map.map(FileBytes::Mapped).map_err(error::io_error(path))
+}

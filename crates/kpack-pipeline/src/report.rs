@@ -1,0 +1,445 @@
+//! What `kpack inspect` reports about a file: a serialisable description whose JSON form
+//! is a stable interface (documented in the README).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use kpack_bundle::{BundleFormat, CompressionMethod};
+use kpack_elf::{FatBinary, FatBinaryKind, PointerSource, WrapperMagic};
+
+use crate::error::SourceError;
+use crate::source::{self, DeviceCode, FileKind, FoundBundle, Visitor};
+
+/// One input file.
+#[derive(Debug, Serialize)]
+pub struct FileReport {
+    /// The path as given (or found under a directory).
+    pub path: String,
+    /// What the file is (`elf`, `ar-archive`, `offload-bundle`, `compressed-offload-bundle`,
+    /// `code-object`, `kpack-archive`, `other`).
+    pub kind: &'static str,
+    /// Kind-specific details.
+    pub details: Details,
+    /// Device code per target (host entries excluded), sorted by target.
+    pub totals: Vec<TargetTotal>,
+}
+
+/// Count and bytes of the device code objects of one target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetTotal {
+    /// Canonical target id, e.g. `gfx90a:xnack-`.
+    pub target: String,
+    /// Number of code objects.
+    pub count: u64,
+    /// Their total size in bytes (uncompressed).
+    pub bytes: u64,
+}
+
+/// Kind-specific part of a report.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Details {
+    /// ELF files.
+    Elf(ElfReport),
+    /// `ar` archives.
+    Ar {
+        /// Its ELF members, in archive order.
+        members: Vec<ElfReport>,
+    },
+    /// Raw bundle and CCOB files.
+    Bundles {
+        /// The bundles, in file order.
+        bundles: Vec<BundleReport>,
+    },
+    /// A bare code object.
+    CodeObject(CodeObjectReport),
+    /// A `.kpack` archive.
+    Archive(ArchiveReport),
+    /// Nothing to say.
+    None {},
+}
+
+/// An ELF file or `ar` member.
+#[derive(Debug, Serialize)]
+pub struct ElfReport {
+    /// The `ar` member name, for archive members.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// `executable`, `shared-object` or `relocatable`.
+    pub elf_type: &'static str,
+    /// `e_machine`.
+    pub machine: u16,
+    /// `fat` (device code inside), `kpacked` (rewritten to reference `.kpack` archives),
+    /// `rdc` (a `-fgpu-rdc` object carrying bitcode) or `host-only`.
+    pub state: &'static str,
+    /// The `.hip_fatbin` section.
+    pub fatbin: Option<SectionReport>,
+    /// The `.hipFatBinSegment` wrappers, in slot order.
+    pub wrappers: Vec<WrapperReport>,
+    /// The bundles of `.hip_fatbin`, in section order.
+    pub bundles: Vec<BundleReport>,
+    /// Per-target bitcode sections of `-fgpu-rdc` objects.
+    pub rdc_sections: Vec<RdcReport>,
+}
+
+/// A section's place in the file and in memory.
+#[derive(Debug, Serialize)]
+pub struct SectionReport {
+    /// File offset.
+    pub offset: u64,
+    /// Virtual address.
+    pub vaddr: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// True when the section occupies no file bytes (`SHT_NOBITS`).
+    pub nobits: bool,
+}
+
+/// One `__CudaFatBinaryWrapper`.
+#[derive(Debug, Serialize)]
+pub struct WrapperReport {
+    /// Slot index.
+    pub index: usize,
+    /// `HIPF`, `HIPK` or the hex value of an unknown magic.
+    pub magic: String,
+    /// Wrapper version.
+    pub version: u32,
+    /// How the loader fills the pointer: `in-place`, `rela-relative`, `rela-64`, `relr`, `rel`.
+    pub pointer: &'static str,
+    /// The address the pointer resolves to (relative to the load base), when known.
+    pub target_vaddr: Option<u64>,
+    /// The bundle it points at.
+    pub bundle: Option<usize>,
+    /// The `reserved1` field.
+    pub reserved1: u64,
+}
+
+/// One offload bundle.
+#[derive(Debug, Serialize)]
+pub struct BundleReport {
+    /// Index within the file or member.
+    pub index: usize,
+    /// Absolute file offset.
+    pub offset: u64,
+    /// Stored size.
+    pub size: u64,
+    /// `uncompressed` or `ccob`.
+    pub format: &'static str,
+    /// CCOB version.
+    pub version: Option<u16>,
+    /// CCOB method: `zstd` or `zlib`.
+    pub method: Option<&'static str>,
+    /// Size of the bundle after decompression.
+    pub uncompressed_size: u64,
+    /// `verified` for CCOB (a mismatch is an error), absent for uncompressed bundles.
+    pub hash: Option<&'static str>,
+    /// The wrappers pointing at this bundle.
+    pub wrappers: Vec<usize>,
+    /// Its entries, host entry included.
+    pub entries: Vec<EntryReport>,
+}
+
+/// One bundle entry.
+#[derive(Debug, Serialize)]
+pub struct EntryReport {
+    /// The bundle id (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`).
+    pub bundle_id: String,
+    /// Canonical target id, absent for host entries.
+    pub target: Option<String>,
+    /// Offset within the (decompressed) bundle.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// A per-target bitcode section of an RDC object.
+#[derive(Debug, Serialize)]
+pub struct RdcReport {
+    /// Section name.
+    pub name: String,
+    /// The bundle id in the name.
+    pub bundle_id: String,
+    /// File offset.
+    pub offset: u64,
+    /// Size.
+    pub size: u64,
+}
+
+/// A bare code object.
+#[derive(Debug, Serialize)]
+pub struct CodeObjectReport {
+    /// Target decoded from `e_flags`.
+    pub target: String,
+    /// Code object version (4, 5, 6).
+    pub code_object_version: u8,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// A `.kpack` archive.
+#[derive(Debug, Serialize)]
+pub struct ArchiveReport {
+    /// `group_name`.
+    pub group_name: String,
+    /// `gfx_arch_family`.
+    pub gfx_arch_family: String,
+    /// `gfx_arches`, in TOC order.
+    pub gfx_arches: Vec<String>,
+    /// `none` or `zstd-per-kernel`.
+    pub compression_scheme: String,
+    /// The entries, in TOC order.
+    pub entries: Vec<ArchiveEntryReport>,
+}
+
+/// One archive entry.
+#[derive(Debug, Serialize)]
+pub struct ArchiveEntryReport {
+    /// Binary key (`lib/libfoo.so#0`).
+    pub binary: String,
+    /// Architecture key.
+    pub arch: String,
+    /// Blob ordinal (shared by identical code objects).
+    pub ordinal: u64,
+    /// Uncompressed size.
+    pub size: u64,
+    /// Size as stored.
+    pub stored_size: u64,
+}
+
+/// Inspects `bytes`, the whole content of the file at `path`.
+pub fn inspect(path: &str, bytes: &[u8]) -> Result<FileReport, SourceError> {
+    let kind = source::classify(bytes);
+    match kind {
+        FileKind::KpackArchive => inspect_archive(path, bytes),
+        FileKind::CodeObject => {
+            let decoded = kpack_target::code_object_target(bytes)?;
+            let target = decoded.target.to_string();
+            Ok(FileReport {
+                path: path.to_owned(),
+                kind: kind.name(),
+                totals: vec![TargetTotal {
+                    target: target.clone(),
+                    count: 1,
+                    bytes: bytes.len() as u64,
+                }],
+                details: Details::CodeObject(CodeObjectReport {
+                    target,
+                    code_object_version: decoded.code_object_version,
+                    size: bytes.len() as u64,
+                }),
+            })
+        }
+        FileKind::Other => Ok(FileReport {
+            path: path.to_owned(),
+            kind: kind.name(),
+            details: Details::None {},
+            totals: Vec::new(),
+        }),
+        FileKind::Elf | FileKind::Ar | FileKind::Bundle | FileKind::CompressedBundle => {
+            let mut collector = Collector::default();
+            source::walk(bytes, &mut collector)?;
+            let details = match kind {
+                FileKind::Elf => Details::Elf(
+                    collector
+                        .elves
+                        .pop()
+                        .expect("walking an ELF reports the ELF"),
+                ),
+                FileKind::Ar => Details::Ar {
+                    members: collector.elves,
+                },
+                _ => Details::Bundles {
+                    bundles: collector.loose_bundles,
+                },
+            };
+            Ok(FileReport {
+                path: path.to_owned(),
+                kind: kind.name(),
+                details,
+                totals: totals(collector.totals),
+            })
+        }
+    }
+}
+
+fn totals(map: BTreeMap<String, (u64, u64)>) -> Vec<TargetTotal> {
+    map.into_iter()
+        .map(|(target, (count, bytes))| TargetTotal {
+            target,
+            count,
+            bytes,
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Collector {
+    elves: Vec<ElfReport>,
+    loose_bundles: Vec<BundleReport>,
+    totals: BTreeMap<String, (u64, u64)>,
+}
+
+impl Collector {
+    fn bundles(&mut self) -> &mut Vec<BundleReport> {
+        match self.elves.last_mut() {
+            Some(elf) => &mut elf.bundles,
+            None => &mut self.loose_bundles,
+        }
+    }
+}
+
+impl Visitor for Collector {
+    fn elf(&mut self, member: Option<&str>, fat: &FatBinary) -> Result<(), SourceError> {
+        self.elves.push(elf_report(member, fat));
+        Ok(())
+    }
+
+    fn bundle(&mut self, found: &FoundBundle<'_>) -> Result<(), SourceError> {
+        let (format, version, method, hash) = match found.decoded.format() {
+            BundleFormat::Uncompressed => ("uncompressed", None, None, None),
+            BundleFormat::Compressed {
+                version, method, ..
+            } => (
+                "ccob",
+                Some(*version),
+                Some(match method {
+                    CompressionMethod::Zstd => "zstd",
+                    CompressionMethod::Zlib => "zlib",
+                }),
+                Some("verified"),
+            ),
+        };
+        let entries = found
+            .bundle
+            .entries()
+            .iter()
+            .map(|e| {
+                Ok(EntryReport {
+                    bundle_id: e.triple.to_owned(),
+                    target: kpack_target::BundleId::parse(e.triple)?
+                        .target()
+                        .map(|t| t.to_string()),
+                    offset: e.offset,
+                    size: e.data.len() as u64,
+                })
+            })
+            .collect::<Result<_, SourceError>>()?;
+        let report = BundleReport {
+            index: found.index,
+            offset: found.file_offset,
+            size: found.len,
+            format,
+            version,
+            method,
+            uncompressed_size: found.bundle.len(),
+            hash,
+            wrappers: found.wrappers.to_vec(),
+            entries,
+        };
+        self.bundles().push(report);
+        Ok(())
+    }
+
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        let total = self.totals.entry(code.target().to_string()).or_default();
+        total.0 += 1;
+        total.1 += code.data.len() as u64;
+        Ok(())
+    }
+}
+
+const ET_REL: u16 = 1;
+const ET_EXEC: u16 = 2;
+const ET_DYN: u16 = 3;
+
+fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
+    ElfReport {
+        member: member.map(str::to_owned),
+        elf_type: match fat.elf_type {
+            ET_REL => "relocatable",
+            ET_EXEC => "executable",
+            ET_DYN => "shared-object",
+            _ => "other",
+        },
+        machine: fat.machine,
+        state: match fat.kind {
+            FatBinaryKind::Fat => "fat",
+            FatBinaryKind::Kpacked => "kpacked",
+            FatBinaryKind::HostOnly => "host-only",
+            FatBinaryKind::Rdc => "rdc",
+        },
+        fatbin: fat.fatbin.as_ref().map(|s| SectionReport {
+            offset: s.offset,
+            vaddr: s.vaddr,
+            size: s.size,
+            nobits: s.nobits,
+        }),
+        wrappers: fat
+            .wrappers
+            .iter()
+            .map(|w| WrapperReport {
+                index: w.index,
+                magic: match w.magic {
+                    WrapperMagic::Hipf => "HIPF".to_owned(),
+                    WrapperMagic::Hipk => "HIPK".to_owned(),
+                    WrapperMagic::Other(m) => format!("{m:#010x}"),
+                },
+                version: w.version,
+                pointer: match w.pointer {
+                    PointerSource::InPlace(_) => "in-place",
+                    PointerSource::Rela { r_type: 8, .. } => "rela-relative",
+                    PointerSource::Rela { .. } => "rela-64",
+                    PointerSource::Relr { .. } => "relr",
+                    PointerSource::Rel { .. } => "rel",
+                },
+                target_vaddr: w.target,
+                bundle: w.bundle,
+                reserved1: w.reserved1,
+            })
+            .collect(),
+        bundles: Vec::new(),
+        rdc_sections: fat
+            .rdc_sections
+            .iter()
+            .map(|r| RdcReport {
+                name: r.name.clone(),
+                bundle_id: r.target_triple.clone(),
+                offset: r.offset,
+                size: r.size,
+            })
+            .collect(),
+    }
+}
+
+fn inspect_archive(path: &str, bytes: &[u8]) -> Result<FileReport, SourceError> {
+    let archive = kpack_archive::Archive::from_bytes(bytes.to_vec())?;
+    let mut totals_map: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let entries = archive
+        .entries()
+        .map(|(binary, arch, info)| {
+            let t = totals_map.entry(arch.to_owned()).or_default();
+            t.0 += 1;
+            t.1 += info.original_size;
+            ArchiveEntryReport {
+                binary: binary.to_owned(),
+                arch: arch.to_owned(),
+                ordinal: info.ordinal.into(),
+                size: info.original_size,
+                stored_size: info.stored_size,
+            }
+        })
+        .collect();
+    Ok(FileReport {
+        path: path.to_owned(),
+        kind: FileKind::KpackArchive.name(),
+        details: Details::Archive(ArchiveReport {
+            group_name: archive.group_name().to_owned(),
+            gfx_arch_family: archive.gfx_arch_family().to_owned(),
+            gfx_arches: archive.gfx_arches().to_vec(),
+            compression_scheme: archive.compression_scheme().name().to_owned(),
+            entries,
+        }),
+        totals: totals(totals_map),
+    })
+}

@@ -1,0 +1,321 @@
+//! Device code as it is found in files: every real form ROCm device code takes.
+//!
+//! A file is classified from its leading bytes, then walked: an ELF's `.hip_fatbin` bundles
+//! (mapped to the wrappers that point at them), the members of an `ar` archive, a raw
+//! bundle or CCOB file (as kernel databases ship them), or a bare code object. The walk
+//! hands each device code object to a visitor with the bytes borrowed from the input (or
+//! from the decompressed bundle) and, when the object is stored uncompressed in the file,
+//! its absolute byte range, so a caller can copy it without touching memory.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use kpack_bundle::{Bundle, BundleFormat, DecodedBundle};
+use kpack_elf::FatBinary;
+use kpack_target::{BundleId, TargetId};
+
+use crate::error::SourceError;
+
+/// What a file holds, decided from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A host ELF file (shared object, executable or relocatable object).
+    Elf,
+    /// An `ar` archive (`.a`), whose members are walked in turn.
+    Ar,
+    /// An uncompressed `__CLANG_OFFLOAD_BUNDLE__`.
+    Bundle,
+    /// A compressed `CCOB` bundle.
+    CompressedBundle,
+    /// An AMDGPU code object (ELF with `e_machine == EM_AMDGPU`).
+    CodeObject,
+    /// A `.kpack` archive.
+    KpackArchive,
+    /// Anything else.
+    Other,
+}
+
+impl FileKind {
+    /// Stable lower-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::Elf => "elf",
+            FileKind::Ar => "ar-archive",
+            FileKind::Bundle => "offload-bundle",
+            FileKind::CompressedBundle => "compressed-offload-bundle",
+            FileKind::CodeObject => "code-object",
+            FileKind::KpackArchive => "kpack-archive",
+            FileKind::Other => "other",
+        }
+    }
+
+    /// True for the kinds that can hold device code.
+    pub fn holds_device_code(self) -> bool {
+        !matches!(self, FileKind::Other)
+    }
+}
+
+const EM_AMDGPU: u16 = 224;
+
+/// Classifies `bytes` by magic number.
+pub fn classify(bytes: &[u8]) -> FileKind {
+    if bytes.starts_with(b"\x7fELF") {
+        let machine = bytes
+            .get(18..20)
+            .map(|m| u16::from_le_bytes([m[0], m[1]]))
+            .unwrap_or(0);
+        if machine == EM_AMDGPU {
+            FileKind::CodeObject
+        } else {
+            FileKind::Elf
+        }
+    } else if kpack_elf::ar::is_ar(bytes) {
+        FileKind::Ar
+    } else if bytes.starts_with(kpack_bundle::BUNDLE_MAGIC) {
+        FileKind::Bundle
+    } else if bytes.starts_with(kpack_bundle::CCOB_MAGIC) {
+        FileKind::CompressedBundle
+    } else if bytes.starts_with(b"KPAK") {
+        FileKind::KpackArchive
+    } else {
+        FileKind::Other
+    }
+}
+
+/// One device code object found in a file.
+#[derive(Debug)]
+pub struct DeviceCode<'a> {
+    /// The `ar` member holding it, if the file is an archive.
+    pub member: Option<&'a str>,
+    /// Index of its bundle within the file (or member); 0 for a bare code object.
+    pub bundle: usize,
+    /// The wrappers (`.hipFatBinSegment` slots) whose pointer leads to that bundle.
+    pub wrappers: &'a [usize],
+    /// Index of the entry within its bundle.
+    pub entry: usize,
+    /// The bundle entry id (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`).
+    pub bundle_id: &'a BundleId,
+    /// The code object's bytes.
+    pub data: &'a [u8],
+    /// Absolute byte range of `data` in the file, when stored there uncompressed.
+    pub file_range: Option<Range<u64>>,
+}
+
+impl DeviceCode<'_> {
+    /// The GPU target of this code object (every device entry has one).
+    pub fn target(&self) -> &TargetId {
+        self.bundle_id
+            .target()
+            .expect("device entries are filtered to those with a target")
+    }
+}
+
+/// A bundle found in a file, before its entries are visited.
+#[derive(Debug)]
+pub struct FoundBundle<'a> {
+    /// The `ar` member holding it.
+    pub member: Option<&'a str>,
+    /// Index within the file or member.
+    pub index: usize,
+    /// Absolute byte offset of the bundle in the file.
+    pub file_offset: u64,
+    /// Its stored length in bytes.
+    pub len: u64,
+    /// The wrappers pointing at it.
+    pub wrappers: &'a [usize],
+    /// The decoded bundle (decompressed when it was a CCOB).
+    pub decoded: &'a DecodedBundle<'a>,
+    /// Its parsed entries.
+    pub bundle: &'a Bundle<'a>,
+}
+
+/// Receives what a walk finds. Both methods default to doing nothing.
+pub trait Visitor {
+    /// Called once per bundle, before its device entries.
+    fn bundle(&mut self, _bundle: &FoundBundle<'_>) -> Result<(), SourceError> {
+        Ok(())
+    }
+    /// Called once per device (non-host) code object.
+    fn device_code(&mut self, _code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        Ok(())
+    }
+    /// Called once per parsed ELF (file or `ar` member) with its fat-binary inspection.
+    fn elf(&mut self, _member: Option<&str>, _fat: &FatBinary) -> Result<(), SourceError> {
+        Ok(())
+    }
+}
+
+/// Walks every device code object of `bytes` (a whole file), in file order.
+pub fn walk(bytes: &[u8], visitor: &mut dyn Visitor) -> Result<FileKind, SourceError> {
+    let kind = classify(bytes);
+    match kind {
+        FileKind::Elf => walk_elf(bytes, 0, None, visitor)?,
+        FileKind::Ar => {
+            let members = kpack_elf::ar::members(bytes)?;
+            for m in &members {
+                if classify(m.data) == FileKind::Elf {
+                    walk_elf(m.data, m.offset, Some(m.name.as_ref()), visitor)?;
+                }
+            }
+        }
+        FileKind::Bundle | FileKind::CompressedBundle => {
+            let len = kpack_bundle::bundle_extent(bytes)?;
+            let bundle_bytes = &bytes[..len as usize];
+            walk_bundle(bundle_bytes, 0, 0, None, &[], visitor)?;
+        }
+        FileKind::CodeObject => {
+            let target = kpack_target::code_object_target(bytes)?;
+            let id = BundleId::parse(&format!("hipv4-amdgcn-amd-amdhsa--{}", target.target))?;
+            visitor.device_code(&DeviceCode {
+                member: None,
+                bundle: 0,
+                wrappers: &[],
+                entry: 0,
+                bundle_id: &id,
+                data: bytes,
+                file_range: Some(0..bytes.len() as u64),
+            })?;
+        }
+        FileKind::KpackArchive | FileKind::Other => {}
+    }
+    Ok(kind)
+}
+
+fn walk_elf(
+    bytes: &[u8],
+    base: u64,
+    member: Option<&str>,
+    visitor: &mut dyn Visitor,
+) -> Result<(), SourceError> {
+    let fat = kpack_elf::inspect(bytes)?;
+    visitor.elf(member, &fat)?;
+    let Some(section) = fat.fatbin.as_ref().filter(|s| !s.nobits) else {
+        return Ok(());
+    };
+    for (index, located) in fat.bundles.iter().enumerate() {
+        let start = section.offset + located.offset;
+        let wrappers: Vec<usize> = fat
+            .wrappers
+            .iter()
+            .filter(|w| w.bundle == Some(index))
+            .map(|w| w.index)
+            .collect();
+        let range = start as usize..(start + located.len) as usize;
+        walk_bundle(
+            &bytes[range],
+            index,
+            base + start,
+            member,
+            &wrappers,
+            visitor,
+        )?;
+    }
+    Ok(())
+}
+
+fn walk_bundle(
+    bytes: &[u8],
+    index: usize,
+    file_offset: u64,
+    member: Option<&str>,
+    wrappers: &[usize],
+    visitor: &mut dyn Visitor,
+) -> Result<(), SourceError> {
+    let decoded = DecodedBundle::decode(bytes)?;
+    let bundle = decoded.bundle()?;
+    visitor.bundle(&FoundBundle {
+        member,
+        index,
+        file_offset,
+        len: bytes.len() as u64,
+        wrappers,
+        decoded: &decoded,
+        bundle: &bundle,
+    })?;
+    let stored_in_file = matches!(decoded.format(), BundleFormat::Uncompressed);
+    for (entry_index, entry) in bundle.entries().iter().enumerate() {
+        let id = BundleId::parse(entry.triple)?;
+        if id.target().is_none() {
+            continue;
+        }
+        check_code_object_target(&id, entry.data, index, entry_index)?;
+        let file_range = stored_in_file.then(|| {
+            let start = file_offset + entry.offset;
+            start..start + entry.data.len() as u64
+        });
+        visitor.device_code(&DeviceCode {
+            member,
+            bundle: index,
+            wrappers,
+            entry: entry_index,
+            bundle_id: &id,
+            data: entry.data,
+            file_range,
+        })?;
+    }
+    Ok(())
+}
+
+/// Checks that a code object is built for the target its bundle entry claims.
+///
+/// Packing an object under the wrong architecture would hand a GPU code it cannot run, so
+/// a disagreement is an error. Entries that are not ELF (bitcode in `-fgpu-rdc` bundles)
+/// have no header to check.
+fn check_code_object_target(
+    id: &BundleId,
+    data: &[u8],
+    bundle: usize,
+    entry: usize,
+) -> Result<(), SourceError> {
+    let (Some(claimed), true) = (id.target(), data.starts_with(b"\x7fELF")) else {
+        return Ok(());
+    };
+    let decoded = kpack_target::code_object_target(data)?;
+    if &decoded.target != claimed {
+        return Err(SourceError::TargetMismatch {
+            bundle,
+            entry,
+            bundle_id: id.to_string(),
+            decoded: decoded.target.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Collects every device code object of `bytes` with owned data (for small inputs and tests).
+pub fn device_code_objects(bytes: &[u8]) -> Result<Vec<OwnedDeviceCode>, SourceError> {
+    struct Collect(Vec<OwnedDeviceCode>);
+    impl Visitor for Collect {
+        fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+            self.0.push(OwnedDeviceCode {
+                member: code.member.map(str::to_owned),
+                bundle: code.bundle,
+                wrappers: code.wrappers.to_vec(),
+                entry: code.entry,
+                bundle_id: code.bundle_id.clone(),
+                data: Cow::Owned(code.data.to_vec()),
+            });
+            Ok(())
+        }
+    }
+    let mut collect = Collect(Vec::new());
+    walk(bytes, &mut collect)?;
+    Ok(collect.0)
+}
+
+/// A device code object with owned bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedDeviceCode {
+    /// The `ar` member holding it.
+    pub member: Option<String>,
+    /// Index of its bundle within the file (or member).
+    pub bundle: usize,
+    /// The wrappers pointing at its bundle.
+    pub wrappers: Vec<usize>,
+    /// Index of the entry within its bundle.
+    pub entry: usize,
+    /// The bundle entry id.
+    pub bundle_id: BundleId,
+    /// The code object.
+    pub data: Cow<'static, [u8]>,
+}

@@ -1,0 +1,437 @@
+//! `kpack transform`: a fat binary becomes a host-only binary plus one `.kpack` archive per
+//! GPU target.
+//!
+//! 1. Every device code object is keyed `kernel_name#co_index`, `co_index` being the index of
+//!    each wrapper whose pointer leads to its bundle (two RDC wrappers sharing a bundle both
+//!    get an entry); one archive per target, `{group}_{target}.kpack` (the target id as is,
+//!    `:` included: Linux file names), `gfx_arches` = that target.
+//! 2. The host rewrite ([`kpack_elf::rewrite`]) is planned before anything is written, so a
+//!    refused input leaves nothing behind; its output is streamed from the mapped input into
+//!    a temporary file, checked by [`kpack_elf::verify()`] and renamed into place with the
+//!    input's mode, after the archives are written. On any failure the temporary file and the
+//!    archives of this run are removed.
+//!
+//! Uncompressed code objects are borrowed from the input mapping, never copied; zstd
+//! compression runs one thread per target. Output is deterministic.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Component, Path, PathBuf};
+
+use kpack_archive::marker::MarkerMetadata;
+use kpack_archive::{ArchiveWriter, Compression};
+use kpack_elf::rewrite::{Rewrite, RewriteError};
+use kpack_elf::{FatBinaryKind, VerifyIssue};
+
+use crate::error::{SourceError, io_error};
+use crate::source::{self, DeviceCode, Visitor};
+
+/// What a file is, for `kpack transform --check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostState {
+    /// Has device code kpack can take out.
+    Fat,
+    /// Already transformed.
+    Kpacked,
+    /// No device code.
+    HostOnly,
+    /// A relocatable object (device code is linked later).
+    Relocatable,
+    /// Not an ELF file.
+    NotElf,
+}
+
+/// Classifies `bytes` for `--check`.
+pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
+    if !kpack_elf::is_elf(bytes) {
+        return Ok(HostState::NotElf);
+    }
+    let fat = kpack_elf::inspect(bytes).map_err(SourceError::from)?;
+    Ok(match fat.kind {
+        _ if fat.elf_type == kpack_elf::consts::ET_REL => HostState::Relocatable,
+        FatBinaryKind::Fat => HostState::Fat,
+        FatBinaryKind::Kpacked => HostState::Kpacked,
+        FatBinaryKind::Rdc | FatBinaryKind::HostOnly => HostState::HostOnly,
+    })
+}
+
+/// Why a transform failed. Nothing is left behind.
+#[derive(Debug, thiserror::Error)]
+pub enum TransformError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Rewrite(#[from] RewriteError),
+    #[error(transparent)]
+    Archive(#[from] kpack_archive::ArchiveError),
+    #[error("the rewritten binary fails verification:\n{}", .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
+    Verify(Vec<VerifyIssue>),
+    #[error("wrapper {0} points at no bundle of .hip_fatbin")]
+    WrapperWithoutBundle(usize),
+    #[error("bundle {0} of .hip_fatbin has no wrapper: its code could never be loaded")]
+    BundleWithoutWrapper(usize),
+    #[error("{0}")]
+    Options(String),
+}
+
+impl From<kpack_elf::ElfError> for TransformError {
+    fn from(e: kpack_elf::ElfError) -> Self {
+        TransformError::Source(e.into())
+    }
+}
+
+/// Options of [`transform`].
+#[derive(Debug, Clone)]
+pub struct TransformOptions {
+    /// The host binary to write.
+    pub output: PathBuf,
+    /// Where the archives go (created if missing).
+    pub kpack_dir: PathBuf,
+    /// Archive group (default: the output's file name up to its first `.`).
+    pub group: Option<String>,
+    /// TOC key prefix and marker `kernel_name` (default: the output's file name).
+    pub kernel_name: Option<String>,
+    /// Marker search paths (default: `kpack_dir` relative to the output's directory,
+    /// `REL/{group}_@GFXARCH@.kpack`).
+    pub search_paths: Vec<String>,
+    pub compression: Compression,
+}
+
+/// One archive written.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WrittenArchive {
+    pub path: PathBuf,
+    pub target: String,
+    pub entries: usize,
+    pub size: u64,
+}
+
+/// What [`transform`] did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TransformSummary {
+    pub input_size: u64,
+    pub output_size: u64,
+    pub removed: u64,
+    pub wrappers: usize,
+    pub code_objects: usize,
+    pub kernel_name: String,
+    pub search_paths: Vec<String>,
+    pub marker_vaddr: u64,
+    pub archives: Vec<WrittenArchive>,
+}
+
+/// The result of [`transform`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Transformed(TransformSummary),
+    /// The input is already kpacked; nothing was written.
+    AlreadyKpacked,
+}
+
+/// The default group: the output file name up to its first `.` (`librocsparse.so.0.1` →
+/// `librocsparse`).
+pub fn default_group(output: &Path) -> String {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.split('.').next().unwrap_or_default().to_owned()
+}
+
+/// `to` relative to the directory `from`, with `/` and no leading `./`. Both are made
+/// absolute and normalised lexically (neither needs to exist yet; symlinks are not resolved).
+pub fn relative_path(from: &Path, to: &Path) -> Result<String, TransformError> {
+    let abs = |p: &Path| -> Result<PathBuf, TransformError> {
+        let a = std::path::absolute(p).map_err(io_error(p))?;
+        let mut out = PathBuf::new();
+        for c in a.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other),
+            }
+        }
+        Ok(out)
+    };
+    let (from, to) = (abs(from)?, abs(to)?);
+    let f: Vec<Component<'_>> = from.components().collect();
+    let t: Vec<Component<'_>> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_owned(); f.len() - common];
+    parts.extend(
+        t[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    Ok(parts.join("/"))
+}
+
+/// One code object to archive: its key and bytes (borrowed from the mapping when stored raw).
+struct Entry<'a> {
+    key: String,
+    data: Cow<'a, [u8]>,
+}
+
+struct Collect<'a, 'k> {
+    map: &'a [u8],
+    kernel_name: &'k str,
+    by_target: BTreeMap<String, Vec<Entry<'a>>>,
+    count: usize,
+}
+
+impl Visitor for Collect<'_, '_> {
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        let data: Cow<'_, [u8]> = match &code.file_range {
+            Some(r) => Cow::Borrowed(&self.map[r.start as usize..r.end as usize]),
+            None => Cow::Owned(code.data.to_vec()),
+        };
+        let list = self.by_target.entry(code.target().to_string()).or_default();
+        for &w in code.wrappers {
+            list.push(Entry {
+                key: kpack_archive::binary_key(self.kernel_name, w as u32),
+                data: data.clone(),
+            });
+            self.count += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A planned transform of one mapped input: the marker, the rewrite, the archive entries.
+pub struct Plan<'a> {
+    input: &'a [u8],
+    rewrite: Rewrite,
+    kernel_name: String,
+    search_paths: Vec<String>,
+    group: String,
+    by_target: BTreeMap<String, Vec<Entry<'a>>>,
+    code_objects: usize,
+}
+
+/// Plans the transform of `input` (the mapped file); nothing is written.
+pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, TransformError> {
+    let out_name = opts
+        .output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| TransformError::Options("the output path has no file name".into()))?;
+    let group = opts
+        .group
+        .clone()
+        .unwrap_or_else(|| default_group(&opts.output));
+    if group.is_empty() || group.contains('/') {
+        return Err(TransformError::Options(format!(
+            "invalid group name {group:?}"
+        )));
+    }
+    let kernel_name = opts.kernel_name.clone().unwrap_or(out_name);
+    let search_paths = if opts.search_paths.is_empty() {
+        let out_dir = match opts.output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let rel = relative_path(&out_dir, &opts.kpack_dir)?;
+        let name = format!("{group}_@GFXARCH@.kpack");
+        vec![if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        }]
+    } else {
+        opts.search_paths.clone()
+    };
+    let marker = MarkerMetadata {
+        kernel_name: kernel_name.clone(),
+        search_paths: search_paths.clone(),
+    }
+    .encode()
+    .map_err(|e| TransformError::Options(format!("marker metadata: {e}")))?;
+    let rewrite = kpack_elf::rewrite::plan(input, &marker)?;
+
+    let fat = kpack_elf::inspect(input)?;
+    if let Some(w) = fat.wrappers.iter().find(|w| w.bundle.is_none()) {
+        return Err(TransformError::WrapperWithoutBundle(w.index));
+    }
+    if let Some(b) =
+        (0..fat.bundles.len()).find(|&b| !fat.wrappers.iter().any(|w| w.bundle == Some(b)))
+    {
+        return Err(TransformError::BundleWithoutWrapper(b));
+    }
+    let mut collect = Collect {
+        map: input,
+        kernel_name: &kernel_name,
+        by_target: BTreeMap::new(),
+        count: 0,
+    };
+    source::walk(input, &mut collect)?;
+    let Collect {
+        by_target, count, ..
+    } = collect;
+    Ok(Plan {
+        input,
+        rewrite,
+        kernel_name,
+        search_paths,
+        group,
+        by_target,
+        code_objects: count,
+    })
+}
+
+impl Plan<'_> {
+    /// The archive path for `target`.
+    pub fn archive_path(&self, dir: &Path, target: &str) -> PathBuf {
+        dir.join(format!("{}_{target}.kpack", self.group))
+    }
+
+    /// Writes one archive per target into `dir` (zstd work spread over one thread per target).
+    pub fn write_archives(
+        &self,
+        dir: &Path,
+        compression: Compression,
+    ) -> Result<Vec<WrittenArchive>, TransformError> {
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        let results: Vec<Result<WrittenArchive, TransformError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .by_target
+                .iter()
+                .map(|(target, entries)| {
+                    let path = self.archive_path(dir, target);
+                    s.spawn(move || {
+                        let mut w =
+                            ArchiveWriter::new(self.group.as_str(), target.as_str(), compression);
+                        for e in entries {
+                            w.add(&e.key, target, e.data.clone(), &[])?;
+                        }
+                        let size = w.write_file(&path)?;
+                        Ok(WrittenArchive {
+                            path,
+                            target: target.clone(),
+                            entries: entries.len(),
+                            size,
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("archive writer thread panicked"))
+                .collect()
+        });
+        let mut written = Vec::new();
+        let mut failure = None;
+        for r in results {
+            match r {
+                Ok(a) => written.push(a),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        match failure {
+            None => Ok(written),
+            Some(e) => {
+                for a in &written {
+                    let _ = std::fs::remove_file(&a.path);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Streams the rewritten host binary into a temporary file beside `output`, verifies it
+    /// and gives it `mode`; returns the temporary path (the caller renames or removes it).
+    pub fn write_host_temp(
+        &self,
+        output: &Path,
+        mode: Option<std::fs::Permissions>,
+    ) -> Result<PathBuf, TransformError> {
+        let dir = match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = dir.join(format!(".{name}.kpack-tmp-{}", std::process::id()));
+        let result = (|| -> Result<(), TransformError> {
+            // Read access too: the written file is mapped for verification.
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .map_err(io_error(&tmp))?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            self.rewrite
+                .write_to(self.input, &mut out)
+                .map_err(io_error(&tmp))?;
+            let file = out
+                .into_inner()
+                .map_err(|e| io_error(&tmp)(e.into_error()))?;
+            file.sync_all().map_err(io_error(&tmp))?;
+            let map = crate::map_file(&file, &tmp)?;
+            kpack_elf::verify(&map).map_err(TransformError::Verify)?;
+            if let Some(mode) = mode {
+                std::fs::set_permissions(&tmp, mode).map_err(io_error(&tmp))?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(tmp),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+
+    fn summary(&self, archives: Vec<WrittenArchive>) -> TransformSummary {
+        let s = &self.rewrite.summary;
+        TransformSummary {
+            input_size: s.input_len,
+            output_size: s.output_len,
+            removed: s.removed,
+            wrappers: s.wrappers,
+            code_objects: self.code_objects,
+            kernel_name: self.kernel_name.clone(),
+            search_paths: self.search_paths.clone(),
+            marker_vaddr: s.marker_vaddr,
+            archives,
+        }
+    }
+}
+
+/// Transforms `input` per `opts`. An already kpacked input is reported, not an error.
+pub fn transform(input: &Path, opts: &TransformOptions) -> Result<Outcome, TransformError> {
+    let file = File::open(input).map_err(io_error(input))?;
+    let mode = file.metadata().map_err(io_error(input))?.permissions();
+    let map = crate::map_file(&file, input)?;
+    let plan = match plan(&map, opts) {
+        Err(TransformError::Rewrite(RewriteError::AlreadyKpacked)) => {
+            return Ok(Outcome::AlreadyKpacked);
+        }
+        other => other?,
+    };
+    let tmp = plan.write_host_temp(&opts.output, Some(mode))?;
+    let archives = match plan.write_archives(&opts.kpack_dir, opts.compression) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    if let Err(e) = std::fs::rename(&tmp, &opts.output) {
+        let _ = std::fs::remove_file(&tmp);
+        for a in &archives {
+            let _ = std::fs::remove_file(&a.path);
+        }
+        return Err(io_error(&opts.output)(e).into());
+    }
+    Ok(Outcome::Transformed(plan.summary(archives)))
+}

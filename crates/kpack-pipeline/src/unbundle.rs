@@ -1,0 +1,183 @@
+//! Writing every device code object of a file out as its own file.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use kpack_target::TargetId;
+
+use crate::error::{SourceError, io_error};
+use crate::source::{self, DeviceCode, FileKind, Visitor};
+
+/// Selects code objects by target.
+///
+/// A filter with features (`gfx90a:xnack+`) selects exactly that target id; a bare processor
+/// (`gfx90a`) selects every feature variant of it.
+#[derive(Clone, Debug, Default)]
+pub struct TargetFilter(Vec<TargetId>);
+
+impl TargetFilter {
+    /// Selects the given targets; an empty list selects everything.
+    pub fn new(targets: Vec<TargetId>) -> Self {
+        TargetFilter(targets)
+    }
+
+    /// True if `target` is selected.
+    pub fn selects(&self, target: &TargetId) -> bool {
+        self.0.is_empty()
+            || self.0.iter().any(|f| {
+                f == target || (f.features().is_empty() && f.processor() == target.processor())
+            })
+    }
+}
+
+/// A code object written by [`Unbundler`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WrittenCodeObject {
+    /// Where it was written.
+    pub path: PathBuf,
+    /// Its bundle id.
+    pub bundle_id: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// Writes device code objects into one directory, refusing name collisions within a run.
+pub struct Unbundler {
+    out_dir: PathBuf,
+    filter: TargetFilter,
+    names: HashSet<String>,
+    written: Vec<WrittenCodeObject>,
+}
+
+impl Unbundler {
+    /// Writes into `out_dir` (created if missing) the code objects `filter` selects.
+    pub fn new(out_dir: impl Into<PathBuf>, filter: TargetFilter) -> Result<Self, SourceError> {
+        let out_dir = out_dir.into();
+        std::fs::create_dir_all(&out_dir).map_err(io_error(&out_dir))?;
+        Ok(Unbundler {
+            out_dir,
+            filter,
+            names: HashSet::new(),
+            written: Vec::new(),
+        })
+    }
+
+    /// Unbundles one input file.
+    ///
+    /// Objects stored uncompressed are copied file-to-file by range (the kernel copies them;
+    /// a 1.3 GB library never passes through this process's memory); compressed bundles are
+    /// decoded one at a time. Returns what the file was; `.kpack` archives and unrelated
+    /// files hold no bundles and write nothing.
+    pub fn unbundle_file(&mut self, input: &Path) -> Result<FileKind, SourceError> {
+        let file = File::open(input).map_err(io_error(input))?;
+        let map = crate::map_file(&file, input)?;
+        let stem = input
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "input".to_owned());
+        let mut writer = FileWriter {
+            unbundler: self,
+            input,
+            source: &file,
+            stem: &stem,
+        };
+        source::walk(&map, &mut writer)
+    }
+
+    /// What was written so far, in write order.
+    pub fn written(&self) -> &[WrittenCodeObject] {
+        &self.written
+    }
+
+    /// Consumes the unbundler, returning what it wrote.
+    pub fn into_written(self) -> Vec<WrittenCodeObject> {
+        self.written
+    }
+}
+
+/// The file name of a code object: input name, `ar` member, bundle index, bundle id.
+///
+/// The bundle index keeps multi-bundle binaries (one bundle per translation unit) apart.
+pub fn code_object_file_name(stem: &str, code: &DeviceCode<'_>) -> String {
+    let member = code.member.map(|m| format!("@{m}")).unwrap_or_default();
+    format!("{stem}{member}.{}.{}.co", code.bundle, code.bundle_id)
+}
+
+struct FileWriter<'a> {
+    unbundler: &'a mut Unbundler,
+    input: &'a Path,
+    source: &'a File,
+    stem: &'a str,
+}
+
+impl Visitor for FileWriter<'_> {
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        if !self.unbundler.filter.selects(code.target()) {
+            return Ok(());
+        }
+        let name = code_object_file_name(self.stem, code);
+        if !self.unbundler.names.insert(name.clone()) {
+            return Err(SourceError::Io {
+                path: self.unbundler.out_dir.join(&name),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "two inputs named {:?} unbundle to the same file; unbundle them into separate directories",
+                        self.stem
+                    ),
+                ),
+            });
+        }
+        let path = self.unbundler.out_dir.join(&name);
+        write_atomically(&path, |out| match &code.file_range {
+            Some(range) => {
+                let mut src = self.source;
+                src.seek(SeekFrom::Start(range.start))
+                    .map_err(io_error(self.input))?;
+                let len = range.end - range.start;
+                // io::copy between files uses copy_file_range(2).
+                let copied = std::io::copy(&mut src.take(len), out).map_err(io_error(&path))?;
+                if copied != len {
+                    return Err(SourceError::Io {
+                        path: self.input.to_owned(),
+                        source: std::io::ErrorKind::UnexpectedEof.into(),
+                    });
+                }
+                Ok(())
+            }
+            None => out.write_all(code.data).map_err(io_error(&path)),
+        })?;
+        self.unbundler.written.push(WrittenCodeObject {
+            path,
+            bundle_id: code.bundle_id.to_string(),
+            size: code.data.len() as u64,
+        });
+        Ok(())
+    }
+}
+
+/// Writes `path` through a temporary file in the same directory, renamed into place only
+/// when `fill` succeeds, so no partial file is ever left under the final name.
+pub fn write_atomically(
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> Result<(), SourceError>,
+) -> Result<(), SourceError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{file_name}.kpack-tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut out = File::create(&tmp).map_err(io_error(&tmp))?;
+        fill(&mut out)?;
+        out.flush().map_err(io_error(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io_error(path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}

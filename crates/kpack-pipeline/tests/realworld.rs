@@ -1,0 +1,203 @@
+//! Real-world tier: large real ROCm inputs fetched by `scripts/setup.sh` into
+//! `$KPACK_CORPUS`. Run with `cargo test --release -- --ignored` (scripts/test.sh does).
+
+mod common;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use kpack_bundle::BundleFormat;
+use kpack_pipeline::report::{self, Details, TargetTotal};
+use kpack_pipeline::source::{self, DeviceCode, FoundBundle, Visitor};
+use kpack_pipeline::{SourceError, map_file};
+
+#[test]
+#[ignore = "real-world"]
+fn librocsparse_inspects_as_111_wrappers_to_111_bundles_with_known_target_totals() {
+    let path = common::librocsparse();
+    let file = File::open(&path).unwrap();
+    let bytes = map_file(&file, &path).unwrap();
+    let report = report::inspect("librocsparse.so.0.1", &bytes).unwrap();
+    let Details::Elf(elf) = &report.details else {
+        panic!("not reported as ELF: {:?}", report.kind)
+    };
+    assert_eq!(elf.state, "fat");
+    assert_eq!(elf.wrappers.len(), 111);
+    assert_eq!(elf.bundles.len(), 111);
+    for (i, w) in elf.wrappers.iter().enumerate() {
+        assert_eq!(
+            w.bundle,
+            Some(i),
+            "wrapper {i} points at bundle {:?}",
+            w.bundle
+        );
+        assert_eq!(w.pointer, "rela-relative");
+    }
+    let expected = [
+        ("gfx1030", 189_881_336),
+        ("gfx803", 189_509_032),
+        ("gfx900:xnack-", 186_658_384),
+        ("gfx906:xnack-", 187_165_824),
+        ("gfx908:xnack-", 187_330_472),
+        ("gfx90a:xnack+", 177_106_432),
+        ("gfx90a:xnack-", 176_979_792),
+    ];
+    let expected: Vec<TargetTotal> = expected
+        .iter()
+        .map(|(t, b)| TargetTotal {
+            target: t.to_string(),
+            count: 111,
+            bytes: *b,
+        })
+        .collect();
+    assert_eq!(report.totals, expected);
+}
+
+/// Every `.so` of an unpacked wheel that holds device code.
+fn fat_libraries(wheel_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![wheel_dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "so") {
+                let bytes = std::fs::read(&path).unwrap();
+                let fat = kpack_elf::inspect(&bytes).unwrap();
+                if !fat.bundles.is_empty() {
+                    out.push(path);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn jax_wheel_dir(version: &str) -> PathBuf {
+    let wx = common::corpus().join("wx");
+    let dir = std::fs::read_dir(&wx)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/setup.sh", wx.display()))
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("jax_rocm7_plugin-{version}-"))
+        });
+    dir.unwrap_or_else(|| {
+        panic!(
+            "jax-rocm7-plugin {version} is not unpacked in {}",
+            wx.display()
+        )
+    })
+}
+
+/// Per library: (wrappers, bundles and their formats, code objects checked, targets).
+#[derive(Default)]
+struct Census {
+    wrappers: usize,
+    ccob_v3_bundles: usize,
+    other_bundles: usize,
+    objects: usize,
+    targets: std::collections::BTreeSet<String>,
+}
+
+impl Visitor for Census {
+    fn elf(&mut self, _: Option<&str>, fat: &kpack_elf::FatBinary) -> Result<(), SourceError> {
+        self.wrappers += fat.wrappers.len();
+        assert!(
+            fat.wrappers.iter().all(|w| w.bundle.is_some()),
+            "every wrapper leads to a bundle"
+        );
+        Ok(())
+    }
+    fn bundle(&mut self, b: &FoundBundle<'_>) -> Result<(), SourceError> {
+        match b.decoded.format() {
+            BundleFormat::Compressed { version: 3, .. } => self.ccob_v3_bundles += 1,
+            _ => self.other_bundles += 1,
+        }
+        Ok(())
+    }
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        // The walk already refuses a disagreement; decode again here so the test states it.
+        let decoded = kpack_target::code_object_target(code.data)?;
+        assert_eq!(&decoded.target, code.target(), "{}", code.bundle_id);
+        self.objects += 1;
+        self.targets.insert(code.target().to_string());
+        Ok(())
+    }
+}
+
+fn census(path: &Path) -> Census {
+    let bytes = std::fs::read(path).unwrap();
+    let mut census = Census::default();
+    source::walk(&bytes, &mut census).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    census
+}
+
+fn check_jax_wheel(version: &str) -> Vec<(String, Census)> {
+    let libs = fat_libraries(&jax_wheel_dir(version));
+    assert!(!libs.is_empty(), "jax {version}: no fat libraries found");
+    let mut out = Vec::new();
+    for lib in libs {
+        let c = census(&lib);
+        let name = lib.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(c.objects > 0, "{name}: no code objects");
+        assert_eq!(c.other_bundles, 0, "{name}: every bundle is CCOB v3");
+        // Unbundle for real and count what was written.
+        let tmp = tempfile::tempdir().unwrap();
+        let mut unbundler = kpack_pipeline::unbundle::Unbundler::new(
+            tmp.path(),
+            kpack_pipeline::unbundle::TargetFilter::default(),
+        )
+        .unwrap();
+        unbundler.unbundle_file(&lib).unwrap();
+        assert_eq!(unbundler.written().len(), c.objects, "{name}");
+        out.push((name, c));
+    }
+    out
+}
+
+#[test]
+#[ignore = "real-world"]
+fn jax_rocm7_plugin_0_12_0_code_objects_unbundle_and_match_their_triples() {
+    let libs = check_jax_wheel("0.12.0");
+    let solver = libs
+        .iter()
+        .find(|(n, _)| n.starts_with("_solver"))
+        .expect("_solver.so is fat");
+    assert_eq!(solver.1.wrappers, 2, "_solver.so has two wrappers");
+    assert_eq!(solver.1.ccob_v3_bundles, 2);
+    let targets: std::collections::BTreeSet<&String> =
+        libs.iter().flat_map(|(_, c)| &c.targets).collect();
+    assert!(
+        targets.iter().any(|t| t.as_str() == "gfx1250"),
+        "{targets:?}"
+    );
+}
+
+#[test]
+#[ignore = "real-world"]
+fn jax_rocm7_plugin_0_10_0_generic_targets_unbundle_and_match_their_triples() {
+    let libs = check_jax_wheel("0.10.0");
+    let targets: std::collections::BTreeSet<&String> =
+        libs.iter().flat_map(|(_, c)| &c.targets).collect();
+    for generic in [
+        "gfx9-4-generic",
+        "gfx10-3-generic",
+        "gfx11-generic",
+        "gfx12-generic",
+    ] {
+        assert!(
+            targets.iter().any(|t| t.split(':').next() == Some(generic)),
+            "{generic} missing from {targets:?}"
+        );
+    }
+    let solver = libs
+        .iter()
+        .find(|(n, _)| n.starts_with("_solver"))
+        .expect("_solver.so is fat");
+    assert_eq!(solver.1.wrappers, 2, "_solver.so has two wrappers");
+}

@@ -1,0 +1,94 @@
+/* A stand-in for the HIP runtime (libamdhip64.so.5), built by the tests.
+ *
+ * It records every __hipRegisterFatBinary call as one line in the file named by
+ * $KPACK_STANDIN_LOG: "<magic> <version> <reserved1> <hex bytes at the pointer>".
+ * For a HIPK wrapper the bytes are exactly the msgpack object the pointer leads to (its
+ * length found by walking the msgpack, as the runtime's parser does); for any other wrapper
+ * they are the first 24 bytes (the bundle magic). A kpack-aware runtime would call
+ * kpack_load_code_object(cache, wrapper->binary, path, (uint32_t)wrapper->reserved1, ...)
+ * at the marked spot. Every other entry point only reports "no device". */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct wrapper {
+  uint32_t magic;
+  uint32_t version;
+  const unsigned char *binary;
+  uint64_t reserved1;
+};
+
+#define HIPK 0x4B504948u
+#define HIPF 0x48495046u
+#define MAX_MARKER 65536 /* the runtime reads at most 64 KiB past the pointer */
+
+static uint64_t be(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v = v << 8 | p[i];
+  return v;
+}
+
+/* Length of the msgpack object at p (the types the marker uses), or 0 if unknown. */
+static size_t msgpack_len(const unsigned char *p, size_t avail) {
+  if (avail == 0) return 0;
+  unsigned char t = p[0];
+  size_t head = 1, body = 0, items = 0;
+  if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3) return 1;
+  if ((t & 0xe0) == 0xa0) body = t & 0x1f;
+  else if ((t & 0xf0) == 0x90) items = t & 0x0f;
+  else if ((t & 0xf0) == 0x80) items = 2 * (size_t)(t & 0x0f);
+  else if (t == 0xd9 && avail >= 2) { head = 2; body = p[1]; }
+  else if (t == 0xda && avail >= 3) { head = 3; body = be(p + 1, 2); }
+  else if (t == 0xdb && avail >= 5) { head = 5; body = be(p + 1, 4); }
+  else if (t == 0xdc && avail >= 3) { head = 3; items = be(p + 1, 2); }
+  else if (t == 0xdd && avail >= 5) { head = 5; items = be(p + 1, 4); }
+  else if (t == 0xde && avail >= 3) { head = 3; items = 2 * be(p + 1, 2); }
+  else if (t == 0xdf && avail >= 5) { head = 5; items = 2 * be(p + 1, 4); }
+  else if (t >= 0xcc && t <= 0xcf) return 1 + ((size_t)1 << (t - 0xcc));
+  else return 0;
+  size_t len = head + body;
+  for (size_t i = 0; i < items; i++) {
+    if (len >= avail) return 0;
+    size_t n = msgpack_len(p + len, avail - len);
+    if (n == 0) return 0;
+    len += n;
+  }
+  return len <= avail ? len : 0;
+}
+
+static void record(const struct wrapper *w) {
+  const char *path = getenv("KPACK_STANDIN_LOG");
+  FILE *f = path ? fopen(path, "a") : NULL;
+  if (!f) return;
+  const char *magic = w->magic == HIPK ? "HIPK" : w->magic == HIPF ? "HIPF" : "other";
+  fprintf(f, "%s %u %llu ", magic, w->version, (unsigned long long)w->reserved1);
+  size_t n = 24;
+  if (w->magic == HIPK) {
+    /* The marker is mapped; its page ends the object, so walk no further than needed. */
+    n = msgpack_len(w->binary, MAX_MARKER);
+    /* kpack_load_code_object(...) would be called here by a kpack-aware runtime. */
+  }
+  for (size_t i = 0; i < n; i++) fprintf(f, "%02x", w->binary[i]);
+  fprintf(f, "\n");
+  fclose(f);
+}
+
+static void *handles[4096];
+
+void **__hipRegisterFatBinary(const struct wrapper *w) {
+  record(w);
+  return handles;
+}
+void __hipUnregisterFatBinary(void **h) { (void)h; }
+void __hipRegisterFunction(void **h, const void *f, char *d, const char *n, int t, void *a,
+                           void *b, void *c, void *e, int *s) {
+  (void)h; (void)f; (void)d; (void)n; (void)t; (void)a; (void)b; (void)c; (void)e; (void)s;
+}
+int __hipPushCallConfiguration(void) { return 0; }
+int __hipPopCallConfiguration(void) { return 0; }
+int hipLaunchKernel(void) { return 100; /* hipErrorNoDevice */ }
+int hipGetLastError(void) { return 100; }
+int hipMalloc(void **p, size_t n) { (void)n; if (p) *p = NULL; return 100; }
+int hipFree(void *p) { (void)p; return 0; }
+int hipDeviceSynchronize(void) { return 100; }

@@ -1,0 +1,406 @@
+//! `transform` end to end on every linked fat fixture: archives round-trip every code object,
+//! and the rewritten binaries load under the system's dynamic loader against a stand-in HIP
+//! runtime (built here from `tests/standin/`), which sees HIPK wrappers leading to the marker.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use kpack_archive::marker::MarkerMetadata;
+use kpack_archive::{Archive, Compression};
+use kpack_pipeline::source::device_code_objects;
+use kpack_pipeline::transform::{Outcome, TransformOptions, TransformSummary, transform};
+
+const FIXTURES: &[&str] = &[
+    "bin/exe_nopie",
+    "bin/exe_pie",
+    "bin/libone.so",
+    "bin/libone_gfx906.so",
+    "bin/libone_stripped.so",
+    "bin/librdc.so",
+    "bin/libtwo.so",
+    "bin/librelr.so",
+    "bin/libalign2m.so",
+    "modern/exe_modern_v3",
+    "modern/libmodern_nocompress.so",
+    "modern/libmodern_two_v3.so",
+    "modern/libmodern_v2.so",
+    "modern/libmodern_v3.so",
+    "modern/libmodern_wide_v3.so",
+];
+
+/// The stand-in runtime and the loader driver, built once.
+fn standin() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kpack-standin");
+        std::fs::create_dir_all(&dir).unwrap();
+        let s = |p: &Path| p.display().to_string();
+        common::run_tool(
+            "gcc",
+            &[
+                "-shared",
+                "-fPIC",
+                "-O1",
+                "-Wl,-soname,libamdhip64.so.5",
+                &format!("-Wl,--version-script={}", s(&src.join("libamdhip64.map"))),
+                &s(&src.join("libamdhip64.c")),
+                "-o",
+                &s(&dir.join("libamdhip64.so.5")),
+            ],
+        );
+        common::run_tool(
+            "gcc",
+            &[&s(&src.join("load.c")), "-o", &s(&dir.join("load")), "-ldl"],
+        );
+        dir
+    })
+}
+
+/// One `__hipRegisterFatBinary` call as the stand-in logged it.
+#[derive(Debug)]
+struct Registration {
+    magic: String,
+    version: u32,
+    reserved1: u64,
+    bytes: Vec<u8>,
+}
+
+/// Loads `binary` (runs it if executable, else `dlopen`s it) under the stand-in.
+fn load(binary: &Path, log: &Path) -> Vec<Registration> {
+    let dir = standin();
+    let _ = std::fs::remove_file(log);
+    let name = binary.file_name().unwrap().to_string_lossy().into_owned();
+    let exe = !name.contains(".so");
+    let mut cmd = if exe {
+        Command::new(binary)
+    } else {
+        let mut c = Command::new(dir.join("load"));
+        c.arg(binary);
+        c
+    };
+    let out = cmd
+        .env("LD_LIBRARY_PATH", dir)
+        .env("KPACK_STANDIN_LOG", log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{} failed to load: {}{}",
+        binary.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let hex = f[3];
+            Registration {
+                magic: f[0].to_owned(),
+                version: f[1].parse().unwrap(),
+                reserved1: f[2].parse().unwrap(),
+                bytes: (0..hex.len() / 2)
+                    .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+fn run_transform(rel: &str, root: &Path, compression: Compression) -> (PathBuf, TransformSummary) {
+    let name = Path::new(rel).file_name().unwrap();
+    let output = root.join("lib").join(name);
+    std::fs::create_dir_all(output.parent().unwrap()).unwrap();
+    let opts = TransformOptions {
+        output: output.clone(),
+        kpack_dir: root.join(".kpack"),
+        group: None,
+        kernel_name: None,
+        search_paths: Vec::new(),
+        compression,
+    };
+    match transform(&common::fixture(rel), &opts).unwrap_or_else(|e| panic!("{rel}: {e}")) {
+        Outcome::Transformed(s) => (output, s),
+        Outcome::AlreadyKpacked => panic!("{rel}: already kpacked"),
+    }
+}
+
+#[test]
+fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
+    for rel in FIXTURES {
+        let root = tempfile::tempdir().unwrap();
+        let log = root.path().join("standin.log");
+        let original = load(&common::fixture(rel), &log);
+        assert!(
+            !original.is_empty(),
+            "{rel}: the original registers nothing"
+        );
+        for r in &original {
+            assert_eq!(r.magic, "HIPF", "{rel}");
+            assert!(
+                r.bytes.starts_with(b"__CLANG_OFFLOAD_BUNDLE__") || r.bytes.starts_with(b"CCOB"),
+                "{rel}: the original pointer leads to a bundle"
+            );
+        }
+        let (output, summary) = run_transform(rel, root.path(), Compression::zstd());
+        let regs = load(&output, &log);
+        assert_eq!(regs.len(), original.len(), "{rel}");
+        let name = output.file_name().unwrap().to_string_lossy().into_owned();
+        let group = name.split('.').next().unwrap();
+        let want = MarkerMetadata {
+            kernel_name: name.clone(),
+            search_paths: vec![format!("../.kpack/{group}_@GFXARCH@.kpack")],
+        };
+        assert_eq!(summary.search_paths, want.search_paths);
+        let mut seen: Vec<u64> = Vec::new();
+        for r in &regs {
+            assert_eq!(r.magic, "HIPK", "{rel}");
+            assert_eq!(r.version, 1, "{rel}");
+            let (meta, used) = MarkerMetadata::decode(&r.bytes).unwrap();
+            assert_eq!(used, r.bytes.len());
+            assert_eq!(meta, want, "{rel}");
+            seen.push(r.reserved1);
+        }
+        // Each registered wrapper carries its own index (in -fgpu-rdc output only the
+        // device-linked wrapper is registered, so not every index need appear).
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), regs.len(), "{rel}");
+        assert!(
+            seen.iter().all(|&i| i < summary.wrappers as u64),
+            "{rel}: {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn every_code_object_round_trips_through_the_marker_key() {
+    for rel in FIXTURES {
+        for compression in [Compression::None, Compression::zstd()] {
+            let root = tempfile::tempdir().unwrap();
+            let (_, summary) = run_transform(rel, root.path(), compression);
+            let original = std::fs::read(common::fixture(rel)).unwrap();
+            let objects = device_code_objects(&original).unwrap();
+            let mut checked = 0;
+            for obj in &objects {
+                let target = obj.bundle_id.target().unwrap().to_string();
+                let path = root.path().join(".kpack").join(format!(
+                    "{}_{target}.kpack",
+                    rel.rsplit('/').next().unwrap().split('.').next().unwrap()
+                ));
+                let archive = Archive::open(&path).unwrap();
+                assert_eq!(archive.gfx_arches(), std::slice::from_ref(&target), "{rel}");
+                assert!(!obj.wrappers.is_empty());
+                for w in &obj.wrappers {
+                    let key = format!("{}#{w}", summary.kernel_name);
+                    let got = archive.get(&key, &target).unwrap();
+                    assert_eq!(&got[..], &obj.data[..], "{rel}: {key} {target}");
+                    checked += 1;
+                }
+            }
+            assert_eq!(checked, summary.code_objects, "{rel}");
+            let entries: usize = summary.archives.iter().map(|a| a.entries).sum();
+            assert_eq!(entries, checked, "{rel}");
+        }
+    }
+}
+
+#[test]
+fn a_second_transform_says_already_kpacked_and_changes_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let (output, _) = run_transform("bin/libone.so", root.path(), Compression::zstd());
+    let before = std::fs::read(&output).unwrap();
+    let opts = TransformOptions {
+        output: root.path().join("again.so"),
+        kpack_dir: root.path().join("other"),
+        group: None,
+        kernel_name: None,
+        search_paths: Vec::new(),
+        compression: Compression::zstd(),
+    };
+    assert_eq!(transform(&output, &opts).unwrap(), Outcome::AlreadyKpacked);
+    assert_eq!(std::fs::read(&output).unwrap(), before);
+    assert!(!opts.output.exists() && !opts.kpack_dir.exists());
+}
+
+#[test]
+fn refused_inputs_leave_nothing_behind() {
+    for rel in [
+        "bin/k1.o",
+        "bin/rdc_a.o",
+        "bin/libhostonly.so",
+        "bin/libtwo.a",
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let opts = TransformOptions {
+            output: root.path().join("out"),
+            kpack_dir: root.path().join(".kpack"),
+            group: Some("g".into()),
+            kernel_name: None,
+            search_paths: vec!["x_@GFXARCH@.kpack".into()],
+            compression: Compression::zstd(),
+        };
+        assert!(transform(&common::fixture(rel), &opts).is_err(), "{rel}");
+        let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
+        assert!(left.is_empty(), "{rel}: {left:?}");
+    }
+}
+
+#[test]
+fn the_output_keeps_the_input_mode_and_explicit_names() {
+    let root = tempfile::tempdir().unwrap();
+    let input = root.path().join("in.so");
+    std::fs::copy(common::fixture("bin/libtwo.so"), &input).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let opts = TransformOptions {
+        output: root.path().join("out/libx.so.1"),
+        kpack_dir: root.path().join("k"),
+        group: Some("grp".into()),
+        kernel_name: Some("lib/libx.so.1".into()),
+        search_paths: vec!["a/@GFXARCH@.kpack".into(), "b.kpack".into()],
+        compression: Compression::None,
+    };
+    std::fs::create_dir_all(root.path().join("out")).unwrap();
+    let Outcome::Transformed(s) = transform(&input, &opts).unwrap() else {
+        panic!()
+    };
+    let mode = std::fs::metadata(&opts.output)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o751);
+    assert_eq!(s.search_paths, opts.search_paths);
+    assert!(s.archives.iter().all(|a| {
+        a.path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("grp_")
+    }));
+    let fat = kpack_elf::inspect(&std::fs::read(&opts.output).unwrap()).unwrap();
+    let out = std::fs::read(&opts.output).unwrap();
+    let meta = MarkerMetadata::decode(fat.marker.unwrap().bytes(&out).unwrap())
+        .unwrap()
+        .0;
+    assert_eq!(meta.kernel_name, "lib/libx.so.1");
+}
+
+fn realworld(input: &Path) {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let name = input.file_name().unwrap();
+    let opts = TransformOptions {
+        output: root.path().join("lib").join(name),
+        kpack_dir: root.path().join(".kpack"),
+        group: None,
+        kernel_name: None,
+        search_paths: Vec::new(),
+        compression: Compression::zstd(),
+    };
+    std::fs::create_dir_all(root.path().join("lib")).unwrap();
+    let Outcome::Transformed(s) = transform(input, &opts).unwrap() else {
+        panic!()
+    };
+    let out = std::fs::read(&opts.output).unwrap();
+    kpack_elf::verify(&out).unwrap();
+    let file = std::fs::File::open(input).unwrap();
+    let map = kpack_pipeline::map_file(&file, input).unwrap();
+    struct Check<'a>(&'a Path, &'a str, usize);
+    impl kpack_pipeline::source::Visitor for Check<'_> {
+        fn device_code(
+            &mut self,
+            code: &kpack_pipeline::source::DeviceCode<'_>,
+        ) -> Result<(), kpack_pipeline::SourceError> {
+            let t = code.target().to_string();
+            let a = Archive::open(
+                self.0
+                    .join(format!("{}_{t}.kpack", self.1.split('.').next().unwrap())),
+            )
+            .unwrap();
+            for w in code.wrappers {
+                let name = self.1;
+                assert_eq!(&a.get(&format!("{name}#{w}"), &t).unwrap()[..], code.data);
+                self.2 += 1;
+            }
+            Ok(())
+        }
+    }
+    let n = name.to_string_lossy().into_owned();
+    let mut check = Check(&opts.kpack_dir, &n, 0);
+    kpack_pipeline::source::walk(&map, &mut check).unwrap();
+    assert_eq!(check.2, s.code_objects);
+    println!(
+        "{}: {} -> {} bytes, {} archives, {} code objects",
+        input.display(),
+        s.input_size,
+        s.output_size,
+        s.archives.len(),
+        s.code_objects
+    );
+}
+
+#[test]
+#[ignore = "real-world"]
+fn librocsparse_transforms_round_trips_and_loads_with_111_hipk_wrappers() {
+    let input = common::librocsparse();
+    realworld(&input);
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let opts = TransformOptions {
+        output: root.path().join("librocsparse.so.0.1"),
+        kpack_dir: root.path().join(".kpack"),
+        group: None,
+        kernel_name: None,
+        search_paths: Vec::new(),
+        compression: Compression::None,
+    };
+    let Outcome::Transformed(s) = transform(&input, &opts).unwrap() else {
+        panic!()
+    };
+    assert_eq!(s.input_size, 1_310_496_488);
+    assert!(s.output_size < 15_000_000, "{s:?}");
+    assert_eq!(s.archives.len(), 7);
+    assert_eq!(s.code_objects, 777);
+    let regs = load(&opts.output, &root.path().join("log"));
+    assert_eq!(regs.len(), 111);
+    assert!(regs.iter().all(|r| r.magic == "HIPK" && r.version == 1));
+}
+
+#[test]
+#[ignore = "real-world"]
+fn jax_plugins_transform_verify_and_round_trip() {
+    let mut found = 0;
+    for dir in std::fs::read_dir(common::corpus().join("wx")).unwrap() {
+        let dir = dir.unwrap().path();
+        if !dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("jax_rocm7_plugin-0.1")
+        {
+            continue;
+        }
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if (n.starts_with("_linalg") || n.starts_with("_solver"))
+                    && n.ends_with(".so")
+                {
+                    realworld(&p);
+                    found += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        found >= 4,
+        "found {found} jax plugin libraries: run scripts/setup.sh"
+    );
+}
