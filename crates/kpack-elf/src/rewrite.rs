@@ -21,9 +21,10 @@
 //! * Every later file offset moves down by `Z`, a multiple of the page, so `p_offset ≡
 //!   p_vaddr (mod 4096)` holds; a `PT_LOAD` whose larger `p_align` that breaks gets
 //!   `p_align = 4096` (valid, B5).
-//! * One new read-only `PT_LOAD` at a page-aligned address above every segment maps the
-//!   marker and, when the program header table cannot grow in place, the new table (moved at
-//!   most once; the old one is zeroed, so no dead copy remains, B1/B7). In executables (`ET_EXEC`
+//! * One new read-only `PT_LOAD` at a page-aligned address above every segment maps, when
+//!   the program header table cannot grow in place, the new table at its start (where
+//!   linkers put a segment's headers), then the marker. The table moves at most once; the old
+//!   one is zeroed, so no dead copy remains (B1/B7). In executables (`ET_EXEC`
 //!   or with `PT_INTERP`) a moved table is placed so that `p_vaddr - p_offset` of its segment
 //!   equals that of the first `PT_LOAD`: kernels before 5.18 compute `AT_PHDR` from that (B8).
 //!   This may need zero padding up to the address the first segment's offset implies.
@@ -37,6 +38,13 @@
 //!
 //! Two segments may share the page holding `V+N` (piece 1's zero fill, piece 2's file
 //! content); loaders map the later segment over it, as they do for `.data`/`.bss` pages.
+//!
+//! # Stripping
+//! Splitting the segment adds a program header, and the table never has room to grow where
+//! it is, so it moves. GNU `strip`/`objcopy` (BFD) re-lay a file out and only understand a
+//! program header table right after the ELF header: on a transformed file they produce a
+//! file that does not load (and `eu-strip` likewise). Strip before transforming;
+//! `patchelf` edits transformed files correctly.
 //!
 //! # Refused
 //! Not x86-64 (B3), relocatable objects (their device code is linked later), files without a
@@ -458,13 +466,12 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     }
     let kept_len = end - cut.len;
 
-    // The new segment: marker, then the moved program header table.
-    let table_off = align_up(marker.len() as u64, 8);
-    let seg_len = if in_place {
-        marker.len() as u64
-    } else {
-        table_off + count * PHDR_SIZE
-    };
+    // The new segment: the moved program header table first (where linkers put it, and
+    // where objcopy/strip expect a segment's headers: elsewhere they re-lay the segment out
+    // wrongly), then the marker.
+    let table_len = count * PHDR_SIZE;
+    let marker_in_seg = if in_place { 0 } else { align_up(table_len, 8) };
+    let seg_len = marker_in_seg + marker.len() as u64;
     let is_exec = h.e_type == ET_EXEC || phdrs.iter().any(|p| p.p_type == PT_INTERP);
     let mut new_off = align_up(kept_len, PAGE);
     let mut new_vaddr = align_up(max_end, PAGE);
@@ -492,19 +499,20 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         p_align: PAGE,
     };
     new_phdrs.insert(last_load + 1, marker_seg);
+    let marker_vaddr = new_vaddr + marker_in_seg;
+    let marker_off = new_off + marker_in_seg;
     let new_phoff = if in_place {
         cut.shift(h.e_phoff)
     } else {
-        new_off + table_off
+        new_off
     };
-    let table_len = count * PHDR_SIZE;
     for q in new_phdrs.iter_mut().filter(|q| q.p_type == PT_PHDR) {
         q.p_offset = new_phoff;
         q.p_filesz = table_len;
         q.p_memsz = table_len;
         if !in_place {
-            q.p_vaddr = new_vaddr + table_off;
-            q.p_paddr = q.p_vaddr;
+            q.p_vaddr = new_vaddr;
+            q.p_paddr = new_vaddr;
         }
     }
     let table: Vec<u8> = new_phdrs.iter().flat_map(phdr_bytes).collect();
@@ -530,7 +538,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         let mut rec = Vec::with_capacity(24);
         rec.extend_from_slice(&HIPK_MAGIC.to_le_bytes());
         rec.extend_from_slice(&1u32.to_le_bytes());
-        rec.extend_from_slice(&new_vaddr.to_le_bytes());
+        rec.extend_from_slice(&marker_vaddr.to_le_bytes());
         rec.extend_from_slice(&(w.index as u64).to_le_bytes());
         patches.add(w.offset, rec)?;
         match &w.pointer {
@@ -551,7 +559,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE + 8;
                 let mut b = Vec::with_capacity(16);
                 b.extend_from_slice(&u64::from(R_X86_64_RELATIVE).to_le_bytes());
-                b.extend_from_slice(&new_vaddr.to_le_bytes());
+                b.extend_from_slice(&marker_vaddr.to_le_bytes());
                 patches.add(at, b)?;
             }
             PointerSource::Rel {
@@ -595,8 +603,8 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         sh_name: name_off as u32,
         sh_type: SHT_PROGBITS,
         sh_flags: SHF_ALLOC,
-        sh_addr: new_vaddr,
-        sh_offset: new_off,
+        sh_addr: marker_vaddr,
+        sh_offset: marker_off,
         sh_size: marker.len() as u64,
         sh_link: 0,
         sh_info: 0,
@@ -631,11 +639,12 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         pieces.push(Piece::Input { start: 0, end });
     }
     pieces.push(Piece::Zeros(new_off - kept_len));
-    let mut seg_bytes = marker.to_vec();
+    let mut seg_bytes = Vec::with_capacity(seg_len as usize);
     if !in_place {
-        seg_bytes.resize(table_off as usize, 0);
         seg_bytes.extend_from_slice(&table);
+        seg_bytes.resize(marker_in_seg as usize, 0);
     }
+    seg_bytes.extend_from_slice(marker);
     pieces.push(Piece::Bytes(seg_bytes));
     let old_names = elf.section_data(&shstr)?;
     let mut names = old_names.to_vec();
@@ -665,8 +674,8 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
             input_len: data.len() as u64,
             output_len,
             removed: cut.len,
-            marker_vaddr: new_vaddr,
-            marker_offset: new_off,
+            marker_vaddr,
+            marker_offset: marker_off,
             phdr_moved: !in_place,
             wrappers: fat.wrappers.len(),
         },

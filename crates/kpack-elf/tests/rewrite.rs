@@ -417,14 +417,20 @@ fn inputs_the_verifier_rejects_are_refused_before_planning() {
     let (_, m) = marker();
     let mut data = common::fixture("modern/libmodern_two_v3.so");
     let elf = kpack_elf::ElfFile::parse(&data).unwrap();
-    let got = elf.section_by_name(".got").expect("the fixture has .got").clone();
+    let got = elf
+        .section_by_name(".got")
+        .expect("the fixture has .got")
+        .clone();
     let shoff = elf.header().e_shoff as usize + got.index * 64;
     drop(elf);
     // sh_addralign is at +48 in an Elf64_Shdr.
     data[shoff + 48..shoff + 56].copy_from_slice(&0x3008u64.to_le_bytes());
     match plan(&data, &m) {
         Err(RewriteError::MalformedInput { issues }) => {
-            assert!(issues.iter().any(|i| i.message.contains(".got")), "{issues:?}");
+            assert!(
+                issues.iter().any(|i| i.message.contains(".got")),
+                "{issues:?}"
+            );
         }
         other => panic!("expected MalformedInput, got {:?}", other.map(|_| ())),
     }

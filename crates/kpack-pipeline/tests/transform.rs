@@ -5,8 +5,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
 
 use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{Archive, Compression};
@@ -31,86 +29,6 @@ const FIXTURES: &[&str] = &[
     "modern/libmodern_wide_v3.so",
 ];
 
-/// The stand-in runtime and the loader driver, built once.
-fn standin() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kpack-standin");
-        std::fs::create_dir_all(&dir).unwrap();
-        let s = |p: &Path| p.display().to_string();
-        common::run_tool(
-            "gcc",
-            &[
-                "-shared",
-                "-fPIC",
-                "-O1",
-                "-Wl,-soname,libamdhip64.so.5",
-                &format!("-Wl,--version-script={}", s(&src.join("libamdhip64.map"))),
-                &s(&src.join("libamdhip64.c")),
-                "-o",
-                &s(&dir.join("libamdhip64.so.5")),
-            ],
-        );
-        common::run_tool(
-            "gcc",
-            &[&s(&src.join("load.c")), "-o", &s(&dir.join("load")), "-ldl"],
-        );
-        dir
-    })
-}
-
-/// One `__hipRegisterFatBinary` call as the stand-in logged it.
-#[derive(Debug)]
-struct Registration {
-    magic: String,
-    version: u32,
-    reserved1: u64,
-    bytes: Vec<u8>,
-}
-
-/// Loads `binary` (runs it if executable, else `dlopen`s it) under the stand-in.
-fn load(binary: &Path, log: &Path) -> Vec<Registration> {
-    let dir = standin();
-    let _ = std::fs::remove_file(log);
-    let name = binary.file_name().unwrap().to_string_lossy().into_owned();
-    let exe = !name.contains(".so");
-    let mut cmd = if exe {
-        Command::new(binary)
-    } else {
-        let mut c = Command::new(dir.join("load"));
-        c.arg(binary);
-        c
-    };
-    let out = cmd
-        .env("LD_LIBRARY_PATH", dir)
-        .env("KPACK_STANDIN_LOG", log)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{} failed to load: {}{}",
-        binary.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let hex = f[3];
-            Registration {
-                magic: f[0].to_owned(),
-                version: f[1].parse().unwrap(),
-                reserved1: f[2].parse().unwrap(),
-                bytes: (0..hex.len() / 2)
-                    .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
-                    .collect(),
-            }
-        })
-        .collect()
-}
-
 fn run_transform(rel: &str, root: &Path, compression: Compression) -> (PathBuf, TransformSummary) {
     let name = Path::new(rel).file_name().unwrap();
     let output = root.join("lib").join(name);
@@ -134,7 +52,7 @@ fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
     for rel in FIXTURES {
         let root = tempfile::tempdir().unwrap();
         let log = root.path().join("standin.log");
-        let original = load(&common::fixture(rel), &log);
+        let original = common::load(&common::fixture(rel), &log);
         assert!(
             !original.is_empty(),
             "{rel}: the original registers nothing"
@@ -147,7 +65,7 @@ fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
             );
         }
         let (output, summary) = run_transform(rel, root.path(), Compression::zstd());
-        let regs = load(&output, &log);
+        let regs = common::load(&output, &log);
         assert_eq!(regs.len(), original.len(), "{rel}");
         let name = output.file_name().unwrap().to_string_lossy().into_owned();
         let group = name.split('.').next().unwrap();
@@ -164,6 +82,17 @@ fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
             assert_eq!(used, r.bytes.len());
             assert_eq!(meta, want, "{rel}");
             seen.push(r.reserved1);
+        }
+        // patchelf --add-rpath leaves a file that still loads with the same wrappers. (GNU
+        // strip does not: BFD insists on re-laying out a program header table that has
+        // moved, see kpack_elf::rewrite; so strip before transforming.)
+        for (tool, args) in [("patchelf", &["--add-rpath", "/opt/kpack-test"][..])] {
+            let variant = output.with_file_name(format!("{tool}-{name}"));
+            std::fs::copy(&output, &variant).unwrap();
+            let mut argv = args.to_vec();
+            argv.push(variant.to_str().unwrap());
+            common::run_tool(tool, &argv);
+            assert_eq!(common::load(&variant, &log), regs, "{rel} after {tool}");
         }
         // Each registered wrapper carries its own index (in -fgpu-rdc output only the
         // device-linked wrapper is registered, so not every index need appear).
@@ -364,7 +293,7 @@ fn librocsparse_transforms_round_trips_and_loads_with_111_hipk_wrappers() {
     assert!(s.output_size < 15_000_000, "{s:?}");
     assert_eq!(s.archives.len(), 7);
     assert_eq!(s.code_objects, 777);
-    let regs = load(&opts.output, &root.path().join("log"));
+    let regs = common::load(&opts.output, &root.path().join("log"));
     assert_eq!(regs.len(), 111);
     assert!(regs.iter().all(|r| r.magic == "HIPK" && r.version == 1));
 }
