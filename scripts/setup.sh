@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on Debian bookworm, idempotently, and fetches the
-# real-world corpus (bookworm's librocsparse0, PyPI jax-rocm7-plugin wheels) into
+# real-world corpus (bookworm's librocsparse0, PyPI jax-rocm7-plugin wheels, Debian ROCm 7.2.4
+# librocblas5/libhipblaslt1/libhipsparselt0 kernel databases) into
 # $KPACK_CORPUS (default /var/tmp/kpack-corpus; same layout as shared/corpus/fetch_corpus.sh).
 set -euo pipefail
 CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
@@ -44,5 +45,51 @@ done
 for w in "$CORPUS"/wheels/jax_rocm7_plugin-*.whl; do
   n=$(basename "$w" .whl)
   [ -d "$CORPUS/wx/$n" ] || unzip -q -o "$w" -d "$CORPUS/wx/$n"
+done
+# Split/recombine real-world tier: Debian ROCm 7.2.4 kernel databases with their fat libraries
+# (experimental librocblas5, libhipblaslt1; libhipsparselt0), fetched with a private apt
+# configuration for trixie/sid/experimental (nothing is installed system-wide).
+ROCM_DEBS="librocblas5=7.2.4-1~exp1 libhipblaslt1=7.2.4+dfsg-1~exp1 libhipsparselt0=7.2.4+ds-1~exp1"
+need_debs=
+for spec in $ROCM_DEBS; do
+  pkg=${spec%%=*}
+  ls -d "$CORPUS"/x/"${pkg}"_7.2.4* >/dev/null 2>&1 || need_debs="$need_debs $spec"
+done
+if [ -n "$need_debs" ]; then
+  echo "setup: fetching$need_debs"
+  A="$CORPUS/apt"
+  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/etc/sources.list.d" "$A/etc/preferences.d"
+  MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+  [ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' /etc/apt/sources.list 2>/dev/null)
+  [ -n "$MIRROR" ] || { echo "setup: no Debian mirror in this machine's apt sources" >&2; exit 1; }
+  for suite in trixie sid experimental; do
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main"
+  done > "$A/etc/sources.list"
+  cat > "$A/apt.conf" <<EOF
+Dir::State "$A";
+Dir::State::Lists "$A/lists";
+Dir::State::status "$A/status";
+Dir::Cache "$A/cache";
+Dir::Etc::SourceList "$A/etc/sources.list";
+Dir::Etc::SourceParts "$A/etc/sources.list.d";
+Dir::Etc::Preferences "$A/etc/preferences";
+Dir::Etc::PreferencesParts "$A/etc/preferences.d";
+APT::Architecture "amd64";
+Acquire::Languages "none";
+EOF
+  touch "$A/status"
+  APT_CONFIG="$A/apt.conf" apt-get update -qq
+  for spec in $need_debs; do
+    # Pinned versions first; sid/experimental move, so fall back to the current candidate.
+    (cd "$CORPUS/debs" && APT_CONFIG="$A/apt.conf" apt-get download -q "$spec" >/dev/null 2>&1) || {
+      echo "setup: $spec not available any more; taking the current ${spec%%=*}" >&2
+      (cd "$CORPUS/debs" && APT_CONFIG="$A/apt.conf" apt-get download -q "${spec%%=*}")
+    }
+  done
+fi
+for d in "$CORPUS"/debs/librocblas5_*.deb "$CORPUS"/debs/libhipblaslt1_*.deb "$CORPUS"/debs/libhipsparselt0_*.deb; do
+  [ -f "$d" ] || continue
+  n=$(basename "$d" .deb); n=${n%_amd64}; n=${n%_all}
+  [ -d "$CORPUS/x/$n" ] || { mkdir -p "$CORPUS/x/$n" && dpkg-deb -x "$d" "$CORPUS/x/$n"; }
 done
 echo "setup: ready (corpus in $CORPUS)"

@@ -36,6 +36,12 @@ enum Command {
     Transform(cmd::transform::Args),
     /// Check the structure of an ELF file (as every transform output is checked).
     VerifyElf(cmd::verify_elf::Args),
+    /// Split build artifacts into a generic artifact and one artifact per GPU architecture.
+    Split(cmd::split::Args),
+    /// Recombine split shards into per-architecture-group packages.
+    Recombine(cmd::recombine::Args),
+    /// Prove split or recombined artifacts complete (and identical to the originals).
+    Verify(cmd::verify::Args),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +54,9 @@ fn main() -> ExitCode {
         Command::Extract(args) => cmd::extract::run(args),
         Command::Transform(args) => cmd::transform::run(args),
         Command::VerifyElf(args) => cmd::verify_elf::run(args),
+        Command::Split(args) => cmd::split::run(args),
+        Command::Recombine(args) => cmd::recombine::run(args),
+        Command::Verify(args) => cmd::verify::run(args),
     };
     match result {
         Ok(code) => code,

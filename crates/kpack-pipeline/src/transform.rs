@@ -211,6 +211,8 @@ pub struct Plan<'a> {
     group: String,
     by_target: BTreeMap<String, Vec<Entry<'a>>>,
     code_objects: usize,
+    /// The input's mapping, when its pages may be dropped once compressed.
+    mapping: Option<&'a crate::FileBytes>,
 }
 
 /// Plans the transform of `input` (the mapped file); nothing is written.
@@ -280,10 +282,19 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
         group,
         by_target,
         code_objects: count,
+        mapping: None,
     })
 }
 
-impl Plan<'_> {
+impl<'a> Plan<'a> {
+    /// Lets [`Plan::write_archives`] drop the pages of each code object from `mapping` (the
+    /// mapping `input` was borrowed from) once it is compressed; see
+    /// [`crate::FileBytes::release`].
+    pub fn releasing(mut self, mapping: &'a crate::FileBytes) -> Self {
+        self.mapping = Some(mapping);
+        self
+    }
+
     /// The archive path for `target`.
     pub fn archive_path(&self, dir: &Path, target: &str) -> PathBuf {
         dir.join(format!("{}_{target}.kpack", self.group))
@@ -295,18 +306,37 @@ impl Plan<'_> {
         dir: &Path,
         compression: Compression,
     ) -> Result<Vec<WrittenArchive>, TransformError> {
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        self.write_archives_into(|_| dir.to_owned(), compression)
+    }
+
+    /// Like [`Plan::write_archives`], with the archive of each target in `dir_for(target)`.
+    pub fn write_archives_into(
+        &self,
+        dir_for: impl Fn(&str) -> PathBuf,
+        compression: Compression,
+    ) -> Result<Vec<WrittenArchive>, TransformError> {
+        let mut paths = Vec::with_capacity(self.by_target.len());
+        for target in self.by_target.keys() {
+            let dir = dir_for(target);
+            std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+            paths.push(self.archive_path(&dir, target));
+        }
         let results: Vec<Result<WrittenArchive, TransformError>> = std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .by_target
                 .iter()
-                .map(|(target, entries)| {
-                    let path = self.archive_path(dir, target);
+                .zip(paths)
+                .map(|((target, entries), path)| {
                     s.spawn(move || {
                         let mut w =
                             ArchiveWriter::new(self.group.as_str(), target.as_str(), compression);
                         for e in entries {
                             w.add(&e.key, target, e.data.clone(), &[])?;
+                            if let (Some(map), Cow::Borrowed(data), Compression::Zstd { .. }) =
+                                (self.mapping, &e.data, compression)
+                            {
+                                map.release(data);
+                            }
                         }
                         let size = w.write_file(&path)?;
                         Ok(WrittenArchive {
@@ -412,7 +442,7 @@ pub fn transform(input: &Path, opts: &TransformOptions) -> Result<Outcome, Trans
     let file = File::open(input).map_err(io_error(input))?;
     let mode = file.metadata().map_err(io_error(input))?.permissions();
     let map = crate::map_file(&file, input)?;
-    let plan = match plan(&map, opts) {
+    let plan = match plan(&map, opts).map(|p| p.releasing(&map)) {
         Err(TransformError::Rewrite(RewriteError::AlreadyKpacked)) => {
             return Ok(Outcome::AlreadyKpacked);
         }

@@ -4,8 +4,11 @@ pub mod extract;
 pub mod inspect;
 pub mod list;
 pub mod pack;
+pub mod recombine;
+pub mod split;
 pub mod transform;
 pub mod unbundle;
+pub mod verify;
 pub mod verify_elf;
 
 use std::path::{Path, PathBuf};

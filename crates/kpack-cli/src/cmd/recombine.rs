@@ -1,0 +1,77 @@
+//! `kpack recombine --shards DIR --config packaging.json -o OUT [--component C]`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use kpack_pipeline::artifact::recombine::{self, PackagingConfig, RecombineOptions};
+
+use crate::output::{self, Error};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory of shards, each holding split artifacts.
+    #[arg(long)]
+    shards: PathBuf,
+    /// The packaging configuration (primary_shard, architecture_groups, validation).
+    #[arg(long)]
+    config: PathBuf,
+    /// Output directory.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Only this component.
+    #[arg(long)]
+    component: Option<String>,
+    /// Worker threads (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Print a summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let config = PackagingConfig::load(&args.config)?;
+    let opts = RecombineOptions {
+        component: args.component.clone(),
+        threads: args.threads,
+    };
+    let summary = recombine::recombine(&args.shards, &config, &args.output, &opts)?;
+    if args.json {
+        output::print_json(&summary)?;
+    } else {
+        for c in &summary.components {
+            println!(
+                "{}: generic from {}{}",
+                c.component,
+                c.generic_from,
+                if c.generic_only {
+                    " (generic only)"
+                } else {
+                    ""
+                }
+            );
+            for g in &c.groups {
+                let arches: Vec<String> = g
+                    .architectures
+                    .iter()
+                    .map(|(a, s)| format!("{a} from {s}"))
+                    .collect();
+                println!(
+                    "  {}: {} files, {} archives, {} indexes; {}",
+                    g.artifact,
+                    g.files,
+                    g.archives,
+                    g.indexes,
+                    arches.join(", ")
+                );
+                if !g.missing.is_empty() {
+                    println!("    missing: {}", g.missing.join(", "));
+                }
+            }
+            for d in &c.ignored_duplicates {
+                println!("  ignored duplicate: {d}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,104 @@
+//! `kpack split ARTIFACT_DIR -o OUT --component C [--split-databases H...]` and
+//! `kpack split --batch PARENT_DIR -o OUT`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use kpack_archive::Compression;
+use kpack_pipeline::artifact::handlers::Handler;
+use kpack_pipeline::artifact::split::{self, SplitOptions, SplitSummary};
+
+use crate::output::{self, Error};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The artifact directory (with artifact_manifest.txt); with --batch, a directory of them.
+    input: PathBuf,
+    /// Output directory for `<component>_generic` and `<component>_<arch>`.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Component name (the artifacts' name stem); required unless --batch.
+    #[arg(long, required_unless_present = "batch", conflicts_with = "batch")]
+    component: Option<String>,
+    /// Split every artifact under INPUT, the component being each name minus its last `_` part.
+    #[arg(long)]
+    batch: bool,
+    /// Database handlers to apply, in order.
+    #[arg(long = "split-databases", num_args = 1.., value_parser = parse_handler)]
+    handlers: Vec<Handler>,
+    /// Store code objects uncompressed instead of zstd.
+    #[arg(long)]
+    no_compression: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Print a summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_handler(s: &str) -> Result<Handler, String> {
+    Handler::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = Handler::ALL.iter().map(|h| h.name()).collect();
+        format!(
+            "unknown database handler {s:?}; expected one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+pub fn run(args: Args) -> Result<ExitCode, Error> {
+    let opts = SplitOptions {
+        handlers: args.handlers.clone(),
+        compression: if args.no_compression {
+            Compression::None
+        } else {
+            Compression::zstd()
+        },
+        threads: args.threads,
+    };
+    let bar = output::progress(0, "split");
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let summaries: Vec<SplitSummary> = match &args.component {
+        Some(c) if !args.batch => vec![split::split(
+            &args.input,
+            &args.output,
+            c,
+            &opts,
+            &progress,
+        )?],
+        _ => split::split_batch(&args.input, &args.output, &opts, &progress)?,
+    };
+    bar.finish_and_clear();
+    if args.json {
+        output::print_json(&summaries)?;
+    } else {
+        for s in &summaries {
+            println!(
+                "{}: {} fat binaries, {} code objects, {} database files{}",
+                s.component,
+                s.fat_binaries,
+                s.code_objects,
+                s.database_files,
+                if s.generic_only {
+                    " (generic only)"
+                } else {
+                    ""
+                }
+            );
+            for a in &s.artifacts {
+                println!(
+                    "  {} ({} files, {} archives, {} bytes)",
+                    a.name,
+                    a.files,
+                    a.archives,
+                    output::grouped(a.bytes)
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,510 @@
+//! `kpack split`: one build artifact becomes a generic artifact plus one artifact per GPU
+//! processor (the map step).
+//!
+//! For component `C`, per manifest prefix, every entry of the prefix tree (sorted, symlinks
+//! not followed) goes to exactly one place:
+//! * a directory, a symlink (same link text), or a file that is neither a database file nor
+//!   a linked fat binary: copied to `C_generic/<prefix>/…`;
+//! * a database file (a [`Handler`] the caller selected claims it, first match wins, before
+//!   any other test): copied to `C_<processor>/<prefix>/…` (feature variants such as
+//!   `gfx90a-xnack+` go to the processor's artifact under their own name);
+//! * a fat shared library or executable: its host rewrite goes to `C_generic/<prefix>/…`
+//!   with the marker `kernel_name = <prefix>/<relpath>`, search path
+//!   `[../…]/.kpack/<module>_@GFXARCH@.kpack` (relative to the binary's directory, always
+//!   `/`), and its code objects to `C_<processor>/<prefix>/.kpack/<module>_<target>.kpack`,
+//!   one archive per full target id, keyed `<prefix>/<relpath>#<wrapper index>`.
+//!   Relocatable objects and `ar` archives keep their device code (it is linked later).
+//!
+//! The marker, the host rewrite and the generic record depend only on the binary and its
+//! place, never on which targets the shard built, so every shard's generic artifact names
+//! the same archives and loads any shard's per-arch artifacts.
+//!
+//! **Modules.** A fat binary's module is its file name up to the first `.`, without a `lib`
+//! prefix (`librocblas.so.5.2` → `rocblas`, executable `foo` → `foo`). Install prefixes are
+//! overlaid into one tree, so when two fat binaries of one artifact share a module name,
+//! none of them keeps it: each is named after its relative path instead, `/` written `_`
+//! (`bin/demo` → `bin_demo`, `lib/libdemo.so.1` → `lib_libdemo.so.1`), whatever the order
+//! they are found in; if even those collide, the split fails.
+//!
+//! Inputs are only read. Output files are always new files (a hard link in the input is
+//! never written through). Work is spread over the cores per file (and per target inside a
+//! fat binary); the output is identical whatever the thread count. Everything is written
+//! under a temporary directory and renamed into place at the end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kpack_archive::Compression;
+use kpack_target::TargetId;
+
+use super::handlers::{self, DbArch, Handler};
+use super::{
+    ArtifactError, ArtifactKind, ArtifactRecord, RecordBinary, Staging, TreeEntry, manifest,
+};
+use crate::transform::{self, HostState, TransformOptions};
+
+/// How to split.
+#[derive(Debug, Clone)]
+pub struct SplitOptions {
+    /// Database handlers, tried in this order.
+    pub handlers: Vec<Handler>,
+    pub compression: Compression,
+    /// Worker threads; 0 = one per core.
+    pub threads: usize,
+}
+
+impl Default for SplitOptions {
+    fn default() -> Self {
+        SplitOptions {
+            handlers: Vec::new(),
+            compression: Compression::zstd(),
+            threads: 0,
+        }
+    }
+}
+
+/// One artifact written.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WrittenArtifact {
+    pub name: String,
+    /// Regular files written (archives included).
+    pub files: usize,
+    pub archives: usize,
+    pub bytes: u64,
+}
+
+/// What a split did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SplitSummary {
+    pub component: String,
+    pub input: PathBuf,
+    pub generic_only: bool,
+    pub fat_binaries: usize,
+    pub code_objects: usize,
+    pub database_files: usize,
+    pub artifacts: Vec<WrittenArtifact>,
+}
+
+/// Progress: called with (items done, items in total) as files are processed.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// Splits the artifact `input` into `out` (created if missing) as component `component`.
+pub fn split(
+    input: &Path,
+    out: &Path,
+    component: &str,
+    opts: &SplitOptions,
+    progress: Progress<'_>,
+) -> Result<SplitSummary, ArtifactError> {
+    check_component(component)?;
+    refuse_existing(out, component)?;
+    let staging = Staging::new(out, "split")?;
+    let summary = split_into(input, staging.path(), component, opts, progress)?;
+    staging.commit()?;
+    Ok(summary)
+}
+
+/// Splits every sub-directory of `parent` holding an `artifact_manifest.txt` (sorted by
+/// name; `<component>_<suffix>`, those ending `_generic` skipped) into `out`. All or
+/// nothing: one failure leaves no output.
+pub fn split_batch(
+    parent: &Path,
+    out: &Path,
+    opts: &SplitOptions,
+    progress: Progress<'_>,
+) -> Result<Vec<SplitSummary>, ArtifactError> {
+    let mut jobs: Vec<(String, PathBuf)> = Vec::new();
+    for (name, dir) in super::artifact_dirs(parent)? {
+        let Some((component, suffix)) = super::split_artifact_name(&name) else {
+            return Err(ArtifactError::invalid(
+                dir,
+                "artifact name is not <component>_<suffix>",
+            ));
+        };
+        if suffix == "generic" {
+            continue;
+        }
+        if let Some((_, other)) = jobs.iter().find(|(c, _)| c == component) {
+            return Err(ArtifactError::invalid(
+                dir,
+                format!(
+                    "component {component:?} also comes from {}; split them into separate outputs",
+                    other.display()
+                ),
+            ));
+        }
+        check_component(component)?;
+        refuse_existing(out, component)?;
+        jobs.push((component.to_owned(), dir));
+    }
+    let staging = Staging::new(out, "split")?;
+    let mut summaries = Vec::new();
+    for (component, dir) in &jobs {
+        summaries.push(split_into(dir, staging.path(), component, opts, progress)?);
+    }
+    staging.commit()?;
+    Ok(summaries)
+}
+
+fn check_component(component: &str) -> Result<(), ArtifactError> {
+    if component.is_empty() || component.contains('/') || component.starts_with('.') {
+        return Err(ArtifactError::Usage(format!(
+            "invalid component name {component:?}"
+        )));
+    }
+    Ok(())
+}
+
+fn refuse_existing(out: &Path, component: &str) -> Result<(), ArtifactError> {
+    let generic = out.join(format!("{component}_generic"));
+    if generic.exists() {
+        return Err(ArtifactError::invalid(
+            generic,
+            "already exists; refusing to overwrite an artifact",
+        ));
+    }
+    Ok(())
+}
+
+/// The module name of a fat binary's file name (see the module docs).
+pub fn module_name(file_name: &str) -> String {
+    let stem = file_name.split('.').next().unwrap_or_default();
+    match stem.strip_prefix("lib") {
+        Some(rest) if !rest.is_empty() => rest.to_owned(),
+        _ => stem.to_owned(),
+    }
+}
+
+/// Where an entry goes.
+#[derive(Debug, Clone)]
+enum Class {
+    Dir,
+    Symlink(PathBuf),
+    Plain,
+    Db(DbArch),
+    Fat,
+}
+
+struct Item {
+    prefix: String,
+    rel: String,
+    class: Class,
+}
+
+/// What processing one item produced.
+#[derive(Default)]
+struct Done {
+    /// (artifact suffix, prefix, bytes, is archive) of each file written to a per-arch artifact.
+    arch_files: Vec<(String, u64, bool)>,
+    generic_bytes: Option<u64>,
+    code_objects: usize,
+    binary: Option<RecordBinary>,
+}
+
+fn split_into(
+    input: &Path,
+    stage: &Path,
+    component: &str,
+    opts: &SplitOptions,
+    progress: Progress<'_>,
+) -> Result<SplitSummary, ArtifactError> {
+    let prefixes: Vec<String> = manifest::read(input)?
+        .into_iter()
+        .filter(|p| input.join(p).is_dir())
+        .collect();
+    let mut entries: Vec<(String, String, TreeEntry)> = Vec::new();
+    for prefix in &prefixes {
+        for (rel, entry) in super::walk_tree(&input.join(prefix))? {
+            entries.push((prefix.clone(), rel, entry));
+        }
+    }
+    let threads = super::thread_count(opts.threads);
+    let classes = super::parallel_map(&entries, threads, |_, (prefix, rel, entry)| {
+        classify(&input.join(prefix).join(rel), rel, entry, &opts.handlers)
+    })?;
+    let items: Vec<Item> = entries
+        .into_iter()
+        .zip(classes)
+        .map(|((prefix, rel, _), class)| Item { prefix, rel, class })
+        .collect();
+    let modules = assign_modules(&items)?;
+
+    let generic = stage.join(format!("{component}_generic"));
+    std::fs::create_dir_all(&generic).map_err(ArtifactError::io(&generic))?;
+    // Directories and symlinks first, in order (cheap, and files need their directories).
+    for prefix in &prefixes {
+        let dir = generic.join(prefix);
+        std::fs::create_dir_all(&dir).map_err(ArtifactError::io(&dir))?;
+    }
+    for item in &items {
+        let to = generic.join(&item.prefix).join(&item.rel);
+        match &item.class {
+            Class::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
+            Class::Symlink(target) => super::copy_symlink(target, &to)?,
+            _ => {}
+        }
+    }
+    let total = items.len() as u64;
+    let done_count = AtomicU64::new(0);
+    let results = super::parallel_map(&items, threads, |i, item| {
+        let from = input.join(&item.prefix).join(&item.rel);
+        let r = match &item.class {
+            Class::Dir | Class::Symlink(_) => Ok(Done::default()),
+            Class::Plain => {
+                let to = generic.join(&item.prefix).join(&item.rel);
+                super::copy_file(&from, &to).map(|bytes| Done {
+                    generic_bytes: Some(bytes),
+                    ..Done::default()
+                })
+            }
+            Class::Db(arch) => {
+                let to = stage
+                    .join(format!("{component}_{}", arch.artifact))
+                    .join(&item.prefix)
+                    .join(&item.rel);
+                super::copy_file(&from, &to).map(|bytes| Done {
+                    arch_files: vec![(arch.artifact.clone(), bytes, false)],
+                    ..Done::default()
+                })
+            }
+            Class::Fat => split_fat(
+                &from,
+                stage,
+                component,
+                item,
+                &modules[&i],
+                opts.compression,
+            ),
+        };
+        progress(done_count.fetch_add(1, Ordering::Relaxed) + 1, total);
+        r
+    })?;
+
+    // Manifests, records and the summary.
+    let mut summary = SplitSummary {
+        component: component.to_owned(),
+        input: input.to_owned(),
+        generic_only: false,
+        fat_binaries: 0,
+        code_objects: 0,
+        database_files: 0,
+        artifacts: Vec::new(),
+    };
+    let mut generic_stats = WrittenArtifact {
+        name: format!("{component}_generic"),
+        files: 0,
+        archives: 0,
+        bytes: 0,
+    };
+    let mut arch: BTreeMap<String, (BTreeSet<String>, WrittenArtifact)> = BTreeMap::new();
+    let mut binaries = Vec::new();
+    for (item, done) in items.iter().zip(results) {
+        if let Some(bytes) = done.generic_bytes {
+            generic_stats.files += 1;
+            generic_stats.bytes += bytes;
+        }
+        if matches!(item.class, Class::Db(_)) {
+            summary.database_files += 1;
+        }
+        summary.code_objects += done.code_objects;
+        for (suffix, bytes, is_archive) in done.arch_files {
+            let name = format!("{component}_{suffix}");
+            let (prefixes, stats) = arch.entry(suffix).or_insert_with(|| {
+                (
+                    BTreeSet::new(),
+                    WrittenArtifact {
+                        name,
+                        files: 0,
+                        archives: 0,
+                        bytes: 0,
+                    },
+                )
+            });
+            prefixes.insert(item.prefix.clone());
+            stats.files += 1;
+            stats.archives += usize::from(is_archive);
+            stats.bytes += bytes;
+        }
+        if let Some(b) = done.binary {
+            summary.fat_binaries += 1;
+            binaries.push(b);
+        }
+    }
+    summary.generic_only = arch.is_empty();
+    manifest::write(&generic, &prefixes)?;
+    ArtifactRecord {
+        format_version: 1,
+        component: component.to_owned(),
+        kind: ArtifactKind::Generic,
+        generic_only: summary.generic_only,
+        split_databases: opts.handlers.iter().map(|h| h.name().to_owned()).collect(),
+        binaries,
+        group: None,
+        architectures: Vec::new(),
+    }
+    .write(&generic)?;
+    summary.artifacts.push(generic_stats);
+    for (suffix, (prefixes, stats)) in arch {
+        let dir = stage.join(&stats.name);
+        manifest::write(&dir, &prefixes.into_iter().collect::<Vec<_>>())?;
+        ArtifactRecord {
+            format_version: 1,
+            component: component.to_owned(),
+            kind: ArtifactKind::Arch,
+            generic_only: false,
+            split_databases: Vec::new(),
+            binaries: Vec::new(),
+            group: None,
+            architectures: vec![suffix],
+        }
+        .write(&dir)?;
+        summary.artifacts.push(stats);
+    }
+    Ok(summary)
+}
+
+fn classify(
+    path: &Path,
+    rel: &str,
+    entry: &TreeEntry,
+    handlers: &[Handler],
+) -> Result<Class, ArtifactError> {
+    match entry {
+        TreeEntry::Dir => return Ok(Class::Dir),
+        TreeEntry::Symlink(t) => return Ok(Class::Symlink(t.clone())),
+        TreeEntry::File => {}
+    }
+    if let Some(arch) = handlers::classify(handlers, rel) {
+        return Ok(Class::Db(arch));
+    }
+    let file = std::fs::File::open(path).map_err(ArtifactError::io(path))?;
+    let map = crate::map_file(&file, path).map_err(|source| ArtifactError::Source {
+        path: path.to_owned(),
+        source: Box::new(source),
+    })?;
+    let state = transform::check(&map).map_err(|source| ArtifactError::Transform {
+        path: path.to_owned(),
+        source: Box::new(source),
+    })?;
+    Ok(if state == HostState::Fat {
+        Class::Fat
+    } else {
+        Class::Plain
+    })
+}
+
+/// Module names of the fat items (by item index); see the module docs.
+fn assign_modules(items: &[Item]) -> Result<BTreeMap<usize, String>, ArtifactError> {
+    let fat: Vec<usize> = (0..items.len())
+        .filter(|&i| matches!(items[i].class, Class::Fat))
+        .collect();
+    let name_of = |i: usize| {
+        let rel = &items[i].rel;
+        module_name(rel.rsplit('/').next().unwrap_or(rel))
+    };
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    for &i in &fat {
+        *count.entry(name_of(i)).or_default() += 1;
+    }
+    let mut modules = BTreeMap::new();
+    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+    for &i in &fat {
+        let plain = name_of(i);
+        let name = if count[&plain] > 1 {
+            items[i].rel.replace('/', "_")
+        } else {
+            plain
+        };
+        if let Some(&other) = taken.get(&name) {
+            return Err(ArtifactError::invalid(
+                format!("{}/{}", items[i].prefix, items[i].rel),
+                format!(
+                    "its archives would be named {name:?} like those of {}/{}",
+                    items[other].prefix, items[other].rel
+                ),
+            ));
+        }
+        taken.insert(name.clone(), i);
+        modules.insert(i, name);
+    }
+    Ok(modules)
+}
+
+fn split_fat(
+    from: &Path,
+    stage: &Path,
+    component: &str,
+    item: &Item,
+    module: &str,
+    compression: Compression,
+) -> Result<Done, ArtifactError> {
+    let err = |source| ArtifactError::Transform {
+        path: from.to_owned(),
+        source: Box::new(source),
+    };
+    let file = std::fs::File::open(from).map_err(ArtifactError::io(from))?;
+    let mode = file
+        .metadata()
+        .map_err(ArtifactError::io(from))?
+        .permissions();
+    let map = crate::map_file(&file, from).map_err(|source| ArtifactError::Source {
+        path: from.to_owned(),
+        source: Box::new(source),
+    })?;
+    let output = stage
+        .join(format!("{component}_generic"))
+        .join(&item.prefix)
+        .join(&item.rel);
+    let depth = item.rel.matches('/').count();
+    let search = format!("{}.kpack/{module}_@GFXARCH@.kpack", "../".repeat(depth));
+    let kernel_name = format!("{}/{}", item.prefix, item.rel);
+    let opts = TransformOptions {
+        output: output.clone(),
+        kpack_dir: PathBuf::new(),
+        group: Some(module.to_owned()),
+        kernel_name: Some(kernel_name.clone()),
+        search_paths: vec![search],
+        compression,
+    };
+    let wrappers = kpack_elf::inspect(&map)
+        .map_err(|e| err(e.into()))?
+        .wrappers
+        .len();
+    let plan = transform::plan(&map, &opts).map_err(err)?.releasing(&map);
+    let tmp = plan.write_host_temp(&output, Some(mode)).map_err(err)?;
+    std::fs::rename(&tmp, &output).map_err(ArtifactError::io(&output))?;
+    let host_bytes = std::fs::metadata(&output)
+        .map_err(ArtifactError::io(&output))?
+        .len();
+    let processor = |t: &str| {
+        TargetId::parse(t)
+            .map(|t| t.processor().to_owned())
+            .unwrap_or_else(|_| t.to_owned())
+    };
+    let archives = plan
+        .write_archives_into(
+            |t| {
+                stage
+                    .join(format!("{component}_{}", processor(t)))
+                    .join(&item.prefix)
+                    .join(".kpack")
+            },
+            compression,
+        )
+        .map_err(err)?;
+    Ok(Done {
+        arch_files: archives
+            .iter()
+            .map(|a| (processor(&a.target), a.size, true))
+            .collect(),
+        generic_bytes: Some(host_bytes),
+        code_objects: archives.iter().map(|a| a.entries).sum(),
+        binary: Some(RecordBinary {
+            path: kernel_name,
+            prefix: item.prefix.clone(),
+            module: module.to_owned(),
+            wrappers,
+        }),
+    })
+}

@@ -1,0 +1,255 @@
+//! Real-world tier: Debian ROCm 7.2.4 kernel databases with their fat libraries, arranged as
+//! TheRock artifacts (hard links into the corpus), split, recombined and verified with strict
+//! identity; per-arch file counts match `kerneldb_tables.md` (from the file names).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kpack_pipeline::artifact::handlers::Handler;
+use kpack_pipeline::artifact::manifest;
+use kpack_pipeline::artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
+use kpack_pipeline::artifact::split::{SplitOptions, split};
+use kpack_pipeline::artifact::verify::{VerifyOptions, verify};
+
+struct Package {
+    deb: &'static str,
+    library: &'static str,
+    fat: &'static [&'static str],
+    links: &'static [(&'static str, &'static str)],
+    handler: Handler,
+    component: &'static str,
+    prefix: &'static str,
+    /// Database files per processor artifact (kerneldb_tables.md, .co + .dat + .hsaco,
+    /// feature variants summed into their processor).
+    per_arch: &'static [(&'static str, usize)],
+    /// Arch-less files that stay generic.
+    generic: usize,
+}
+
+const PACKAGES: &[Package] = &[
+    Package {
+        deb: "librocblas5_7.2.4-1~exp1",
+        library: "rocblas/5/library",
+        fat: &["librocblas.so.5.2"],
+        links: &[("librocblas.so.5", "librocblas.so.5.2")],
+        handler: Handler::Rocblas,
+        component: "blas_lib",
+        prefix: "math-libs/BLAS/rocBLAS/stage",
+        per_arch: &[
+            ("gfx1010", 56),
+            ("gfx1030", 88),
+            ("gfx1100", 96),
+            ("gfx1101", 96),
+            ("gfx1102", 96),
+            ("gfx1151", 96),
+            ("gfx1200", 56),
+            ("gfx1201", 56),
+            ("gfx803", 72),
+            ("gfx900", 128),
+            ("gfx906", 156),
+            ("gfx908", 172),
+            ("gfx90a", 129 + 130 + 87 + 87),
+            ("gfx942", 242),
+        ],
+        generic: 54,
+    },
+    Package {
+        deb: "libhipblaslt1_7.2.4+dfsg-1~exp1",
+        library: "hipblaslt/library",
+        fat: &["libhipblaslt.so.1.2"],
+        links: &[("libhipblaslt.so.1", "libhipblaslt.so.1.2")],
+        handler: Handler::Hipblaslt,
+        component: "blaslt_lib",
+        prefix: "math-libs/BLAS/hipBLASLt/stage",
+        per_arch: &[
+            ("gfx1100", 95),
+            ("gfx1101", 111),
+            ("gfx1102", 95),
+            ("gfx1151", 95),
+            ("gfx1200", 287),
+            ("gfx1201", 297),
+            ("gfx908", 105),
+            ("gfx90a", 199),
+        ],
+        generic: 3,
+    },
+    Package {
+        deb: "libhipsparselt0_7.2.4+ds-1~exp1",
+        library: "hipsparselt/library",
+        fat: &["libhipsparselt.so.0.2"],
+        links: &[("libhipsparselt.so.0", "libhipsparselt.so.0.2")],
+        handler: Handler::Hipsparselt,
+        component: "sparselt_lib",
+        prefix: "math-libs/hipSPARSELt/stage",
+        per_arch: &[("gfx942", 83), ("gfx950", 115)],
+        generic: 3,
+    },
+];
+
+fn link_or_copy(from: &Path, to: &Path) {
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// TheRock layout: `<artifact>/<prefix>/lib/<fat lib>` and `<prefix>/lib/<library>/…`.
+fn arrange(p: &Package, root: &Path) -> PathBuf {
+    let src = common::corpus()
+        .join("x")
+        .join(p.deb)
+        .join("usr/lib/x86_64-linux-gnu");
+    assert!(
+        src.is_dir(),
+        "{} is missing: run scripts/setup.sh",
+        src.display()
+    );
+    let artifact = root.join(format!("{}_gfxall", p.component));
+    let lib = artifact.join(p.prefix).join("lib");
+    let db = lib.join(p.library.replace("/5/", "/"));
+    std::fs::create_dir_all(&db).unwrap();
+    manifest::write(&artifact, &[p.prefix.to_owned()]).unwrap();
+    for f in p.fat {
+        link_or_copy(&src.join(f), &lib.join(f));
+    }
+    for (l, t) in p.links {
+        std::os::unix::fs::symlink(t, lib.join(l)).unwrap();
+    }
+    for e in std::fs::read_dir(src.join(p.library)).unwrap() {
+        let e = e.unwrap();
+        link_or_copy(&e.path(), &db.join(e.file_name()));
+    }
+    artifact
+}
+
+fn count_files(dir: &Path) -> usize {
+    if !dir.is_dir() {
+        return 0;
+    }
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_file())
+        .count()
+}
+
+#[test]
+#[ignore = "real-world"]
+fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
+    for p in PACKAGES {
+        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let shard = root.path().join("original/shard");
+        let artifact = arrange(p, &shard);
+        let split_out = root.path().join("split/shard");
+        let opts = SplitOptions {
+            handlers: vec![p.handler],
+            ..SplitOptions::default()
+        };
+        let s = split(&artifact, &split_out, p.component, &opts, &|_, _| {}).unwrap();
+        println!(
+            "{}: {:?}",
+            p.component,
+            s.artifacts
+                .iter()
+                .map(|a| (&a.name, a.files))
+                .collect::<Vec<_>>()
+        );
+        let lib_dir = |a: &str| {
+            split_out
+                .join(format!("{}_{a}", p.component))
+                .join(p.prefix)
+                .join("lib")
+                .join(p.library.replace("/5/", "/"))
+        };
+        for (arch, n) in p.per_arch {
+            assert_eq!(count_files(&lib_dir(arch)), *n, "{} {arch}", p.component);
+        }
+        assert_eq!(
+            count_files(&lib_dir("generic")),
+            p.generic,
+            "{} generic",
+            p.component
+        );
+        // No arch-named file stays generic, none arch-less moves.
+        for e in std::fs::read_dir(lib_dir("generic")).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            assert!(
+                p.handler
+                    .classify(&format!("lib/{}/{name}", p.library))
+                    .is_none(),
+                "{name}"
+            );
+        }
+        let report = verify(
+            &split_out,
+            &VerifyOptions {
+                original: Some(shard.clone()),
+                threads: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(report.failures, Vec::<String>::new(), "{}", p.component);
+        assert_eq!(
+            report.code_objects > 0,
+            s.fat_binaries > 0,
+            "{}",
+            p.component
+        );
+
+        // Recombine into groups by generation, covering every architecture found.
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for a in &s.artifacts[1..] {
+            let arch = a.name.rsplit('_').next().unwrap().to_owned();
+            let generation = arch
+                .trim_end_matches(|c: char| c.is_ascii_alphanumeric() && !c.is_ascii_digit())
+                .chars()
+                .take(arch.len() - 2)
+                .collect::<String>();
+            groups
+                .entry(format!("{generation}X"))
+                .or_default()
+                .push(arch);
+        }
+        let config = PackagingConfig::parse(&serde_json::json!({
+            "primary_shard": "shard",
+            "architecture_groups": groups.iter().map(|(g, a)| (g.clone(), serde_json::json!({"architectures": a}))).collect::<serde_json::Map<_, _>>(),
+            "validation": {"error_on_duplicate_device_code": true, "verify_generic_artifacts_match": true, "error_on_missing_architecture": true}
+        }).to_string()).unwrap();
+        let rec = root.path().join("recombined");
+        let r = recombine(
+            &root.path().join("split"),
+            &config,
+            &rec,
+            &RecombineOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(r.components[0].groups.len(), groups.len());
+        let report = verify(
+            &rec,
+            &VerifyOptions {
+                original: Some(root.path().join("original")),
+                threads: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            report.failures,
+            Vec::<String>::new(),
+            "{} recombined",
+            p.component
+        );
+        // The inputs (hard links into the corpus) are untouched.
+        for f in p.fat {
+            let a = std::fs::read(artifact.join(p.prefix).join("lib").join(f)).unwrap();
+            let b = std::fs::read(
+                common::corpus()
+                    .join("x")
+                    .join(p.deb)
+                    .join("usr/lib/x86_64-linux-gnu")
+                    .join(f),
+            )
+            .unwrap();
+            assert!(a == b && a.starts_with(b"\x7fELF"));
+        }
+    }
+}
