@@ -5,47 +5,15 @@
 //! transform (archives + host rewrite); and the host rewrite alone, after the archives are
 //! written. Targets: rewrite <= 1 s, its RSS <= 100 MB. Needs the corpus from `scripts/setup.sh`.
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::Instant;
 
 use kpack_archive::Compression;
 use kpack_pipeline::transform::{self, TransformOptions};
 
-fn librocsparse() -> PathBuf {
-    let corpus = std::env::var_os("KPACK_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"));
-    let path =
-        corpus.join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
-    assert!(
-        path.exists(),
-        "{} missing: run scripts/setup.sh",
-        path.display()
-    );
-    path
-}
-
-/// VmHWM of this process in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
-fn reset_peak_rss() {
-    // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
-}
-
 fn main() {
-    let path = librocsparse();
+    let path = common::librocsparse();
     let size = std::fs::metadata(&path).unwrap().len();
     let dir = tempfile::Builder::new()
         .prefix("kpack-bench-")
@@ -55,11 +23,11 @@ fn main() {
     std::fs::copy(&path, dir.path().join("warm")).unwrap();
     std::fs::remove_file(dir.path().join("warm")).unwrap();
 
-    reset_peak_rss();
+    common::reset_peak_rss();
     let start = Instant::now();
     std::fs::copy(&path, dir.path().join("copy")).unwrap();
     let copy_time = start.elapsed();
-    let copy_rss = peak_rss_kib();
+    let copy_rss = common::peak_rss_kib();
     std::fs::remove_file(dir.path().join("copy")).unwrap();
 
     let opts = TransformOptions {
@@ -80,20 +48,20 @@ fn main() {
         output: out.clone(),
         ..opts.clone()
     };
-    reset_peak_rss();
-    let base = peak_rss_kib();
+    common::reset_peak_rss();
+    let base = common::peak_rss_kib();
     let start = Instant::now();
     let plan = transform::plan(&map, &opts2).unwrap();
     let tmp = plan.write_host_temp(&out, None).unwrap();
     let rewrite_time = start.elapsed();
-    let rewrite_rss = peak_rss_kib();
+    let rewrite_rss = common::peak_rss_kib();
     std::fs::remove_file(tmp).unwrap();
 
-    reset_peak_rss();
+    common::reset_peak_rss();
     let start = Instant::now();
     let outcome = transform::transform(&path, &opts).unwrap();
     let full_time = start.elapsed();
-    let full_rss = peak_rss_kib();
+    let full_rss = common::peak_rss_kib();
     let transform::Outcome::Transformed(summary) = outcome else {
         panic!("librocsparse is already kpacked?")
     };
@@ -102,12 +70,12 @@ fn main() {
     println!(
         "  plain copy              {:>8.3} s  peak RSS {:>7.1} MiB",
         copy_time.as_secs_f64(),
-        mib(copy_rss)
+        common::mib(copy_rss)
     );
     println!(
         "  full transform (zstd)   {:>8.3} s  peak RSS {:>7.1} MiB  ({} archives, {} code objects, host {} bytes)",
         full_time.as_secs_f64(),
-        mib(full_rss),
+        common::mib(full_rss),
         summary.archives.len(),
         summary.code_objects,
         summary.output_size
@@ -115,7 +83,7 @@ fn main() {
     println!(
         "  host rewrite alone      {:>8.3} s  peak RSS {:>7.1} MiB  (baseline {:.1} MiB; targets <= 1 s, <= 100 MB)",
         rewrite_time.as_secs_f64(),
-        mib(rewrite_rss),
-        mib(base)
+        common::mib(rewrite_rss),
+        common::mib(base)
     );
 }

@@ -9,25 +9,13 @@
 //! disk file system that costs as much as copying the file, which says nothing about kpack.
 //! A plain copy of the file into the same directory is measured as the write baseline.
 
+mod common;
+
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use kpack_pipeline::unbundle::{TargetFilter, Unbundler};
-
-fn librocsparse() -> PathBuf {
-    let corpus = std::env::var_os("KPACK_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"));
-    let path =
-        corpus.join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
-    assert!(
-        path.exists(),
-        "{} missing: run scripts/setup.sh",
-        path.display()
-    );
-    path
-}
 
 fn sequential_read(path: &PathBuf) -> (Duration, u64) {
     let start = Instant::now();
@@ -44,23 +32,8 @@ fn sequential_read(path: &PathBuf) -> (Duration, u64) {
     (start.elapsed(), total)
 }
 
-/// VmHWM of this process in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
-fn reset_peak_rss() {
-    // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-}
-
 fn main() {
-    let path = librocsparse();
+    let path = common::librocsparse();
     // Warm the page cache so both sides measure the same thing: CPU and memory traffic.
     let _ = sequential_read(&path);
     let (read_time, size) = sequential_read(&path);
@@ -77,13 +50,13 @@ fn main() {
     std::fs::copy(&path, out.path().join("copy")).unwrap();
     let copy_time = start.elapsed();
     std::fs::remove_file(out.path().join("copy")).unwrap();
-    reset_peak_rss();
-    let base_rss = peak_rss_kib();
+    common::reset_peak_rss();
+    let base_rss = common::peak_rss_kib();
     let start = Instant::now();
     let mut unbundler = Unbundler::new(out.path(), TargetFilter::default()).unwrap();
     unbundler.unbundle_file(&path).unwrap();
     let unbundle_time = start.elapsed();
-    let peak = peak_rss_kib();
+    let peak = common::peak_rss_kib();
     let written = unbundler.written();
     let written_bytes: u64 = written.iter().map(|w| w.size).sum();
 

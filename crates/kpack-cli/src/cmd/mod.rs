@@ -13,7 +13,36 @@ pub mod verify_elf;
 
 use std::path::{Path, PathBuf};
 
+use kpack_archive::Compression;
+
 use crate::output::Error;
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Scheme {
+    None,
+    Zstd,
+}
+
+/// `--compression none|zstd` and `--level N`, for every command that writes archives.
+#[derive(clap::Args)]
+pub struct CompressionArgs {
+    /// Compression of each code object in the archives.
+    #[arg(long, value_enum, default_value = "zstd")]
+    compression: Scheme,
+    /// zstd level.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+    level: i32,
+}
+
+impl CompressionArgs {
+    /// The archive compression these options select.
+    pub fn compression(&self) -> Compression {
+        match self.compression {
+            Scheme::None => Compression::None,
+            Scheme::Zstd => Compression::Zstd { level: self.level },
+        }
+    }
+}
 
 /// Expands directories into the files below them (sorted, symlinks not followed); files are
 /// kept as given.

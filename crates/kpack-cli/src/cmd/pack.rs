@@ -3,17 +3,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_archive::Compression;
 use kpack_pipeline::pack::{PackInput, pack};
 use serde::Serialize;
 
 use crate::output::{self, Error};
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Scheme {
-    None,
-    Zstd,
-}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -23,12 +16,8 @@ pub struct Args {
     /// The archive to write.
     #[arg(short, long)]
     output: PathBuf,
-    /// Compression of each code object.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: Scheme,
-    /// zstd level.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
-    level: i32,
+    #[command(flatten)]
+    compression: super::CompressionArgs,
     /// The archive's group name (default: the output file's stem).
     #[arg(long)]
     group: Option<String>,
@@ -67,10 +56,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "kpack".to_owned())
     });
-    let compression = match args.compression {
-        Scheme::None => Compression::None,
-        Scheme::Zstd => Compression::Zstd { level: args.level },
-    };
+    let compression = args.compression.compression();
     let summary = pack(
         &inputs,
         &args.output,

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_archive::Compression;
 use kpack_pipeline::artifact::handlers::Handler;
 use kpack_pipeline::artifact::split::{self, SplitOptions, SplitSummary};
 
@@ -26,9 +25,8 @@ pub struct Args {
     /// Database handlers to apply, in order.
     #[arg(long = "split-databases", num_args = 1.., value_parser = parse_handler)]
     handlers: Vec<Handler>,
-    /// Store code objects uncompressed instead of zstd.
-    #[arg(long)]
-    no_compression: bool,
+    #[command(flatten)]
+    compression: super::CompressionArgs,
     /// Worker threads (default: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -50,11 +48,7 @@ fn parse_handler(s: &str) -> Result<Handler, String> {
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let opts = SplitOptions {
         handlers: args.handlers.clone(),
-        compression: if args.no_compression {
-            Compression::None
-        } else {
-            Compression::zstd()
-        },
+        compression: args.compression.compression(),
         threads: args.threads,
     };
     let bar = output::progress(0, "split");

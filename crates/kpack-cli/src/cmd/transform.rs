@@ -5,17 +5,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_archive::Compression;
 use kpack_pipeline::transform::{self, Outcome, TransformOptions};
 use serde::Serialize;
 
 use crate::output::{self, Error};
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Scheme {
-    None,
-    Zstd,
-}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -41,12 +34,8 @@ pub struct Args {
     /// (default: the kpack directory relative to the output, `/{group}_@GFXARCH@.kpack`).
     #[arg(long = "search-path")]
     search_paths: Vec<String>,
-    /// Compression of each code object.
-    #[arg(long, value_enum, default_value = "zstd")]
-    compression: Scheme,
-    /// zstd level.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
-    level: i32,
+    #[command(flatten)]
+    compression: super::CompressionArgs,
     /// Print a summary as JSON.
     #[arg(long)]
     json: bool,
@@ -99,10 +88,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         group: args.name.clone(),
         kernel_name: args.kernel_name.clone(),
         search_paths: args.search_paths.clone(),
-        compression: match args.compression {
-            Scheme::None => Compression::None,
-            Scheme::Zstd => Compression::Zstd { level: args.level },
-        },
+        compression: args.compression.compression(),
     };
     let outcome =
         transform::transform(input, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
