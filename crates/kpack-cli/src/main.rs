@@ -44,7 +44,18 @@ enum Command {
     Verify(cmd::verify::Args),
 }
 
+/// Lets a closed pipe (`kpack inspect … | head`) end the process quietly, as it does for
+/// every Unix filter; Rust ignores SIGPIPE by default, which turns it into a print panic.
+fn restore_default_sigpipe() {
+    #[allow(unsafe_code)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is always valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),

@@ -1,0 +1,202 @@
+//! `kpack split`, `recombine` and `verify` as a CI job runs them, on the hipcc-built shards in
+//! `fixtures/shards` (the same sources built for three target sets).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn shards() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/shards")
+}
+
+fn kpack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kpack"))
+        .args(args)
+        .env("CI", "1")
+        .output()
+        .expect("kpack runs")
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn ok_json(args: &[&str]) -> Value {
+    let out = kpack(args);
+    assert!(
+        out.status.success(),
+        "kpack {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+const CONFIG: &str = r#"{
+  "primary_shard": "shard-a",
+  "architecture_groups": {
+    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
+    "gfx10": {"architectures": ["gfx1030"]}
+  },
+  "validation": {
+    "error_on_duplicate_device_code": true,
+    "verify_generic_artifacts_match": true,
+    "error_on_missing_architecture": true
+  }
+}"#;
+
+/// Splits every shard (batch mode) into `dir/shards/<shard>`; returns the split summaries.
+fn split_all(dir: &Path) -> Vec<Value> {
+    ["shard-a", "shard-b", "shard-c"]
+        .iter()
+        .map(|shard| {
+            ok_json(&[
+                "split",
+                "--batch",
+                s(&shards().join(shard)),
+                "-o",
+                s(&dir.join("shards").join(shard)),
+                "--split-databases",
+                "rocblas",
+                "--json",
+            ])
+        })
+        .collect()
+}
+
+#[test]
+fn shards_split_recombine_and_verify_with_strict_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let splits = split_all(dir.path());
+    // shard-a built gfx900 and gfx906: demo_lib has two fat binaries, and demo_host none.
+    let demo_lib = splits[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["component"] == "demo_lib")
+        .unwrap();
+    assert_eq!(demo_lib["fat_binaries"], 2);
+    assert_eq!(demo_lib["generic_only"], false);
+    let names: Vec<&str> = demo_lib["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["demo_lib_generic", "demo_lib_gfx900", "demo_lib_gfx906"]
+    );
+
+    let config = dir.path().join("packaging.json");
+    std::fs::write(&config, CONFIG).unwrap();
+    let out = dir.path().join("out");
+    let summary = ok_json(&[
+        "recombine",
+        "--shards",
+        s(&dir.path().join("shards")),
+        "--config",
+        s(&config),
+        "-o",
+        s(&out),
+        "--json",
+    ]);
+    let lib = summary["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["component"] == "demo_lib")
+        .unwrap();
+    let groups: Vec<&str> = lib["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["artifact"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["demo_lib_gfx9", "demo_lib_gfx10"]);
+
+    let res = kpack(&["verify", s(&out), "--original", s(&shards()), "--json"]);
+    assert!(
+        res.status.success(),
+        "verify: {}{}",
+        String::from_utf8_lossy(&res.stdout),
+        String::from_utf8_lossy(&res.stderr)
+    );
+}
+
+#[test]
+fn verify_exits_nonzero_naming_what_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    split_all(dir.path());
+    let split = dir.path().join("shards/shard-a");
+    // Lose one archive of the gfx906 artifact.
+    let kpack_dir = split.join("demo_lib_gfx906/demo/stage/.kpack");
+    let lost = std::fs::read_dir(&kpack_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "kpack"))
+        .expect("an archive");
+    std::fs::remove_file(&lost).unwrap();
+    let res = kpack(&[
+        "verify",
+        s(&split),
+        "--original",
+        s(&shards().join("shard-a")),
+    ]);
+    assert_eq!(res.status.code(), Some(1));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&res.stdout),
+        String::from_utf8_lossy(&res.stderr)
+    );
+    assert!(text.contains("gfx906"), "{text}");
+}
+
+#[test]
+fn recombine_refuses_a_missing_architecture_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    split_all(dir.path());
+    for (strict, code) in [(true, 1), (false, 0)] {
+        let config = dir.path().join(format!("pkg-{strict}.json"));
+        std::fs::write(
+            &config,
+            format!(
+                r#"{{"primary_shard": "shard-a",
+                    "architecture_groups": {{"mi300": {{"architectures": ["gfx942", "gfx90a"]}}}},
+                    "validation": {{"error_on_missing_architecture": {strict}}}}}"#
+            ),
+        )
+        .unwrap();
+        let out = dir.path().join(format!("out-{strict}"));
+        let res = kpack(&[
+            "recombine",
+            "--shards",
+            s(&dir.path().join("shards")),
+            "--config",
+            s(&config),
+            "-o",
+            s(&out),
+        ]);
+        assert_eq!(res.status.code(), Some(code), "strict = {strict}");
+        if strict {
+            assert!(String::from_utf8_lossy(&res.stderr).contains("gfx942"));
+            assert!(!out.exists(), "a refused recombine writes nothing");
+        }
+    }
+}
+
+#[test]
+fn split_rejects_an_unknown_database_handler_as_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = kpack(&[
+        "split",
+        "--batch",
+        s(&shards().join("shard-a")),
+        "-o",
+        s(dir.path()),
+        "--split-databases",
+        "tensorflow",
+    ]);
+    assert_eq!(res.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&res.stderr).contains("rocblas"));
+}
