@@ -12,5 +12,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # the corpus fetched above). Release mode: the real-world inputs are 1.3 GB.
 cargo test --workspace --release
 cargo test --workspace --release -- --ignored
+# Every interleaving of concurrent loads on one runtime cache (loom model).
+cargo test -p kpack-runtime --features loom-model --release --test loom_cache
 scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
 cargo bench --workspace --quiet

@@ -1,0 +1,234 @@
+//! The C API on archives packed from bookworm's librocsparse.so.0.1 (1.3 GB, 7 targets): one
+//! `none` and one `zstd-per-kernel` archive, built here with `kpack_pipeline::pack`.
+//!
+//! Prints, per archive: `kpack_open` (median of open+close, page cache warm) and the resident
+//! memory an open archive adds; per-entry `kpack_get_kernel` (median, and throughput over
+//! every entry); warm `kpack_load_code_object` (median), and the same warm load through
+//! `Cache::load_with` without the copy into a `malloc` buffer (for `none` that is the
+//! loader's own cost; for zstd it includes the decode). Targets: open of the
+//! ~200 MB zstd archive ≤ 0.2 ms with memory O(TOC); warm load ≤ 20 µs. Needs the corpus from
+//! `scripts/setup.sh`.
+
+use std::ffi::{CString, c_char, c_void};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ::kpack_archive::Compression;
+use ::kpack_archive::marker::MarkerMetadata;
+use kpack_pipeline::pack::{PackInput, pack};
+use kpack_runtime::{Archive, Cache, Config};
+use rocm_kpack::*;
+
+const KERNEL_NAME: &str = "lib/librocsparse.so.0.1";
+
+fn librocsparse() -> PathBuf {
+    let corpus = std::env::var_os("KPACK_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"));
+    let path =
+        corpus.join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
+    assert!(
+        path.exists(),
+        "{} missing: run scripts/setup.sh",
+        path.display()
+    );
+    path
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
+    let start = Instant::now();
+    let r = f();
+    (start.elapsed(), r)
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.2} µs", d.as_secs_f64() * 1e6)
+}
+
+fn bench(path: &Path, label: &str, processor: &str) {
+    let size = std::fs::metadata(path).unwrap().len();
+    let c_path = CString::new(path.to_str().unwrap()).unwrap();
+    let bytes_head = std::fs::read(path).map(|b| b[8..16].to_vec()).unwrap();
+    let toc_len = size - u64::from_le_bytes(bytes_head.try_into().unwrap());
+    println!(
+        "{label}: {} ({:.1} MB, TOC {} KB)",
+        path.display(),
+        size as f64 / 1e6,
+        toc_len / 1024
+    );
+
+    let open = || {
+        let mut a: kpack_archive_t = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated path and a writable handle slot.
+        let e = unsafe { kpack_open(c_path.as_ptr(), &mut a) };
+        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
+        a
+    };
+    // SAFETY: the handle is open and closed once.
+    unsafe { kpack_close(open()) };
+    let samples = (0..200)
+        .map(|_| {
+            let (d, a) = time(open);
+            // SAFETY: as above.
+            unsafe { kpack_close(a) };
+            d
+        })
+        .collect();
+    let before = rss_kib();
+    let a = open();
+    let added = rss_kib().saturating_sub(before);
+    println!(
+        "  kpack_open                 median {} (+{added} KiB resident while open)",
+        us(median(samples))
+    );
+
+    // The archive reader alone (kpack-archive), to attribute the open cost.
+    let reader = median(
+        (0..200)
+            .map(|_| time(|| Archive::open(path).unwrap()).0)
+            .collect(),
+    );
+    println!("  (Archive::open alone       median {})", us(reader));
+    let archive = Archive::open(path).unwrap();
+    let entries: Vec<(CString, CString)> = archive
+        .entries()
+        .map(|(b, arch, _)| (CString::new(b).unwrap(), CString::new(arch).unwrap()))
+        .collect();
+    let mut per_entry = Vec::with_capacity(entries.len());
+    let mut total = 0usize;
+    let all = Instant::now();
+    for (b, arch) in &entries {
+        let (mut p, mut n): (*mut c_void, usize) = (std::ptr::null_mut(), 0);
+        let (d, e) = time(|| {
+            // SAFETY: open handle, NUL-terminated names, writable outputs.
+            let e = unsafe { kpack_get_kernel(a, b.as_ptr(), arch.as_ptr(), &mut p, &mut n) };
+            // SAFETY: `p` came from kpack_get_kernel (or is NULL).
+            unsafe { kpack_free_kernel(p) };
+            e
+        });
+        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
+        per_entry.push(d);
+        total += n;
+    }
+    let all = all.elapsed();
+    println!(
+        "  kpack_get_kernel           median {} per entry over {} entries ({:.0} MB/s, {:.1} MB in {:.2} s)",
+        us(median(per_entry)),
+        entries.len(),
+        total as f64 / 1e6 / all.as_secs_f64(),
+        total as f64 / 1e6,
+        all.as_secs_f64()
+    );
+    // SAFETY: as above.
+    unsafe { kpack_close(a) };
+
+    // The HIP runtime's call for wrapper 0: the device's full ISA first, then a generic one.
+    let dir = path.parent().unwrap();
+    let file_name = path.file_name().unwrap().to_str().unwrap();
+    let metadata = MarkerMetadata {
+        kernel_name: KERNEL_NAME.to_owned(),
+        search_paths: vec![file_name.to_owned()],
+    };
+    let encoded = metadata.encode().unwrap();
+    let binary = CString::new(dir.join("librocsparse.so.0.1").to_str().unwrap()).unwrap();
+    let native = format!("amdgcn-amd-amdhsa--{processor}:sramecc+:xnack-");
+    let isas = [native.as_str(), "amdgcn-amd-amdhsa--gfx9-generic"];
+    let c_isas: Vec<CString> = isas.iter().map(|s| CString::new(*s).unwrap()).collect();
+    let isa_ptrs: Vec<*const c_char> = c_isas.iter().map(|s| s.as_ptr()).collect();
+    let mut cache: kpack_cache_t = std::ptr::null_mut();
+    // SAFETY: a writable handle slot.
+    let e = unsafe { kpack_cache_create(&mut cache) };
+    assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
+    let load = || {
+        let (mut p, mut n): (*mut c_void, usize) = (std::ptr::null_mut(), 0);
+        // SAFETY: live cache, metadata bytes, NUL-terminated strings, writable outputs.
+        let e = unsafe {
+            kpack_load_code_object(
+                cache,
+                encoded.as_ptr().cast(),
+                binary.as_ptr(),
+                0,
+                isa_ptrs.as_ptr(),
+                isa_ptrs.len(),
+                &mut p,
+                &mut n,
+            )
+        };
+        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
+        // SAFETY: `p` came from kpack_load_code_object.
+        unsafe { kpack_free_code_object(p) };
+        n
+    };
+    let (cold, n) = time(load);
+    let warm = median((0..2000).map(|_| time(load).0).collect());
+    // SAFETY: created above, destroyed once.
+    unsafe { kpack_cache_destroy(cache) };
+    let runtime = Cache::new(Config::default());
+    let binary_path = dir.join("librocsparse.so.0.1");
+    let no_copy = || {
+        runtime
+            .load_with(&metadata, &binary_path, 0, &isas, |f| f.bytes.len())
+            .unwrap()
+    };
+    no_copy();
+    let lookup = median((0..2000).map(|_| time(no_copy).0).collect());
+    println!(
+        "  kpack_load_code_object     cold {}, warm median {} for a {} KB code object; \
+         Cache::load_with without the copy (zstd: decode included) median {}",
+        us(cold),
+        us(warm),
+        n / 1024,
+        us(lookup)
+    );
+}
+
+fn main() {
+    let input = librocsparse();
+    let tmp = tempfile::Builder::new()
+        .prefix("kpack-capi-bench-")
+        .tempdir_in(std::env::temp_dir())
+        .unwrap();
+    for (label, compression, name) in [
+        ("none", Compression::None, "rocsparse-none.kpack"),
+        (
+            "zstd-per-kernel",
+            Compression::zstd(),
+            "rocsparse-zstd.kpack",
+        ),
+    ] {
+        let out = tmp.path().join(name);
+        let inputs = [PackInput {
+            path: input.clone(),
+            kernel_name: KERNEL_NAME.to_owned(),
+        }];
+        let (d, summary) = time(|| pack(&inputs, &out, "rocsparse", None, compression).unwrap());
+        println!(
+            "packed {label}: {} entries, {:?}, in {:.1} s",
+            summary.entries,
+            summary.gfx_arches,
+            d.as_secs_f64()
+        );
+        // A gfx90a device if the library has code for one, else its first target.
+        let arch = summary
+            .gfx_arches
+            .iter()
+            .find(|a| a.starts_with("gfx90a"))
+            .unwrap_or(&summary.gfx_arches[0]);
+        bench(&out, label, arch.split(':').next().unwrap());
+        std::fs::remove_file(&out).unwrap();
+    }
+}

@@ -1,0 +1,129 @@
+//! Installs librocm_kpack under a prefix:
+//!
+//! ```sh
+//! cargo run --release -p kpack-capi --bin install-rocm-kpack -- --prefix /usr/local
+//! ```
+//!
+//! Cargo builds the shared and static libraries with this program (`target/<profile>/`);
+//! it installs, under the prefix:
+//!
+//! * `lib/librocm_kpack.so.<version>` with the `librocm_kpack.so.0` (SONAME) and
+//!   `librocm_kpack.so` links, and `lib/librocm_kpack.a`;
+//! * `include/rocm_kpack/kpack.h`;
+//! * `lib/cmake/rocm-kpack/` (`find_package(rocm-kpack)` → `rocm::rocm_kpack`,
+//!   `rocm::rocm_kpack_static`) and `lib/pkgconfig/rocm-kpack.pc`.
+//!
+//! Files are written beside their destination and renamed over it, so processes using a
+//! previous install keep a consistent mapping.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const HEADER: &str = include_str!("../../include/rocm_kpack/kpack.h");
+const CMAKE_CONFIG: &str = include_str!("../../cmake/rocm-kpack-config.cmake");
+const CMAKE_VERSION: &str = include_str!("../../cmake/rocm-kpack-config-version.cmake");
+const PKG_CONFIG: &str = include_str!("../../cmake/rocm-kpack.pc");
+/// `rustc --print native-static-libs` for the static library on Linux.
+const STATIC_LIBS: [&str; 7] = ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let prefix = match args.as_slice() {
+        [flag, prefix] if flag == "--prefix" => PathBuf::from(prefix),
+        _ => {
+            eprintln!("usage: install-rocm-kpack --prefix DIR");
+            return ExitCode::from(2);
+        }
+    };
+    match install(&prefix) {
+        Ok(files) => {
+            for f in files {
+                println!("installed {}", f.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("install-rocm-kpack: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("locating this program: {e}"))?;
+    let built = exe.parent().ok_or("this program has no directory")?;
+    // Cargo leaves the libraries in `deps/` when it builds them for this program (`cargo run`,
+    // `cargo test`) and copies them up only for `cargo build`: take the newer.
+    let read = |name: &str| {
+        let newest = [built.join(name), built.join("deps").join(name)]
+            .into_iter()
+            .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+            .max();
+        let (_, p) = newest.ok_or_else(|| {
+            format!("{name} not found beside {}: run `cargo run -p kpack-capi --bin install-rocm-kpack`", exe.display())
+        })?;
+        std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let (shared, static_lib) = (read("librocm_kpack.so")?, read("librocm_kpack.a")?);
+    let prefix = if prefix.is_absolute() {
+        prefix.to_owned()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| e.to_string())?
+            .join(prefix)
+    };
+    let lib = prefix.join("lib");
+    let fill = |template: &str| {
+        template
+            .replace("@VERSION@", VERSION)
+            .replace("@PREFIX@", &prefix.display().to_string())
+            .replace("@STATIC_LIBS@", &STATIC_LIBS.join(";"))
+            .replace(
+                "@STATIC_FLAGS@",
+                &STATIC_LIBS.map(|l| format!("-l{l}")).join(" "),
+            )
+    };
+    let real_so = format!("librocm_kpack.so.{VERSION}");
+    let files: Vec<(PathBuf, Vec<u8>)> = vec![
+        (lib.join(&real_so), shared),
+        (lib.join("librocm_kpack.a"), static_lib),
+        (prefix.join("include/rocm_kpack/kpack.h"), HEADER.into()),
+        (
+            lib.join("cmake/rocm-kpack/rocm-kpack-config.cmake"),
+            fill(CMAKE_CONFIG).into(),
+        ),
+        (
+            lib.join("cmake/rocm-kpack/rocm-kpack-config-version.cmake"),
+            fill(CMAKE_VERSION).into(),
+        ),
+        (lib.join("pkgconfig/rocm-kpack.pc"), fill(PKG_CONFIG).into()),
+    ];
+    let mut installed = Vec::new();
+    for (path, bytes) in files {
+        replace(&path, |tmp| std::fs::write(tmp, &bytes))?;
+        installed.push(path);
+    }
+    for (link, target) in [
+        ("librocm_kpack.so.0", real_so.as_str()),
+        ("librocm_kpack.so", "librocm_kpack.so.0"),
+    ] {
+        let path = lib.join(link);
+        replace(&path, |tmp| std::os::unix::fs::symlink(target, tmp))?;
+        installed.push(path);
+    }
+    Ok(installed)
+}
+
+/// Creates `path` by `make`-ing a temporary beside it and renaming that over it.
+fn replace(path: &Path, make: impl FnOnce(&Path) -> std::io::Result<()>) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    std::fs::create_dir_all(path.parent().expect("installed paths have a directory"))
+        .map_err(err)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".kpack-tmp");
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    make(&tmp).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}

@@ -1,0 +1,371 @@
+//! The archive cache and the lookup of `kpack_load_code_object` (spec §4.4–4.6, §4.8).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use kpack_archive::marker::MarkerMetadata;
+use kpack_archive::{Archive, binary_key};
+
+use crate::config::Config;
+use crate::paths;
+use crate::sync::{self, Arc, AtomicU64, Ordering, RwLock};
+use crate::target::{TargetIndex, canonical, compatible_targets};
+use crate::{ErrorCode, LoadError};
+
+/// Archives opened for code-object loads, kept open for the cache's lifetime, with the
+/// resolution of search paths and the outcome of every probe.
+///
+/// The cache is `Send + Sync`: one per process serves every thread. A load holds the cache's
+/// lock only to look its paths up (shared) or to resolve and probe paths it has not seen
+/// (exclusive); the kernel is read or decoded with no lock held.
+pub struct Cache {
+    config: Config,
+    state: RwLock<State>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct State {
+    /// `(binary directory, embedded search path)` → the resolved path, `@GFXARCH@` kept.
+    resolved: HashMap<(PathBuf, String), PathBuf>,
+    /// Concrete archive path → what probing it found. Never removed: see the crate docs.
+    probes: HashMap<PathBuf, Probe>,
+    /// Canonical path → open archive, so two spellings of one file share it.
+    open: HashMap<PathBuf, Arc<CachedArchive>>,
+}
+
+#[derive(Clone)]
+enum Probe {
+    Archive(Arc<CachedArchive>),
+    /// Nothing there, or not a regular file.
+    Missing,
+    /// A file that failed to open as an archive.
+    Failed(LoadError),
+}
+
+impl Probe {
+    fn is_transient(&self) -> bool {
+        matches!(self, Probe::Failed(e) if matches!(e.code(), ErrorCode::IoError | ErrorCode::OutOfMemory))
+    }
+}
+
+struct CachedArchive {
+    path: PathBuf,
+    archive: Archive,
+    targets: TargetIndex,
+}
+
+#[derive(Default)]
+struct Counters {
+    resolutions: AtomicU64,
+    probes: AtomicU64,
+    opened: AtomicU64,
+}
+
+/// File-system work a cache has done since it was created (all of it on cold paths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    /// Search paths resolved against a binary's directory (`canonicalize` calls).
+    pub resolutions: u64,
+    /// Concrete archive paths probed (`canonicalize`, `stat`, maybe `open`).
+    pub probes: u64,
+    /// Archives opened and indexed.
+    pub archives_opened: u64,
+}
+
+/// The code object a load found.
+#[derive(Debug, Clone, Copy)]
+pub struct Found<'a> {
+    /// Borrowed from the archive's mapping (scheme `none`) or freshly decoded (zstd).
+    pub bytes: &'a [u8],
+    /// The archive it came from (canonical path).
+    pub archive: &'a Path,
+    /// The archive's spelling of the target that matched.
+    pub arch: &'a str,
+}
+
+impl Cache {
+    pub fn new(config: Config) -> Cache {
+        Cache {
+            config,
+            state: RwLock::new(State::default()),
+            counters: Counters::default(),
+        }
+    }
+
+    /// A cache configured from the process environment, read now and never again.
+    pub fn from_env() -> Cache {
+        Self::new(Config::from_env())
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CacheStats {
+            resolutions: get(&self.counters.resolutions),
+            probes: get(&self.counters.probes),
+            archives_opened: get(&self.counters.opened),
+        }
+    }
+
+    /// Finds the code object of wrapper `co_index` of the binary at `binary_path` for the
+    /// first of `isas` (in priority order, each with or without the `amdgcn-amd-amdhsa--`
+    /// prefix) that any archive has, and hands it to `f`. See the crate docs for the order of
+    /// the search and the error reported when nothing is found.
+    pub fn load_with<R>(
+        &self,
+        metadata: &MarkerMetadata,
+        binary_path: &Path,
+        co_index: u32,
+        isas: &[&str],
+        f: impl FnOnce(Found<'_>) -> R,
+    ) -> Result<R, LoadError> {
+        if self.config.disabled {
+            self.log(format_args!("loading disabled by ROCM_KPACK_DISABLE"));
+            return Err(LoadError::Disabled);
+        }
+        let key = binary_key(&metadata.kernel_name, co_index);
+        let candidates: Vec<Vec<String>> = isas.iter().map(|isa| compatible_targets(isa)).collect();
+        let patterns = self.patterns(metadata, binary_path);
+        let paths = expand(&patterns, &candidates);
+        let (archives, mut failure) = self.archives(&paths);
+        if archives.is_empty() {
+            self.log(format_args!(
+                "no archive for {key} among {} paths",
+                paths.len()
+            ));
+            return Err(failure.unwrap_or(LoadError::ArchiveNotFound { tried: paths }));
+        }
+        for target in candidates.iter().flatten() {
+            for a in &archives {
+                let Some(arch) = a.targets.find(target) else {
+                    continue;
+                };
+                match a.archive.get(&key, arch) {
+                    Ok(bytes) => {
+                        self.log(format_args!(
+                            "{key}: {} bytes for {arch} from {}",
+                            bytes.len(),
+                            a.path.display()
+                        ));
+                        return Ok(f(Found {
+                            bytes: &bytes,
+                            archive: &a.path,
+                            arch,
+                        }));
+                    }
+                    Err(e) => {
+                        // Fall through to the next archive and target (the reference stops).
+                        self.log(format_args!(
+                            "{key}: {arch} in {}: {e}; trying on",
+                            a.path.display()
+                        ));
+                        let err = if e.kind() == kpack_archive::ErrorKind::KernelNotFound {
+                            LoadError::KernelNotFound {
+                                archive: a.path.clone(),
+                                key: key.clone(),
+                                arch: arch.to_owned(),
+                            }
+                        } else {
+                            LoadError::from_archive(&e)
+                        };
+                        failure = Some(most_informative(failure, err));
+                    }
+                }
+            }
+        }
+        self.log(format_args!("{key}: no archive has any target of {isas:?}"));
+        Err(failure.unwrap_or_else(|| LoadError::ArchNotFound {
+            requested: isas.iter().map(|s| s.to_string()).collect(),
+        }))
+    }
+
+    /// [`Cache::load_with`], copying the code object out.
+    pub fn load(
+        &self,
+        metadata: &MarkerMetadata,
+        binary_path: &Path,
+        co_index: u32,
+        isas: &[&str],
+    ) -> Result<Vec<u8>, LoadError> {
+        self.load_with(metadata, binary_path, co_index, isas, |found| {
+            found.bytes.to_vec()
+        })
+    }
+
+    /// The search paths before expansion: the override list, or the prefix list followed by
+    /// the embedded paths resolved against the binary's directory (cached per directory and
+    /// path).
+    fn patterns(&self, metadata: &MarkerMetadata, binary_path: &Path) -> Vec<PathBuf> {
+        if !self.config.override_paths.is_empty() {
+            return self.config.override_paths.clone();
+        }
+        let dir = paths::binary_dir(binary_path.as_os_str());
+        let lookup = |state: &State| -> Option<Vec<PathBuf>> {
+            metadata
+                .search_paths
+                .iter()
+                .map(|p| state.resolved.get(&(dir.clone(), p.clone())).cloned())
+                .collect()
+        };
+        // The read guard must be gone before the write lock is taken, hence the `let`.
+        let cached = lookup(&sync::read(&self.state));
+        let embedded = match cached {
+            Some(resolved) => resolved,
+            None => {
+                let mut state = sync::write(&self.state);
+                for p in &metadata.search_paths {
+                    state
+                        .resolved
+                        .entry((dir.clone(), p.clone()))
+                        .or_insert_with(|| {
+                            self.counters.resolutions.fetch_add(1, Ordering::Relaxed);
+                            let resolved = paths::resolve(&dir, p);
+                            self.log(format_args!(
+                                "search path {p:?} resolves to {}",
+                                resolved.display()
+                            ));
+                            resolved
+                        });
+                }
+                lookup(&state).expect("every search path was just resolved")
+            }
+        };
+        let mut all = self.config.prefix_paths.clone();
+        all.extend(embedded);
+        all
+    }
+
+    /// The distinct archives behind `paths`, in path order, probing the paths not seen
+    /// before; and the first failure to open one.
+    fn archives(&self, paths: &[PathBuf]) -> (Vec<Arc<CachedArchive>>, Option<LoadError>) {
+        let collect = |state: &State| -> Option<Vec<Probe>> {
+            paths.iter().map(|p| state.probes.get(p).cloned()).collect()
+        };
+        let cached = collect(&sync::read(&self.state));
+        let probes = match cached {
+            Some(probes) => probes,
+            None => {
+                let mut state = sync::write(&self.state);
+                for p in paths {
+                    if !state.probes.contains_key(p) {
+                        let probe = self.probe(&mut state, p);
+                        state.probes.insert(p.clone(), probe);
+                    }
+                }
+                let probes = collect(&state).expect("every path was just probed");
+                // An I/O failure may pass (a full address space, an NFS hiccup): forget it,
+                // so the next load probes again. Content that is not an archive stays known.
+                state.probes.retain(|_, probe| !probe.is_transient());
+                probes
+            }
+        };
+        let mut archives: Vec<Arc<CachedArchive>> = Vec::new();
+        let mut failure = None;
+        for probe in probes {
+            match probe {
+                Probe::Archive(a) if !archives.iter().any(|b| Arc::ptr_eq(&a, b)) => {
+                    archives.push(a)
+                }
+                Probe::Failed(e) if failure.is_none() => failure = Some(e),
+                _ => {}
+            }
+        }
+        (archives, failure)
+    }
+
+    fn probe(&self, state: &mut State, path: &Path) -> Probe {
+        self.counters.probes.fetch_add(1, Ordering::Relaxed);
+        let canonical = match std::fs::canonicalize(path) {
+            Ok(c) if c.is_file() => c,
+            _ => {
+                self.log(format_args!("{}: no archive there", path.display()));
+                return Probe::Missing;
+            }
+        };
+        if let Some(a) = state.open.get(&canonical) {
+            return Probe::Archive(a.clone());
+        }
+        match Archive::open(&canonical) {
+            Ok(archive) => {
+                self.counters.opened.fetch_add(1, Ordering::Relaxed);
+                self.log(format_args!(
+                    "opened {} ({:?}, {})",
+                    canonical.display(),
+                    archive.gfx_arches(),
+                    archive.compression_scheme().name()
+                ));
+                let targets = TargetIndex::new(archive.gfx_arches().iter().map(String::as_str));
+                let a = Arc::new(CachedArchive {
+                    path: canonical.clone(),
+                    archive,
+                    targets,
+                });
+                state.open.insert(canonical, a.clone());
+                Probe::Archive(a)
+            }
+            Err(e) => {
+                self.log(format_args!("{e}"));
+                Probe::Failed(LoadError::from_archive(&e))
+            }
+        }
+    }
+
+    fn log(&self, message: fmt::Arguments<'_>) {
+        if self.config.debug {
+            eprintln!("kpack: {message}");
+        }
+    }
+}
+
+impl fmt::Debug for Cache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("config", &self.config)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `patterns` with `@GFXARCH@` replaced by every candidate target (also spelled with its
+/// features sorted, the order archive names use), in priority order, without repeats.
+fn expand(patterns: &[PathBuf], candidates: &[Vec<String>]) -> Vec<PathBuf> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for pattern in patterns {
+        if !paths::has_placeholder(pattern) {
+            if seen.insert(pattern.clone()) {
+                out.push(pattern.clone());
+            }
+            continue;
+        }
+        for target in candidates.iter().flatten() {
+            let sorted = canonical(target);
+            for spelling in [target.as_str(), sorted.as_str()] {
+                let p = paths::expand(pattern, spelling);
+                if seen.insert(p.clone()) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Of two reasons nothing was found, the one that tells the caller most: an archive that
+/// failed to open or decode, then an archive lacking the kernel; the earlier one on ties.
+fn most_informative(current: Option<LoadError>, new: LoadError) -> LoadError {
+    let rank = |e: &LoadError| match e {
+        LoadError::Archive { .. } => 2,
+        LoadError::KernelNotFound { .. } => 1,
+        _ => 0,
+    };
+    match current {
+        Some(c) if rank(&c) >= rank(&new) => c,
+        _ => new,
+    }
+}

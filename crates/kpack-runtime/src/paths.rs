@@ -1,0 +1,151 @@
+//! Search-path resolution and `@GFXARCH@` expansion (spec §4.4).
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+
+/// The placeholder a search path carries for the target name.
+pub const GFXARCH: &str = "@GFXARCH@";
+
+/// Resolves an embedded search path against the binary's directory: absolute paths as they
+/// are, relative ones joined to `binary_dir` and made weakly canonical (see
+/// [`weakly_canonical`]). This touches the file system: callers cache it.
+pub fn resolve(binary_dir: &Path, pattern: &str) -> PathBuf {
+    let pattern = Path::new(pattern);
+    if pattern.is_absolute() {
+        pattern.to_owned()
+    } else {
+        weakly_canonical(&binary_dir.join(pattern))
+    }
+}
+
+/// C++ `std::filesystem::weakly_canonical`: the longest prefix of `path` that exists,
+/// canonicalised (symlinks, `.` and `..` resolved, made absolute), followed by the rest with
+/// `.` and `..` resolved lexically. A path none of which exists is only normalised lexically.
+pub fn weakly_canonical(path: &Path) -> PathBuf {
+    let components: Vec<Component<'_>> = path.components().collect();
+    for split in (1..=components.len()).rev() {
+        let head: PathBuf = components[..split].iter().collect();
+        if let Ok(mut resolved) = std::fs::canonicalize(&head) {
+            push_lexically(&mut resolved, &components[split..]);
+            return resolved;
+        }
+    }
+    let mut out = PathBuf::new();
+    push_lexically(&mut out, &components);
+    out
+}
+
+fn push_lexically(out: &mut PathBuf, components: &[Component<'_>]) {
+    for c in components {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+}
+
+pub fn has_placeholder(path: &Path) -> bool {
+    find(path.as_os_str().as_encoded_bytes(), GFXARCH.as_bytes()).is_some()
+}
+
+/// `path` with every `@GFXARCH@` replaced by `target`. (The reference replaces only the
+/// first; writers emit one, and a second left literal could never name a file.)
+pub fn expand(path: &Path, target: &str) -> PathBuf {
+    let mut bytes = path.as_os_str().as_encoded_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + target.len());
+    while let Some(at) = find(bytes, GFXARCH.as_bytes()) {
+        out.extend_from_slice(&bytes[..at]);
+        out.extend_from_slice(target.as_bytes());
+        bytes = &bytes[at + GFXARCH.len()..];
+    }
+    out.extend_from_slice(bytes);
+    path_from_bytes(out)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(unix)]
+fn path_from_bytes(bytes: Vec<u8>) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(bytes))
+}
+
+#[cfg(not(unix))]
+fn path_from_bytes(bytes: Vec<u8>) -> PathBuf {
+    // Only reached with a path that was valid before one UTF-8 substring was replaced by
+    // another; the lossy conversion is then exact for every path that was valid UTF-8.
+    PathBuf::from(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The directory a binary's relative search paths start from (empty: the working directory).
+pub fn binary_dir(binary_path: &OsStr) -> PathBuf {
+    Path::new(binary_path)
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_placeholder_is_expanded() {
+        assert_eq!(
+            expand(Path::new("/o/.kpack/blas_@GFXARCH@.kpack"), "gfx942:xnack+"),
+            Path::new("/o/.kpack/blas_gfx942:xnack+.kpack")
+        );
+        assert_eq!(
+            expand(Path::new("@GFXARCH@/x_@GFXARCH@"), "gfx90a"),
+            Path::new("gfx90a/x_gfx90a")
+        );
+        assert_eq!(
+            expand(Path::new("/plain.kpack"), "gfx90a"),
+            Path::new("/plain.kpack")
+        );
+        assert!(has_placeholder(Path::new("a/@GFXARCH@.kpack")));
+        assert!(!has_placeholder(Path::new("a/@GFXARCH.kpack")));
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_binary_directory_through_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir_all(real.join("lib")).unwrap();
+        std::fs::create_dir_all(real.join(".kpack")).unwrap();
+        std::os::unix::fs::symlink(&real, tmp.path().join("link")).unwrap();
+        let canonical_real = std::fs::canonicalize(&real).unwrap();
+        let resolved = resolve(
+            &tmp.path().join("link/lib"),
+            "../.kpack/blas_@GFXARCH@.kpack",
+        );
+        assert_eq!(resolved, canonical_real.join(".kpack/blas_@GFXARCH@.kpack"));
+        // The part that does not exist is normalised lexically.
+        let resolved = resolve(&tmp.path().join("link/lib"), "../missing/./x/../y.kpack");
+        assert_eq!(resolved, canonical_real.join("missing/y.kpack"));
+        assert_eq!(
+            resolve(Path::new("/any"), "/abs/x.kpack"),
+            Path::new("/abs/x.kpack")
+        );
+    }
+
+    #[test]
+    fn a_path_that_does_not_exist_at_all_is_normalised_lexically() {
+        assert_eq!(
+            weakly_canonical(Path::new("no-such-dir-kpack/./a/../b.kpack")),
+            Path::new("no-such-dir-kpack/b.kpack")
+        );
+        assert_eq!(binary_dir(OsStr::new("libx.so")), Path::new(""));
+        assert_eq!(
+            binary_dir(OsStr::new("/usr/lib/libx.so")),
+            Path::new("/usr/lib")
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! ISA target matching (spec §4.5), insensitive to feature order.
+//!
+//! The HIP runtime passes ISA names such as `amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-`. A
+//! code object built for a target that omits a feature runs on any setting of it, so the
+//! candidates for an ISA are its feature subsets, most specific first, in the reference's
+//! order (mask `2^n-1` down to `0`, bit `n-1-i` selecting feature `i`: for `a,b,c` that is
+//! `abc, ab, ac, a, bc, b, c, ∅`). Features are opaque strings, as in the reference.
+//!
+//! Unlike the reference, a candidate matches an archive's `gfx_arches` entry when both name
+//! the same processor and the same *set* of features: `gfx942:xnack-:sramecc+` matches
+//! `gfx942:sramecc+:xnack-` (§9 B15).
+
+use std::collections::HashMap;
+
+/// The triple prefix the HIP runtime puts before ISA names.
+pub const TRIPLE_PREFIX: &str = "amdgcn-amd-amdhsa--";
+
+/// ISAs with more features than this yield no candidates (`2^n` of them would be probed).
+/// Real targets have at most two.
+pub const MAX_FEATURES: usize = 8;
+
+/// Removes a leading [`TRIPLE_PREFIX`], but only when something follows it (as the reference).
+pub fn strip_target_prefix(isa: &str) -> &str {
+    match isa.strip_prefix(TRIPLE_PREFIX) {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => isa,
+    }
+}
+
+/// `(processor, features)`: the text before the first `:`, then the non-empty `:`-separated
+/// parts after it.
+fn split(target: &str) -> (&str, Vec<&str>) {
+    let mut parts = target.split(':');
+    let processor = parts.next().unwrap_or("");
+    (processor, parts.filter(|f| !f.is_empty()).collect())
+}
+
+fn join(processor: &str, features: &[&str]) -> String {
+    let mut s = processor.to_owned();
+    for f in features {
+        s.push(':');
+        s.push_str(f);
+    }
+    s
+}
+
+/// The candidate targets of `isa`, most specific first, each spelled with its features in the
+/// ISA's order. Empty for an empty processor or more than [`MAX_FEATURES`] features.
+pub fn compatible_targets(isa: &str) -> Vec<String> {
+    let (processor, features) = split(strip_target_prefix(isa));
+    let n = features.len();
+    if processor.is_empty() || n > MAX_FEATURES {
+        return Vec::new();
+    }
+    (0..1u32 << n)
+        .rev()
+        .map(|mask| {
+            let subset: Vec<&str> = (0..n)
+                .filter(|i| mask & (1 << (n - 1 - i)) != 0)
+                .map(|i| features[i])
+                .collect();
+            join(processor, &subset)
+        })
+        .collect()
+}
+
+/// The spelling of `target` with its features sorted and repeats dropped: equal for every
+/// ordering of the same features.
+pub fn canonical(target: &str) -> String {
+    let (processor, mut features) = split(target);
+    features.sort_unstable();
+    features.dedup();
+    join(processor, &features)
+}
+
+/// An archive's `gfx_arches`, looked up by [`canonical`] spelling.
+#[derive(Debug, Clone, Default)]
+pub struct TargetIndex {
+    /// Canonical spelling → the archive's own spelling (the first, if several coincide).
+    by_canonical: HashMap<String, String>,
+}
+
+impl TargetIndex {
+    pub fn new<'a>(arches: impl IntoIterator<Item = &'a str>) -> TargetIndex {
+        let mut by_canonical = HashMap::new();
+        for arch in arches {
+            by_canonical
+                .entry(canonical(arch))
+                .or_insert_with(|| arch.to_owned());
+        }
+        TargetIndex { by_canonical }
+    }
+
+    /// The archive's spelling of `target`, if it lists it in any feature order.
+    pub fn find(&self, target: &str) -> Option<&str> {
+        self.by_canonical
+            .get(&canonical(target))
+            .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triple_prefix_is_stripped_only_when_followed_by_a_target() {
+        assert_eq!(strip_target_prefix("amdgcn-amd-amdhsa--gfx942"), "gfx942");
+        assert_eq!(
+            strip_target_prefix("amdgcn-amd-amdhsa--"),
+            "amdgcn-amd-amdhsa--"
+        );
+        assert_eq!(strip_target_prefix("gfx1100"), "gfx1100");
+    }
+
+    #[test]
+    fn candidates_follow_the_reference_mask_order() {
+        assert_eq!(
+            compatible_targets("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"),
+            [
+                "gfx942:sramecc+:xnack-",
+                "gfx942:sramecc+",
+                "gfx942:xnack-",
+                "gfx942"
+            ]
+        );
+        assert_eq!(compatible_targets("gfx1100"), ["gfx1100"]);
+        assert_eq!(
+            compatible_targets("p:a:b:c"),
+            [
+                "p:a:b:c", "p:a:b", "p:a:c", "p:a", "p:b:c", "p:b", "p:c", "p"
+            ]
+        );
+        assert_eq!(
+            compatible_targets("gfx9-4-generic:xnack+"),
+            ["gfx9-4-generic:xnack+", "gfx9-4-generic"]
+        );
+        // Empty features are dropped, as in the reference parser.
+        assert_eq!(
+            compatible_targets("gfx90a::xnack+:"),
+            ["gfx90a:xnack+", "gfx90a"]
+        );
+    }
+
+    #[test]
+    fn empty_isa_or_too_many_features_yields_no_candidates() {
+        assert!(compatible_targets("").is_empty());
+        assert!(compatible_targets(":xnack+").is_empty());
+        assert!(compatible_targets("p:a:b:c:d:e:f:g:h:i").is_empty());
+        assert_eq!(compatible_targets("p:a:b:c:d:e:f:g:h").len(), 256);
+    }
+
+    #[test]
+    fn archive_targets_match_in_any_feature_order() {
+        let index = TargetIndex::new(["gfx942:xnack-:sramecc+", "gfx90a", "gfx1100"]);
+        assert_eq!(
+            index.find("gfx942:sramecc+:xnack-"),
+            Some("gfx942:xnack-:sramecc+")
+        );
+        assert_eq!(
+            index.find("gfx942:xnack-:sramecc+"),
+            Some("gfx942:xnack-:sramecc+")
+        );
+        assert_eq!(index.find("gfx90a"), Some("gfx90a"));
+        // A feature state is part of the target: xnack+ never matches xnack-.
+        assert_eq!(index.find("gfx942:sramecc+:xnack+"), None);
+        assert_eq!(index.find("gfx942:sramecc+"), None);
+    }
+}
