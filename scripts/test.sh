@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up, lint, unit and fixture tests, the real-world tier,
-# a fuzz smoke run and the benchmarks (which print figures, they do not assert them).
+# The whole test suite: set-up, lint, unit and fixture tests, the real-world tier, the loom
+# model, a fuzz smoke run and the benchmarks (which print figures, they do not assert them).
+# Ends with one line counting every test that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
 scripts/setup.sh
 
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+# Runs a test command, keeping its output for the closing count.
+tests() { "$@" 2>&1 | tee -a "$results"; }
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Fixture tier, then the real-world tier (tests marked #[ignore = "real-world"], they need
 # the corpus fetched above). Release mode: the real-world inputs are 1.3 GB.
-cargo test --workspace --release
-cargo test --workspace --release -- --ignored
+tests cargo test --workspace --release
+tests cargo test --workspace --release -- --ignored
 # Every interleaving of concurrent loads on one runtime cache (loom model).
-cargo test -p kpack-runtime --features loom-model --release --test loom_cache
+tests cargo test -p kpack-runtime --features loom-model --release --test loom_cache
 scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
-cargo bench --workspace --quiet
+cargo bench --workspace --benches --quiet
+
+passed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$results" | awk '{s += $1} END {print s + 0}')
+failed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$results" | awk '{s += $1} END {print s + 0}')
+echo "kpack: $passed passed, $failed failed"
