@@ -2,7 +2,8 @@
 //! Read for old artifacts; written only to reproduce them.
 
 use crate::error::MetadataError;
-use crate::msgpack::{self, EncodeError, FieldError, Value, schema};
+use crate::msgpack::schema::{Fields, Path};
+use crate::msgpack::{self, Decoder, EncodeError, Value};
 
 /// A decoded `.kpm` manifest; `kpack_files` keeps the file's arch order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,29 +50,35 @@ impl KpmManifest {
     /// Decodes a whole `.kpm` file. All four top-level keys and all three entry keys are
     /// required (as `PackManifest.from_file` required them); extra keys are ignored.
     pub fn decode(bytes: &[u8]) -> Result<KpmManifest, MetadataError> {
-        let root = msgpack::decode_exact(bytes)?;
-        if !matches!(root, Value::Map(_)) {
-            return Err(schema::wrong("root", "map", &root).into());
-        }
-        let m = schema::lenient_map("", &root)?;
-        let files = schema::str_map("kpack_files", schema::field(&m, "", "kpack_files")?)?;
+        let mut d = Decoder::new(bytes);
+        let mut m = Fields::new();
+        let root = m.read(&mut d, &Path::Root, 0, true)?;
+        d.finish()?;
+        root?;
+        let files_path = Path::Field(&Path::Root, "kpack_files");
+        let mut files = Fields::new();
+        m.req(&Path::Root, "kpack_files")?
+            .map_into::<MetadataError>(&mut files, &files_path, false)?;
+        let mut e = Fields::new();
         let kpack_files = files
-            .into_iter()
+            .iter()
             .map(|(arch, v)| {
-                let path = format!("kpack_files[{arch:?}]");
-                let e = schema::lenient_map(&path, v)?;
+                let path = Path::Key(&files_path, &arch);
+                v.map_into::<MetadataError>(&mut e, &path, true)?;
                 let entry = KpmEntry {
-                    file: schema::str_field(&e, &path, "file")?.to_owned(),
-                    size: schema::uint_field(&e, &path, "size")?,
-                    kernel_count: schema::uint_field(&e, &path, "kernel_count")?,
+                    file: e.str::<MetadataError>(&path, "file")?.into_owned(),
+                    size: e.uint::<MetadataError>(&path, "size")?,
+                    kernel_count: e.uint::<MetadataError>(&path, "kernel_count")?,
                 };
-                Ok((arch.to_owned(), entry))
+                Ok((arch.into_owned(), entry))
             })
-            .collect::<Result<Vec<_>, FieldError>>()?;
+            .collect::<Result<Vec<_>, MetadataError>>()?;
         Ok(KpmManifest {
-            format_version: schema::uint_field(&m, "", "format_version")?,
-            component_name: schema::str_field(&m, "", "component_name")?.to_owned(),
-            prefix: schema::str_field(&m, "", "prefix")?.to_owned(),
+            format_version: m.uint::<MetadataError>(&Path::Root, "format_version")?,
+            component_name: m
+                .str::<MetadataError>(&Path::Root, "component_name")?
+                .into_owned(),
+            prefix: m.str::<MetadataError>(&Path::Root, "prefix")?.into_owned(),
             kpack_files,
         })
     }

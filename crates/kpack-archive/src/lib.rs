@@ -26,31 +26,39 @@
 //! # Reader
 //!
 //! [`Archive::open`] memory-maps the file and reads only the header, the TOC and (for zstd)
-//! the frame size prefixes; `none` kernels are returned borrowed from the map, zstd kernels
-//! are decoded on each [`Archive::get`]. The archive is `Send + Sync` and needs no lock.
+//! the frame count, so it costs O(TOC) in time and touched memory. The TOC is read straight
+//! from the wire form: no msgpack tree, paths for error messages spelled only on error. zstd
+//! frames are located by walking their size prefixes once, on the first call that needs them
+//! ([`Archive::get`], [`Archive::get_into`], [`Archive::validate`], or an [`EntryInfo`]'s
+//! `stored_size`). `none` kernels are returned borrowed from the map; zstd kernels are decoded
+//! on each `get` with a pooled decompression context, or straight into the caller's buffer
+//! with `get_into`. The archive is `Send + Sync` and needs no lock.
 //!
 //! # Deliberate divergences from the reference
 //!
 //! The reference readers accept malformed archives and then misbehave (spec §9 B14: C++
 //! exceptions escaping `extern "C"`, uninitialised fields, unknown schemes read as `none`).
-//! This reader rejects at open, with an error naming the TOC path or byte offset:
+//! This reader rejects at open (or, where noted, at first use), with an error naming the TOC
+//! path or byte offset:
 //! * a missing or mistyped required field (`format_version` ≠ 1 is
 //!   [`ErrorKind::UnsupportedVersion`]), a negative or non-int ordinal or size, non-str
 //!   `gfx_arches` elements, duplicate map keys, non-str TOC keys;
 //! * an unknown `compression_scheme` (a missing one still means `none`, as in both references);
 //! * `toc_offset` outside `[64, file_len)`, bytes after the TOC (as Python does; C++ ignores
-//!   them), any blob, the zstd region, or a frame outside `[64, toc_offset)`, a zstd region
-//!   that is not exactly its frames;
+//!   them), any blob or the zstd region outside `[64, toc_offset)`, a frame count whose size
+//!   prefixes cannot fit in the region;
+//! * at first use of the frames (see above), as [`ErrorKind::InvalidFormat`] naming the byte
+//!   offset, from every such call: a frame running past the region, or a region that is not
+//!   exactly its frames (an [`EntryInfo`]'s `stored_size` is then 0);
 //! * an ordinal out of range (C++ reports that only at `get`, as `KERNEL_NOT_FOUND`), an
 //!   `original_size` over [`MAX_ORIGINAL_SIZE`], and for `none` one that differs from the
 //!   blob size (C++ ignores `original_size` there);
 //! * a file shorter than the header, empty included, is [`ErrorKind::InvalidFormat`]
 //!   (C++ reports an empty file as `IO_ERROR`).
 //!
-//! zstd frames are located at open but not touched beyond their size prefixes; a frame whose
-//! header records a content size other than `original_size`, or that decodes to a different
-//! length, fails at [`Archive::get`] with [`ErrorKind::DecompressionFailed`] before any
-//! allocation sized from the TOC (as C++ reports it, but C++ allocates first).
+//! A frame whose header records a content size other than `original_size`, or that decodes to
+//! a different length, fails at [`Archive::get`] with [`ErrorKind::DecompressionFailed`] before
+//! any allocation sized from the TOC (as C++ reports it, but C++ allocates first).
 //!
 //! Entries whose arch is missing from `gfx_arches`, and binary keys without `#N`, are read
 //! (the reference reads them, and listing tools should show them) but the runtime can never
@@ -66,6 +74,7 @@ pub mod kpm;
 pub mod marker;
 pub mod msgpack;
 mod reader;
+mod toc;
 mod writer;
 
 use std::borrow::Cow;

@@ -3,7 +3,8 @@
 //! points at.
 
 use crate::error::MetadataError;
-use crate::msgpack::{self, EncodeError, FieldError, Value, schema};
+use crate::msgpack::schema::{Fields, Path};
+use crate::msgpack::{self, Decoder, EncodeError, FieldError, Head, Value};
 
 /// Where the runtime looks for a binary's kernels, and under which name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,21 +36,23 @@ impl MarkerMetadata {
     /// elements are skipped); extra keys are ignored and key order is free. Bytes after the
     /// map (section padding) are left alone; returns the metadata and the bytes it took.
     pub fn decode(bytes: &[u8]) -> Result<(MarkerMetadata, usize), MetadataError> {
-        let (root, used) = msgpack::decode(bytes)?;
-        if !matches!(root, Value::Map(_)) {
-            return Err(schema::wrong("root", "map", &root).into());
+        let mut d = Decoder::new(bytes);
+        let mut m = Fields::new();
+        m.read_as::<MetadataError>(&mut d, &Path::Root, 0, true)?;
+        let used = d.pos();
+        let kernel_name = m
+            .str::<MetadataError>(&Path::Root, "kernel_name")?
+            .into_owned();
+        let paths_path = Path::Field(&Path::Root, "kpack_search_paths");
+        let (n, mut paths, depth) = m
+            .req(&Path::Root, "kpack_search_paths")?
+            .array::<MetadataError>(&paths_path)?;
+        let mut search_paths = Vec::new();
+        for _ in 0..n {
+            if let Head::Str(s) = paths.next(depth)? {
+                search_paths.push(msgpack::checked_str(s).into_owned());
+            }
         }
-        let m = schema::lenient_map("", &root)?;
-        let kernel_name = schema::str_field(&m, "", "kernel_name")?.to_owned();
-        let paths_v = schema::field(&m, "", "kpack_search_paths")?;
-        let paths = paths_v
-            .as_array()
-            .ok_or_else(|| schema::wrong("kpack_search_paths", "array", paths_v))?;
-        let search_paths: Vec<String> = paths
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_owned)
-            .collect();
         if search_paths.is_empty() {
             return Err(FieldError::Invalid {
                 path: "kpack_search_paths".to_owned(),

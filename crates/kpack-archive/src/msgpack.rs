@@ -181,7 +181,7 @@ pub struct EncodeError {
 /// Decodes one value from the start of `bytes`; returns it and the number of bytes it took.
 /// Bytes after the value are left alone.
 pub fn decode(bytes: &[u8]) -> Result<(Value, usize), DecodeError> {
-    let mut d = Decoder { bytes, pos: 0 };
+    let mut d = Decoder::new(bytes);
     let v = d.value(0)?;
     Ok((v, d.pos))
 }
@@ -190,22 +190,91 @@ pub fn decode(bytes: &[u8]) -> Result<(Value, usize), DecodeError> {
 pub fn decode_exact(bytes: &[u8]) -> Result<Value, DecodeError> {
     let (v, used) = decode(bytes)?;
     if used != bytes.len() {
-        return Err(DecodeError {
-            offset: used,
-            kind: DecodeErrorKind::TrailingBytes {
-                count: bytes.len() - used,
-            },
-        });
+        return Err(trailing(used, bytes.len()));
     }
     Ok(v)
 }
 
-struct Decoder<'a> {
+fn trailing(used: usize, len: usize) -> DecodeError {
+    DecodeError {
+        offset: used,
+        kind: DecodeErrorKind::TrailingBytes { count: len - used },
+    }
+}
+
+/// The start of one value: a scalar in full (strs and bins borrowed), or a container's claimed
+/// element count, not yet checked against the input. A str's bytes are UTF-8 checked only by
+/// [`Decoder::next`] (and [`decode`]), so a document is checked once and then walked again
+/// without paying for it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Head<'a> {
+    Nil,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    F32(f32),
+    F64(f64),
+    Str(&'a [u8]),
+    Bin(&'a [u8]),
+    Array(u64),
+    Map(u64),
+}
+
+impl Head<'_> {
+    /// As [`Value::type_name`].
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            Head::Nil => "nil",
+            Head::Bool(_) => "bool",
+            Head::Int(_) => "negative int",
+            Head::UInt(_) => "unsigned int",
+            Head::F32(_) | Head::F64(_) => "float",
+            Head::Str(_) => "str",
+            Head::Bin(_) => "bin",
+            Head::Array(_) => "array",
+            Head::Map(_) => "map",
+        }
+    }
+}
+
+/// A pull decoder: reads values in wire order without building a tree. Offsets in its errors
+/// are offsets into the whole `bytes`, whatever position it started at.
+#[derive(Debug, Clone)]
+pub(crate) struct Decoder<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Decoder<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Decoder::at(bytes, 0)
+    }
+
+    /// Reads `bytes` from `pos` on; `bytes` still bounds every value.
+    pub(crate) fn at(bytes: &'a [u8], pos: usize) -> Self {
+        Decoder {
+            bytes,
+            pos: pos.min(bytes.len()),
+        }
+    }
+
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Fails unless the decoder has consumed all of its input.
+    pub(crate) fn finish(&self) -> Result<(), DecodeError> {
+        if self.pos == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(trailing(self.pos, self.bytes.len()))
+        }
+    }
+
     fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
@@ -257,67 +326,78 @@ impl<'a> Decoder<'a> {
         Ok(count as usize)
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value, DecodeError> {
+    /// Enters the container whose head started at `start` and held `head`'s count: checks the
+    /// nesting limit, then that the count can fit. Returns the count and the elements' depth.
+    pub(crate) fn open(
+        &self,
+        head: Head<'_>,
+        depth: usize,
+        start: usize,
+    ) -> Result<(usize, usize), DecodeError> {
+        let (n, min_bytes, expected) = match head {
+            Head::Array(n) => (n, 1, "array elements"),
+            Head::Map(n) => (n, 2, "map entries"),
+            _ => (0, 1, "array elements"),
+        };
+        if depth >= MAX_DEPTH {
+            return Err(DecodeError {
+                offset: start,
+                kind: DecodeErrorKind::TooDeep,
+            });
+        }
+        Ok((self.check_count(n, min_bytes, expected)?, depth + 1))
+    }
+
+    /// Reads the head of the next value; a container's elements follow.
+    pub(crate) fn head(&mut self) -> Result<Head<'a>, DecodeError> {
         let start = self.pos;
         let marker = self.take(1, "a value marker")?[0];
-        let v = match marker {
-            0x00..=0x7f => Value::UInt(marker.into()),
-            0x80..=0x8f => self.map(u64::from(marker & 0x0f), depth, start)?,
-            0x90..=0x9f => self.array(u64::from(marker & 0x0f), depth, start)?,
-            0xa0..=0xbf => self.str(u64::from(marker & 0x1f), start)?,
-            0xc0 => Value::Nil,
-            0xc2 => Value::Bool(false),
-            0xc3 => Value::Bool(true),
+        let h = match marker {
+            0x00..=0x7f => Head::UInt(marker.into()),
+            0x80..=0x8f => Head::Map(u64::from(marker & 0x0f)),
+            0x90..=0x9f => Head::Array(u64::from(marker & 0x0f)),
+            0xa0..=0xbf => Head::Str(self.take(u64::from(marker & 0x1f), "str data")?),
+            0xc0 => Head::Nil,
+            0xc2 => Head::Bool(false),
+            0xc3 => Head::Bool(true),
             0xc4 => {
                 let n = self.be(1, "bin8 length")?;
-                Value::Bin(self.take(n, "bin8 data")?.to_vec())
+                Head::Bin(self.take(n, "bin8 data")?)
             }
             0xc5 => {
                 let n = self.be(2, "bin16 length")?;
-                Value::Bin(self.take(n, "bin16 data")?.to_vec())
+                Head::Bin(self.take(n, "bin16 data")?)
             }
             0xc6 => {
                 let n = self.be(4, "bin32 length")?;
-                Value::Bin(self.take(n, "bin32 data")?.to_vec())
+                Head::Bin(self.take(n, "bin32 data")?)
             }
-            0xca => Value::F32(f32::from_bits(self.be(4, "float32")? as u32)),
-            0xcb => Value::F64(f64::from_bits(self.be(8, "float64")?)),
-            0xcc => Value::UInt(self.be(1, "uint8")?),
-            0xcd => Value::UInt(self.be(2, "uint16")?),
-            0xce => Value::UInt(self.be(4, "uint32")?),
-            0xcf => Value::UInt(self.be(8, "uint64")?),
+            0xca => Head::F32(f32::from_bits(self.be(4, "float32")? as u32)),
+            0xcb => Head::F64(f64::from_bits(self.be(8, "float64")?)),
+            0xcc => Head::UInt(self.be(1, "uint8")?),
+            0xcd => Head::UInt(self.be(2, "uint16")?),
+            0xce => Head::UInt(self.be(4, "uint32")?),
+            0xcf => Head::UInt(self.be(8, "uint64")?),
             0xd0 => int(i64::from(self.be(1, "int8")? as u8 as i8)),
             0xd1 => int(i64::from(self.be(2, "int16")? as u16 as i16)),
             0xd2 => int(i64::from(self.be(4, "int32")? as u32 as i32)),
             0xd3 => int(self.be(8, "int64")? as i64),
             0xd9 => {
                 let n = self.be(1, "str8 length")?;
-                self.str(n, start)?
+                Head::Str(self.take(n, "str data")?)
             }
             0xda => {
                 let n = self.be(2, "str16 length")?;
-                self.str(n, start)?
+                Head::Str(self.take(n, "str data")?)
             }
             0xdb => {
                 let n = self.be(4, "str32 length")?;
-                self.str(n, start)?
+                Head::Str(self.take(n, "str data")?)
             }
-            0xdc => {
-                let n = self.be(2, "array16 length")?;
-                self.array(n, depth, start)?
-            }
-            0xdd => {
-                let n = self.be(4, "array32 length")?;
-                self.array(n, depth, start)?
-            }
-            0xde => {
-                let n = self.be(2, "map16 length")?;
-                self.map(n, depth, start)?
-            }
-            0xdf => {
-                let n = self.be(4, "map32 length")?;
-                self.map(n, depth, start)?
-            }
+            0xdc => Head::Array(self.be(2, "array16 length")?),
+            0xdd => Head::Array(self.be(4, "array32 length")?),
+            0xde => Head::Map(self.be(2, "map16 length")?),
+            0xdf => Head::Map(self.be(4, "map32 length")?),
             0xc7..=0xc9 | 0xd4..=0xd8 => {
                 return Err(DecodeError {
                     offset: start,
@@ -330,60 +410,166 @@ impl<'a> Decoder<'a> {
                     kind: DecodeErrorKind::InvalidMarker(marker),
                 });
             }
-            0xe0..=0xff => Value::Int(i64::from(marker as i8)),
+            0xe0..=0xff => Head::Int(i64::from(marker as i8)),
         };
-        Ok(v)
+        Ok(h)
     }
 
-    fn str(&mut self, n: u64, start: usize) -> Result<Value, DecodeError> {
-        let b = self.take(n, "str data")?;
-        match std::str::from_utf8(b) {
-            Ok(s) => Ok(Value::Str(s.to_owned())),
-            Err(_) => Err(DecodeError {
-                offset: start,
-                kind: DecodeErrorKind::InvalidUtf8,
-            }),
+    /// Reads one whole value at nesting `depth` and returns its head: the value is checked
+    /// as [`decode`] would check it, and a container's elements skipped, without allocating.
+    pub(crate) fn next(&mut self, depth: usize) -> Result<Head<'a>, DecodeError> {
+        let start = self.pos;
+        let head = self.head()?;
+        match head {
+            Head::Str(s) => check_utf8(s, start)?,
+            Head::Array(_) | Head::Map(_) => match skip_valid(self.bytes, start, depth) {
+                Some(end) => self.pos = end,
+                None => {
+                    self.pos = start;
+                    return self.next_checked(depth);
+                }
+            },
+            _ => {}
         }
+        Ok(head)
     }
 
-    fn enter(&self, depth: usize, start: usize) -> Result<usize, DecodeError> {
-        if depth >= MAX_DEPTH {
-            return Err(DecodeError {
-                offset: start,
-                kind: DecodeErrorKind::TooDeep,
-            });
+    /// [`Decoder::next`] for a value [`skip_valid`] rejected: finds the error it reports.
+    #[cold]
+    fn next_checked(&mut self, depth: usize) -> Result<Head<'a>, DecodeError> {
+        let start = self.pos;
+        let head = self.head()?;
+        match head {
+            Head::Str(s) => utf8(s, start).map(drop)?,
+            Head::Array(_) | Head::Map(_) => {
+                let (n, inner) = self.open(head, depth, start)?;
+                let items = if let Head::Map(_) = head { 2 * n } else { n };
+                for _ in 0..items {
+                    self.next_checked(inner)?;
+                }
+            }
+            _ => {}
         }
-        Ok(depth + 1)
+        Ok(head)
     }
 
-    fn array(&mut self, n: u64, depth: usize, start: usize) -> Result<Value, DecodeError> {
-        let depth = self.enter(depth, start)?;
-        let n = self.check_count(n, 1, "array elements")?;
-        let mut items = Vec::with_capacity(n);
-        for _ in 0..n {
-            items.push(self.value(depth)?);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn map(&mut self, n: u64, depth: usize, start: usize) -> Result<Value, DecodeError> {
-        let depth = self.enter(depth, start)?;
-        let n = self.check_count(n, 2, "map entries")?;
-        let mut items = Vec::with_capacity(n);
-        for _ in 0..n {
-            let k = self.value(depth)?;
-            let v = self.value(depth)?;
-            items.push((k, v));
-        }
-        Ok(Value::Map(items))
+    fn value(&mut self, depth: usize) -> Result<Value, DecodeError> {
+        let start = self.pos;
+        let head = self.head()?;
+        Ok(match head {
+            Head::Nil => Value::Nil,
+            Head::Bool(b) => Value::Bool(b),
+            Head::Int(n) => Value::Int(n),
+            Head::UInt(n) => Value::UInt(n),
+            Head::F32(x) => Value::F32(x),
+            Head::F64(x) => Value::F64(x),
+            Head::Str(s) => Value::Str(utf8(s, start)?.to_owned()),
+            Head::Bin(b) => Value::Bin(b.to_vec()),
+            Head::Array(_) => {
+                let (n, inner) = self.open(head, depth, start)?;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.value(inner)?);
+                }
+                Value::Array(items)
+            }
+            Head::Map(_) => {
+                let (n, inner) = self.open(head, depth, start)?;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let k = self.value(inner)?;
+                    let v = self.value(inner)?;
+                    items.push((k, v));
+                }
+                Value::Map(items)
+            }
+        })
     }
 }
 
-/// Normalises sign: a non-negative integer is always [`Value::UInt`].
-fn int(n: i64) -> Value {
+/// The str whose bytes `s` start at `start`.
+fn utf8(s: &[u8], start: usize) -> Result<&str, DecodeError> {
+    std::str::from_utf8(s).map_err(|_| DecodeError {
+        offset: start,
+        kind: DecodeErrorKind::InvalidUtf8,
+    })
+}
+
+/// Where the value at `pos` (nesting `depth`) ends, if [`Decoder::next_checked`] would accept
+/// it. The fast path for well-formed documents: no error details (on `None` the checked walk
+/// finds them) and nothing returned through memory. Accepts no more than the checked walk.
+fn skip_valid(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
+    let marker = *bytes.get(pos)?;
+    let mut pos = pos + 1;
+    let mut len_at = |width: usize| -> Option<usize> {
+        let b = bytes.get(pos..pos + width)?;
+        pos += width;
+        usize::try_from(b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x))).ok()
+    };
+    // Scalars: (bytes after the head, whether they are a str); containers: their item count.
+    let (skip, is_str) = match marker {
+        0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => return Some(pos),
+        0xa0..=0xbf => (usize::from(marker & 0x1f), true),
+        0xcc | 0xd0 => (1, false),
+        0xcd | 0xd1 => (2, false),
+        0xce | 0xd2 | 0xca => (4, false),
+        0xcf | 0xd3 | 0xcb => (8, false),
+        0xd9 => (len_at(1)?, true),
+        0xda => (len_at(2)?, true),
+        0xdb => (len_at(4)?, true),
+        0xc4 => (len_at(1)?, false),
+        0xc5 => (len_at(2)?, false),
+        0xc6 => (len_at(4)?, false),
+        0x80..=0x9f | 0xdc..=0xdf => {
+            let items = match marker {
+                0x80..=0x8f => 2 * usize::from(marker & 0x0f),
+                0x90..=0x9f => usize::from(marker & 0x0f),
+                0xdc => len_at(2)?,
+                0xdd => len_at(4)?,
+                0xde => 2 * len_at(2)?,
+                _ => 2usize.checked_mul(len_at(4)?)?,
+            };
+            if depth >= MAX_DEPTH {
+                return None;
+            }
+            for _ in 0..items {
+                pos = skip_valid(bytes, pos, depth + 1)?;
+            }
+            return Some(pos);
+        }
+        _ => return None,
+    };
+    let end = pos.checked_add(skip)?;
+    let s = bytes.get(pos..end)?;
+    if is_str && !s.is_ascii() && std::str::from_utf8(s).is_err() {
+        return None;
+    }
+    Some(end)
+}
+
+/// [`utf8`] without the error, for a str [`Decoder::next`] has checked: lossy only if it was not.
+pub(crate) fn checked_str(s: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(s) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(s),
+    }
+}
+
+/// [`utf8`] without the result. Names in kpack documents are ASCII, which is checked a word
+/// at a time.
+fn check_utf8(s: &[u8], start: usize) -> Result<(), DecodeError> {
+    if s.is_ascii() {
+        Ok(())
+    } else {
+        utf8(s, start).map(drop)
+    }
+}
+
+/// Normalises sign: a non-negative integer is always [`Head::UInt`].
+fn int(n: i64) -> Head<'static> {
     match u64::try_from(n) {
-        Ok(u) => Value::UInt(u),
-        Err(_) => Value::Int(n),
+        Ok(u) => Head::UInt(u),
+        Err(_) => Head::Int(n),
     }
 }
 
@@ -514,7 +700,6 @@ fn encode_negative(n: i64, out: &mut Vec<u8>) {
         out.extend_from_slice(&n.to_be_bytes());
     }
 }
-
 /// A typed-field failure while interpreting a decoded document against a schema.
 ///
 /// `path` is written like Python subscripts, e.g. `toc["lib/x.so#0"]["gfx900"].ordinal`.
@@ -534,118 +719,278 @@ pub enum FieldError {
     Invalid { path: String, problem: String },
 }
 
-/// Schema helpers shared by the TOC, marker and manifest decoders.
+/// Schema helpers shared by the TOC, marker and manifest decoders. They read the wire form
+/// with a [`Decoder`] (no tree is built, strs are borrowed) and spell a field's path only
+/// when reporting a problem with it.
 pub(crate) mod schema {
-    use super::{FieldError, Value};
+    use std::borrow::Cow;
     use std::collections::HashSet;
+    use std::fmt;
+    use std::hash::Hash;
 
-    /// `base.key` for identifier-like keys, `base["key"]` otherwise; no leading dot at the root.
-    pub(crate) fn child(base: &str, key: &str) -> String {
-        let plain = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        match (base.is_empty(), plain) {
-            (true, true) => key.to_owned(),
-            (false, true) => format!("{base}.{key}"),
-            _ => format!("{base}[{key:?}]"),
-        }
+    use super::{DecodeError, Decoder, FieldError, Head, checked_str};
+
+    /// Where a value sits in a document, rendered only for error messages.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) enum Path<'p> {
+        Root,
+        /// `base.key` for identifier-like keys, `base["key"]` otherwise; no dot at the root.
+        Field(&'p Path<'p>, &'p str),
+        /// `base["key"]`: the notation for data-valued keys (binaries, arches).
+        Key(&'p Path<'p>, &'p str),
+        Index(&'p Path<'p>, usize),
+        /// The keys of the map at `base`: `base key`, or `root key`.
+        KeysOf(&'p Path<'p>),
     }
 
-    pub(crate) fn wrong(path: &str, expected: &'static str, v: &Value) -> FieldError {
-        FieldError::WrongType {
-            path: path.to_owned(),
-            expected,
-            found: v.type_name(),
-        }
-    }
-
-    /// A map whose keys are all distinct strings, as `(key, value)` pairs in wire order.
-    pub(crate) fn str_map<'v>(
-        path: &str,
-        v: &'v Value,
-    ) -> Result<Vec<(&'v str, &'v Value)>, FieldError> {
-        map_entries(path, v, false)
-    }
-
-    /// Like [`str_map`] but entries with non-str keys are skipped (extra keys are ignored).
-    pub(crate) fn lenient_map<'v>(
-        path: &str,
-        v: &'v Value,
-    ) -> Result<Vec<(&'v str, &'v Value)>, FieldError> {
-        map_entries(path, v, true)
-    }
-
-    fn map_entries<'v>(
-        path: &str,
-        v: &'v Value,
-        skip_non_str_keys: bool,
-    ) -> Result<Vec<(&'v str, &'v Value)>, FieldError> {
-        let m = v.as_map().ok_or_else(|| wrong(path, "map", v))?;
-        let mut seen = HashSet::with_capacity(m.len());
-        let mut out = Vec::with_capacity(m.len());
-        for (k, val) in m {
-            let k = match k.as_str() {
-                Some(k) => k,
-                None if skip_non_str_keys => continue,
-                None => {
-                    return Err(FieldError::WrongType {
-                        path: format!("{} key", if path.is_empty() { "root" } else { path }),
-                        expected: "str",
-                        found: k.type_name(),
-                    });
+    impl fmt::Display for Path<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match *self {
+                Path::Root => Ok(()),
+                Path::Field(base, key) => {
+                    let plain = !key.is_empty()
+                        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                    match (base, plain) {
+                        (Path::Root, true) => f.write_str(key),
+                        (_, true) => write!(f, "{base}.{key}"),
+                        _ => write!(f, "{base}[{key:?}]"),
+                    }
                 }
-            };
-            if !seen.insert(k) {
-                return Err(FieldError::DuplicateKey {
-                    path: path.to_owned(),
-                    key: k.to_owned(),
-                });
+                Path::Key(base, key) => write!(f, "{base}[{key:?}]"),
+                Path::Index(base, i) => write!(f, "{base}[{i}]"),
+                Path::KeysOf(Path::Root) => f.write_str("root key"),
+                Path::KeysOf(base) => write!(f, "{base} key"),
             }
-            out.push((k, val));
         }
-        Ok(out)
     }
 
-    pub(crate) fn field<'v>(
-        map: &[(&str, &'v Value)],
-        base: &str,
-        key: &str,
-    ) -> Result<&'v Value, FieldError> {
-        map.iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| *v)
-            .ok_or_else(|| FieldError::Missing {
-                path: child(base, key),
+    /// The failures a schema walk meets: the wire form's own, and the schema's.
+    pub(crate) trait WalkError: From<DecodeError> + From<FieldError> {}
+    impl<T: From<DecodeError> + From<FieldError>> WalkError for T {}
+
+    /// `path` holds a `found` where the schema wants `expected`; the root is named `root`.
+    pub(crate) fn wrong(path: &Path<'_>, expected: &'static str, found: &Head<'_>) -> FieldError {
+        let path = match path {
+            Path::Root => "root".to_owned(),
+            p => p.to_string(),
+        };
+        FieldError::WrongType {
+            path,
+            expected,
+            found: found.type_name(),
+        }
+    }
+
+    /// Remembers values to find repeats: a linear scan while few, a hash set beyond.
+    pub(crate) struct Distinct<T> {
+        few: Vec<T>,
+        many: HashSet<T>,
+    }
+
+    impl<T: Copy + Eq + Hash> Distinct<T> {
+        const LINEAR: usize = 16;
+
+        pub(crate) fn new() -> Self {
+            Distinct {
+                few: Vec::new(),
+                many: HashSet::new(),
+            }
+        }
+
+        pub(crate) fn clear(&mut self) {
+            self.few.clear();
+            self.many.clear();
+        }
+
+        /// False if `t` was seen before.
+        pub(crate) fn insert(&mut self, t: T) -> bool {
+            if self.many.is_empty() {
+                if self.few.contains(&t) {
+                    return false;
+                }
+                if self.few.len() < Self::LINEAR {
+                    self.few.push(t);
+                    return true;
+                }
+                self.many.extend(self.few.drain(..));
+            }
+            self.many.insert(t)
+        }
+    }
+
+    /// A map's str keys with where each value starts, in wire order.
+    pub(crate) struct Fields<'a> {
+        bytes: &'a [u8],
+        /// Key, where the value starts, and the value's head.
+        fields: Vec<(&'a [u8], usize, Head<'a>)>,
+        distinct: Distinct<&'a [u8]>,
+        /// Nesting depth of the values.
+        depth: usize,
+    }
+
+    impl<'a> Fields<'a> {
+        pub(crate) fn new() -> Self {
+            Fields {
+                bytes: &[],
+                fields: Vec::new(),
+                distinct: Distinct::new(),
+                depth: 0,
+            }
+        }
+
+        /// Reads the map at `d` (nesting `depth`), whose keys must be distinct strs (with
+        /// `lenient`, entries with other keys are skipped). Every value is checked and skipped,
+        /// so the outer result is the first wire-form error anywhere in the map, as a full
+        /// decode would report it; the inner one the first schema problem (not a map, bad key).
+        pub(crate) fn read(
+            &mut self,
+            d: &mut Decoder<'a>,
+            path: &Path<'_>,
+            depth: usize,
+            lenient: bool,
+        ) -> Result<Result<(), FieldError>, DecodeError> {
+            self.bytes = d.bytes();
+            self.fields.clear();
+            self.distinct.clear();
+            let start = d.pos();
+            let head = d.head()?;
+            if !matches!(head, Head::Map(_)) {
+                *d = Decoder::at(d.bytes(), start);
+                d.next(depth)?;
+                return Ok(Err(wrong(path, "map", &head)));
+            }
+            let (n, inner) = d.open(head, depth, start)?;
+            self.depth = inner;
+            let mut problem = None;
+            for _ in 0..n {
+                let key = d.next(inner)?;
+                let value = d.pos();
+                let head = d.next(inner)?;
+                match key {
+                    Head::Str(k) if self.distinct.insert(k) => self.fields.push((k, value, head)),
+                    Head::Str(k) => {
+                        problem.get_or_insert_with(|| FieldError::DuplicateKey {
+                            path: path.to_string(),
+                            key: checked_str(k).into_owned(),
+                        });
+                    }
+                    _ if lenient => {}
+                    other => {
+                        problem.get_or_insert_with(|| FieldError::WrongType {
+                            path: Path::KeysOf(path).to_string(),
+                            expected: "str",
+                            found: other.type_name(),
+                        });
+                    }
+                }
+            }
+            Ok(problem.map_or(Ok(()), Err))
+        }
+
+        /// [`Fields::read`] with both failures as one error type.
+        pub(crate) fn read_as<E: WalkError>(
+            &mut self,
+            d: &mut Decoder<'a>,
+            path: &Path<'_>,
+            depth: usize,
+            lenient: bool,
+        ) -> Result<(), E> {
+            Ok(self.read(d, path, depth, lenient)??)
+        }
+
+        pub(crate) fn iter(&self) -> impl Iterator<Item = (Cow<'a, str>, Node<'a>)> + '_ {
+            self.fields
+                .iter()
+                .map(|&(k, pos, head)| (checked_str(k), self.value_at(pos, head)))
+        }
+
+        fn value_at(&self, pos: usize, head: Head<'a>) -> Node<'a> {
+            Node {
+                d: Decoder::at(self.bytes, pos),
+                depth: self.depth,
+                head,
+            }
+        }
+
+        pub(crate) fn get(&self, key: &str) -> Option<Node<'a>> {
+            let &(_, pos, head) = self.fields.iter().find(|(k, ..)| *k == key.as_bytes())?;
+            Some(self.value_at(pos, head))
+        }
+
+        /// The value under `key`, which must be present; `base` is this map's path.
+        pub(crate) fn req(&self, base: &Path<'_>, key: &str) -> Result<Node<'a>, FieldError> {
+            self.get(key).ok_or_else(|| FieldError::Missing {
+                path: Path::Field(base, key).to_string(),
             })
-    }
+        }
 
-    pub(crate) fn opt_field<'v>(map: &[(&str, &'v Value)], key: &str) -> Option<&'v Value> {
-        map.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
-    }
+        pub(crate) fn str<E: WalkError>(
+            &self,
+            base: &Path<'_>,
+            key: &str,
+        ) -> Result<Cow<'a, str>, E> {
+            self.req(base, key)?.str(&Path::Field(base, key))
+        }
 
-    pub(crate) fn as_str<'v>(path: &str, v: &'v Value) -> Result<&'v str, FieldError> {
-        v.as_str().ok_or_else(|| wrong(path, "str", v))
-    }
-
-    pub(crate) fn as_uint(path: &str, v: &Value) -> Result<u64, FieldError> {
-        match v {
-            Value::UInt(n) => Ok(*n),
-            _ => Err(wrong(path, "unsigned int", v)),
+        pub(crate) fn uint<E: WalkError>(&self, base: &Path<'_>, key: &str) -> Result<u64, E> {
+            self.req(base, key)?.uint(&Path::Field(base, key))
         }
     }
 
-    pub(crate) fn str_field<'v>(
-        map: &[(&str, &'v Value)],
-        base: &str,
-        key: &str,
-    ) -> Result<&'v str, FieldError> {
-        as_str(&child(base, key), field(map, base, key)?)
+    /// One checked value of a map read by [`Fields::read`]: its head, and a decoder at its
+    /// start to read a container's elements.
+    #[derive(Debug, Clone)]
+    pub(crate) struct Node<'a> {
+        d: Decoder<'a>,
+        depth: usize,
+        head: Head<'a>,
     }
 
-    pub(crate) fn uint_field(
-        map: &[(&str, &Value)],
-        base: &str,
-        key: &str,
-    ) -> Result<u64, FieldError> {
-        as_uint(&child(base, key), field(map, base, key)?)
+    impl<'a> Node<'a> {
+        /// A decoder at the value, and the value's nesting depth.
+        pub(crate) fn into_parts(self) -> (Decoder<'a>, usize) {
+            (self.d, self.depth)
+        }
+
+        pub(crate) fn str<E: WalkError>(self, path: &Path<'_>) -> Result<Cow<'a, str>, E> {
+            match self.head {
+                Head::Str(s) => Ok(checked_str(s)),
+                other => Err(wrong(path, "str", &other).into()),
+            }
+        }
+
+        pub(crate) fn uint<E: WalkError>(self, path: &Path<'_>) -> Result<u64, E> {
+            match self.head {
+                Head::UInt(n) => Ok(n),
+                other => Err(wrong(path, "unsigned int", &other).into()),
+            }
+        }
+
+        /// The elements of an array, each read whole by the returned decoder's
+        /// [`Decoder::next`] at the returned depth.
+        pub(crate) fn array<E: WalkError>(
+            mut self,
+            path: &Path<'_>,
+        ) -> Result<(usize, Decoder<'a>, usize), E> {
+            let start = self.d.pos();
+            match self.d.head()? {
+                head @ Head::Array(_) => {
+                    let (n, inner) = self.d.open(head, self.depth, start)?;
+                    Ok((n, self.d, inner))
+                }
+                other => Err(wrong(path, "array", &other).into()),
+            }
+        }
+
+        /// The value as a map, read into `fields` (see [`Fields::read`]).
+        pub(crate) fn map_into<E: WalkError>(
+            mut self,
+            fields: &mut Fields<'a>,
+            path: &Path<'_>,
+            lenient: bool,
+        ) -> Result<(), E> {
+            fields.read_as(&mut self.d, path, self.depth, lenient)
+        }
     }
 }
 

@@ -414,6 +414,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
 
 fn inspect_archive(path: &str, bytes: &[u8]) -> Result<FileReport, SourceError> {
     let archive = kpack_archive::Archive::from_bytes(bytes.to_vec())?;
+    archive.validate()?;
     let mut totals_map: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let entries = archive
         .entries()

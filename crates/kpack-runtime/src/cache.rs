@@ -1,15 +1,17 @@
 //! The archive cache and the lookup of `kpack_load_code_object` (spec §4.4–4.6, §4.8).
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
 use kpack_archive::marker::MarkerMetadata;
-use kpack_archive::{Archive, binary_key};
+use kpack_archive::{Archive, ArchiveError, CompressionScheme, binary_key};
 
 use crate::config::Config;
 use crate::paths;
-use crate::sync::{self, Arc, AtomicU64, Ordering, RwLock};
+use crate::sync::{self, Arc, AtomicU64, Mutex, Ordering, RwLock};
 use crate::target::{TargetIndex, canonical, compatible_targets};
 use crate::{ErrorCode, LoadError};
 
@@ -22,7 +24,71 @@ use crate::{ErrorCode, LoadError};
 pub struct Cache {
     config: Config,
     state: RwLock<State>,
+    decoded: Mutex<DecodedObjects>,
     counters: Counters,
+}
+
+/// How many bytes of decoded (zstd) code objects a cache keeps, so that a warm load, the same
+/// code object for a second GPU of the same target or a library loaded twice, is a copy
+/// rather than a decode. A process loads each object once per device, so this holds the
+/// objects of a few devices' worth of libraries, not every archive.
+pub const DECODED_CACHE_BYTES: usize = 64 << 20;
+
+/// Decoded code objects by (archive, blob ordinal), the oldest dropped first once over budget.
+struct DecodedObjects {
+    budget: usize,
+    bytes: usize,
+    objects: HashMap<(usize, u32), std::sync::Arc<[u8]>>,
+    order: VecDeque<(usize, u32)>,
+}
+
+impl DecodedObjects {
+    fn with_budget(budget: usize) -> Self {
+        DecodedObjects {
+            budget,
+            bytes: 0,
+            objects: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    fn get(&self, key: &(usize, u32)) -> Option<std::sync::Arc<[u8]>> {
+        self.objects.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: (usize, u32), object: std::sync::Arc<[u8]>) {
+        if object.len() > self.budget || self.objects.contains_key(&key) {
+            return;
+        }
+        self.bytes += object.len();
+        self.objects.insert(key, object);
+        self.order.push_back(key);
+        while self.bytes > self.budget {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(o) = self.objects.remove(&old) {
+                self.bytes -= o.len();
+            }
+        }
+    }
+}
+
+/// A code object as a load hands it out: borrowed from a `none` archive's mapping, or shared
+/// with the decoded-object cache.
+enum Fetched<'a> {
+    Mapped(Cow<'a, [u8]>),
+    Decoded(std::sync::Arc<[u8]>),
+}
+
+impl Deref for Fetched<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Fetched::Mapped(b) => b,
+            Fetched::Decoded(b) => b,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -61,6 +127,7 @@ struct Counters {
     resolutions: AtomicU64,
     probes: AtomicU64,
     opened: AtomicU64,
+    decodes: AtomicU64,
 }
 
 /// File-system work a cache has done since it was created (all of it on cold paths).
@@ -72,6 +139,8 @@ pub struct CacheStats {
     pub probes: u64,
     /// Archives opened and indexed.
     pub archives_opened: u64,
+    /// zstd code objects decoded (a warm load of a decoded object decodes nothing).
+    pub decodes: u64,
 }
 
 /// The code object a load found.
@@ -90,6 +159,7 @@ impl Cache {
         Cache {
             config,
             state: RwLock::new(State::default()),
+            decoded: Mutex::new(DecodedObjects::with_budget(DECODED_CACHE_BYTES)),
             counters: Counters::default(),
         }
     }
@@ -109,6 +179,7 @@ impl Cache {
             resolutions: get(&self.counters.resolutions),
             probes: get(&self.counters.probes),
             archives_opened: get(&self.counters.opened),
+            decodes: get(&self.counters.decodes),
         }
     }
 
@@ -145,7 +216,7 @@ impl Cache {
                 let Some(arch) = a.targets.find(target) else {
                     continue;
                 };
-                match a.archive.get(&key, arch) {
+                match self.fetch(a, &key, arch) {
                     Ok(bytes) => {
                         self.log(format_args!(
                             "{key}: {} bytes for {arch} from {}",
@@ -195,6 +266,32 @@ impl Cache {
         self.load_with(metadata, binary_path, co_index, isas, |found| {
             found.bytes.to_vec()
         })
+    }
+
+    /// The code object `key` for `arch` from `a`: borrowed from the mapping for `none`
+    /// archives; for zstd, from the decoded-object cache, else decoded (with no lock held)
+    /// and remembered.
+    fn fetch<'a>(
+        &self,
+        a: &'a Arc<CachedArchive>,
+        key: &str,
+        arch: &str,
+    ) -> Result<Fetched<'a>, ArchiveError> {
+        if a.archive.compression_scheme() != CompressionScheme::ZstdPerKernel {
+            return a.archive.get(key, arch).map(Fetched::Mapped);
+        }
+        let Some(info) = a.archive.info(key, arch) else {
+            return a.archive.get(key, arch).map(Fetched::Mapped);
+        };
+        // Archives stay open as long as the cache, so their address names them.
+        let id = (Arc::as_ptr(a) as usize, info.ordinal);
+        if let Some(hit) = sync::lock(&self.decoded).get(&id) {
+            return Ok(Fetched::Decoded(hit));
+        }
+        let object: std::sync::Arc<[u8]> = a.archive.get(key, arch)?.into_owned().into();
+        self.counters.decodes.fetch_add(1, Ordering::Relaxed);
+        sync::lock(&self.decoded).insert(id, object.clone());
+        Ok(Fetched::Decoded(object))
     }
 
     /// The search paths before expansion: the override list, or the prefix list followed by
@@ -367,5 +464,25 @@ fn most_informative(current: Option<LoadError>, new: LoadError) -> LoadError {
     match current {
         Some(c) if rank(&c) >= rank(&new) => c,
         _ => new,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DecodedObjects;
+
+    #[test]
+    fn decoded_objects_drop_the_oldest_once_over_budget() {
+        let mut cache = DecodedObjects::with_budget(10);
+        cache.insert((1, 0), vec![0u8; 4].into());
+        cache.insert((1, 1), vec![1u8; 4].into());
+        assert!(cache.get(&(1, 0)).is_some() && cache.get(&(1, 1)).is_some());
+        cache.insert((2, 0), vec![2u8; 4].into());
+        assert!(cache.get(&(1, 0)).is_none(), "the oldest went");
+        assert_eq!(cache.get(&(2, 0)).as_deref(), Some(&[2u8; 4][..]));
+        assert_eq!(cache.bytes, 8);
+        // An object larger than the whole budget is not kept.
+        cache.insert((3, 0), vec![3u8; 11].into());
+        assert!(cache.get(&(3, 0)).is_none());
     }
 }

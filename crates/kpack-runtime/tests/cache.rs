@@ -377,7 +377,7 @@ fn no_archive_and_no_target_are_told_apart() {
 }
 
 #[test]
-fn warm_loads_make_no_file_system_calls() {
+fn warm_loads_make_no_file_system_calls_and_decode_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let co = gfx1030();
     write_archive(
@@ -398,6 +398,7 @@ fn warm_loads_make_no_file_system_calls() {
     assert_eq!((cold.resolutions, cold.archives_opened), (2, 1));
     // x_gfx1030:xnack-, x_gfx1030, x_gfx10-3-generic:..., absent: every path probed once.
     assert_eq!(cold.probes, 4);
+    assert_eq!(cold.decodes, 1);
     for _ in 0..3 {
         assert_eq!(
             load(&cache, "lib/x.so", &paths, &bin, 0, &isas).unwrap().0,

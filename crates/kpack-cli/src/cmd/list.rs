@@ -38,6 +38,8 @@ struct Entry<'a> {
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let archive = Archive::open(&args.archive)?;
+    // Opening reads only the TOC; a listing vouches for the whole archive.
+    archive.validate()?;
     let entries: Vec<Entry> = archive
         .entries()
         .map(|(binary, arch, info)| Entry {
