@@ -498,7 +498,7 @@ fn utf8(s: &[u8], start: usize) -> Result<&str, DecodeError> {
 /// Where the value at `pos` (nesting `depth`) ends, if [`Decoder::next_checked`] would accept
 /// it. The fast path for well-formed documents: no error details (on `None` the checked walk
 /// finds them) and nothing returned through memory. Accepts no more than the checked walk.
-fn skip_valid(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
+pub(crate) fn skip_valid(bytes: &[u8], pos: usize, depth: usize) -> Option<usize> {
     let marker = *bytes.get(pos)?;
     let mut pos = pos + 1;
     let mut len_at = |width: usize| -> Option<usize> {
@@ -787,14 +787,20 @@ pub(crate) mod schema {
         many: HashSet<T>,
     }
 
-    impl<T: Copy + Eq + Hash> Distinct<T> {
-        const LINEAR: usize = 16;
-
-        pub(crate) fn new() -> Self {
+    impl<T> Default for Distinct<T> {
+        fn default() -> Self {
             Distinct {
                 few: Vec::new(),
                 many: HashSet::new(),
             }
+        }
+    }
+
+    impl<T: Copy + Eq + Hash> Distinct<T> {
+        const LINEAR: usize = 16;
+
+        pub(crate) fn new() -> Self {
+            Self::default()
         }
 
         pub(crate) fn clear(&mut self) {

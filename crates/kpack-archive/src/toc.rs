@@ -1,13 +1,18 @@
 //! What [`crate::Archive::open`] learns from the header and the TOC.
 //!
-//! The TOC is read in two passes over its wire form, without building a msgpack tree: the
-//! first reads the top-level map, checking every byte of the TOC as a full decode would (so
-//! msgpack errors come first, as they always did) and noting where each value starts; the
-//! second checks the fields in a fixed order and reads `toc` straight into [`Index`]: binary
-//! names into one string, arch names interned, entries in one vector. Paths for error
-//! messages are spelled only when an error is reported.
+//! The TOC is read straight from its wire form, without building a msgpack tree, in one pass
+//! ([`fast`]) that checks every byte of it and everything below but only learns *whether*
+//! something is wrong. When something is, the TOC is read again by the detailed reader here,
+//! which finds and reports the error: in two passes, the first reading the top-level map and
+//! checking every byte of the TOC as a full decode would (so msgpack errors come first), the
+//! second checking the fields in a fixed order. Both read `toc` the same way: binary names into
+//! one string, arch names interned, entries in one vector. Paths for error messages are
+//! spelled only when an error is reported.
 
+use std::collections::HashMap;
 use std::ops::Range;
+
+mod fast;
 
 use crate::msgpack::schema::{Distinct, Fields, Node, Path, wrong};
 use crate::msgpack::{DecodeError, Decoder, FieldError, Head, checked_str};
@@ -16,6 +21,7 @@ use crate::{
     MAX_ORIGINAL_SIZE,
 };
 
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) struct Index {
     pub(crate) group_name: String,
     pub(crate) gfx_arch_family: String,
@@ -36,12 +42,14 @@ pub(crate) struct Index {
     pub(crate) stored: Stored,
 }
 
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) struct Binary {
     name: Range<usize>,
     entries: Range<usize>,
 }
 
 #[derive(Clone)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) struct Entry {
     arch: u32,
     pub(crate) ordinal: u32,
@@ -50,6 +58,7 @@ pub(crate) struct Entry {
 }
 
 /// Where the kernels are.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) enum Stored {
     /// `none`: each blob's range of the file, by ordinal.
     Blobs(Vec<Range<usize>>),
@@ -98,32 +107,20 @@ impl Index {
     }
 
     pub(crate) fn parse(bytes: &[u8]) -> Result<Index, ArchiveError> {
-        let len = bytes.len() as u64;
-        if len < HEADER_LEN as u64 {
-            return Err(ArchiveError::TooShort { len });
+        let toc_at = toc_start(bytes)?;
+        match fast::read(bytes, toc_at) {
+            Some(index) => Ok(index),
+            None => Self::parse_checked(bytes, toc_at),
         }
-        let found: [u8; 4] = bytes[0..4].try_into().expect("4-byte slice");
-        if found != MAGIC {
-            return Err(ArchiveError::BadMagic { found });
-        }
-        let version = u32::from_le_bytes(bytes[4..8].try_into().expect("4-byte slice"));
-        if version != FORMAT_VERSION {
-            let version = version.into();
-            return Err(ArchiveError::UnsupportedVersion {
-                what: "header version",
-                version,
-            });
-        }
-        let toc_offset = u64::from_le_bytes(bytes[8..16].try_into().expect("8-byte slice"));
-        if toc_offset < DATA_START || toc_offset >= len {
-            return Err(ArchiveError::TocOffsetOutOfRange {
-                toc_offset,
-                file_len: len,
-            });
-        }
-        // toc_offset < len, so it fits in usize. The decoder reads the whole file from there,
-        // so its error offsets are file offsets.
-        let mut d = Decoder::at(bytes, toc_offset as usize);
+    }
+
+    /// Reads the TOC at `toc_at` with the detailed reader: the error [`fast::read`] met.
+    #[cold]
+    fn parse_checked(bytes: &[u8], toc_at: usize) -> Result<Index, ArchiveError> {
+        let toc_offset = toc_at as u64;
+        // The decoder reads the whole file from the TOC on, so its error offsets are file
+        // offsets.
+        let mut d = Decoder::at(bytes, toc_at);
 
         // Pass 1.
         let root = d.clone().head()?;
@@ -181,7 +178,11 @@ impl Index {
         let data = DATA_START..toc_offset;
         let stored = match scheme {
             CompressionScheme::None => Stored::Blobs(blob_ranges(&top, &data)?),
-            CompressionScheme::ZstdPerKernel => zstd_region(&top, bytes, &data)?,
+            CompressionScheme::ZstdPerKernel => {
+                let offset = top.uint::<ArchiveError>(root, "zstd_offset")?;
+                let size = top.uint::<ArchiveError>(root, "zstd_size")?;
+                zstd_region(offset, size, bytes, &data)?
+            }
         };
 
         let mut index = Index {
@@ -203,6 +204,74 @@ impl Index {
     }
 }
 
+/// Interns arch keys: ids in first-seen order, each id's name in [`Index::arch_names`].
+#[derive(Default)]
+struct Arches<'a> {
+    ids: Vec<&'a [u8]>,
+    /// Empty while there are few arches (7 in a librocsparse archive), which are scanned.
+    lookup: HashMap<&'a [u8], u32>,
+}
+
+impl<'a> Arches<'a> {
+    const SCANNED: usize = 16;
+
+    /// The id of `arch`, trying `hint` first: binaries tend to list their arches in the same
+    /// order.
+    fn find(&self, arch: &[u8], hint: usize) -> Option<u32> {
+        if self.ids.get(hint) == Some(&arch) {
+            return Some(hint as u32);
+        }
+        if self.lookup.is_empty() {
+            let i = self.ids.iter().position(|&a| a == arch)?;
+            Some(i as u32)
+        } else {
+            self.lookup.get(arch).copied()
+        }
+    }
+
+    /// Adds `arch`, which [`Arches::find`] did not find, named `name`.
+    fn add(&mut self, arch: &'a [u8], name: &str, names: &mut Vec<String>) -> u32 {
+        let id = self.ids.len() as u32;
+        self.ids.push(arch);
+        names.push(name.to_owned());
+        if !self.lookup.is_empty() {
+            self.lookup.insert(arch, id);
+        } else if self.ids.len() > Self::SCANNED {
+            self.lookup = (0..).zip(&self.ids).map(|(i, &a)| (a, i)).collect();
+        }
+        id
+    }
+}
+
+/// Checks the 16-byte header; returns where the TOC starts.
+fn toc_start(bytes: &[u8]) -> Result<usize, ArchiveError> {
+    let len = bytes.len() as u64;
+    if len < HEADER_LEN as u64 {
+        return Err(ArchiveError::TooShort { len });
+    }
+    let found: [u8; 4] = bytes[0..4].try_into().expect("4-byte slice");
+    if found != MAGIC {
+        return Err(ArchiveError::BadMagic { found });
+    }
+    let version = u32::from_le_bytes(bytes[4..8].try_into().expect("4-byte slice"));
+    if version != FORMAT_VERSION {
+        let version = version.into();
+        return Err(ArchiveError::UnsupportedVersion {
+            what: "header version",
+            version,
+        });
+    }
+    let toc_offset = u64::from_le_bytes(bytes[8..16].try_into().expect("8-byte slice"));
+    if toc_offset < DATA_START || toc_offset >= len {
+        return Err(ArchiveError::TocOffsetOutOfRange {
+            toc_offset,
+            file_len: len,
+        });
+    }
+    // toc_offset < len, so it fits in usize.
+    Ok(toc_offset as usize)
+}
+
 /// Reads `toc` into an [`Index`]. Problems are reported in the order a reader that first
 /// checked every key of `toc`, then every key of each binary's map before its entries, would
 /// meet them: a bad binary key outranks any problem inside a binary, a bad arch key any
@@ -210,8 +279,7 @@ impl Index {
 struct TocReader<'a, 'i> {
     bytes: &'a [u8],
     index: &'i mut Index,
-    arch_ids: Vec<&'a [u8]>,
-    arch_lookup: std::collections::HashMap<&'a [u8], u32>,
+    arches: Arches<'a>,
     fields: Fields<'a>,
 }
 
@@ -220,8 +288,7 @@ impl<'a, 'i> TocReader<'a, 'i> {
         TocReader {
             bytes,
             index,
-            arch_ids: Vec::new(),
-            arch_lookup: std::collections::HashMap::new(),
+            arches: Arches::default(),
             fields: Fields::new(),
         }
     }
@@ -278,24 +345,17 @@ impl<'a, 'i> TocReader<'a, 'i> {
     /// Sorts the binaries read so far into `sorted` and fails on the first repeated name.
     fn check_distinct_names(&mut self, path: &Path<'_>) -> Result<(), ArchiveError> {
         let ix = &mut *self.index;
-        let name = |i: u32| &ix.names[ix.binaries[i as usize].name.clone()];
-        let mut sorted: Vec<u32> = (0..ix.binaries.len() as u32).collect();
-        // Stable: equal names stay in TOC order, so each run's second is its first repeat.
-        sorted.sort_by(|&a, &b| name(a).as_bytes().cmp(name(b).as_bytes()));
-        let repeat = sorted
-            .windows(2)
-            .filter(|w| name(w[0]) == name(w[1]))
-            .map(|w| w[1])
-            .min();
-        if let Some(i) = repeat {
-            return Err(FieldError::DuplicateKey {
-                path: path.to_string(),
-                key: name(i).to_owned(),
+        match sort_binaries(&ix.names, &ix.binaries) {
+            Ok(sorted) => {
+                ix.sorted = sorted;
+                Ok(())
             }
-            .into());
+            Err(i) => Err(FieldError::DuplicateKey {
+                path: path.to_string(),
+                key: ix.names[ix.binaries[i as usize].name.clone()].to_owned(),
+            }
+            .into()),
         }
-        ix.sorted = sorted;
-        Ok(())
     }
 
     /// Reads the binary's map at `d`, moving `d` past it unless it fails.
@@ -313,7 +373,7 @@ impl<'a, 'i> TocReader<'a, 'i> {
         let (n, inner) = d.open(head, depth, start)?;
         let mut seen = Distinct::new();
         let mut inside: Option<ArchiveError> = None;
-        for _ in 0..n {
+        for k in 0..n {
             let arch = match d.next(inner)? {
                 Head::Str(arch) => arch,
                 other => {
@@ -325,7 +385,13 @@ impl<'a, 'i> TocReader<'a, 'i> {
                     .into());
                 }
             };
-            let id = self.intern(arch);
+            let id = match self.arches.find(arch, k) {
+                Some(id) => id,
+                None => {
+                    let name = checked_str(arch);
+                    self.arches.add(arch, &name, &mut self.index.arch_names)
+                }
+            };
             if !seen.insert(id) {
                 return Err(FieldError::DuplicateKey {
                     path: path.to_string(),
@@ -364,31 +430,6 @@ impl<'a, 'i> TocReader<'a, 'i> {
         inside.map_or(Ok(()), Err)
     }
 
-    fn intern(&mut self, arch: &'a [u8]) -> u32 {
-        // Few distinct arches (7 in a librocsparse archive): a scan, unless there are many.
-        if self.arch_lookup.is_empty() {
-            if let Some(i) = self.arch_ids.iter().position(|&a| a == arch) {
-                return i as u32;
-            }
-            if self.arch_ids.len() >= 16 {
-                self.arch_lookup = (0..)
-                    .zip(self.arch_ids.iter())
-                    .map(|(i, &a)| (a, i))
-                    .collect();
-            }
-        }
-        if let Some(&i) = self.arch_lookup.get(arch) {
-            return i;
-        }
-        let id = self.arch_ids.len() as u32;
-        self.arch_ids.push(arch);
-        self.index.arch_names.push(checked_str(arch).into_owned());
-        if !self.arch_lookup.is_empty() {
-            self.arch_lookup.insert(arch, id);
-        }
-        id
-    }
-
     /// Reads the entry's map at `d` into `fields`, moving `d` past it unless it fails;
     /// everything but the arch and the metadata.
     fn read_entry(
@@ -414,28 +455,14 @@ impl<'a, 'i> TocReader<'a, 'i> {
             ordinal,
             count,
         };
-        // `count` fits in u32 (a zstd count is a u32; a u32 ordinal indexes any blob list a
-        // TOC under 4 GiB can hold), so an in-range ordinal does too.
-        let ordinal = u32::try_from(ordinal)
-            .ok()
-            .filter(|&o| (o as usize) < count)
-            .ok_or_else(out_of_range)?;
+        let ordinal = ordinal_index(ordinal, count).ok_or_else(out_of_range)?;
         let original_size = fields.uint::<ArchiveError>(path, "original_size")?;
-        let size_error = |problem: String| ArchiveError::BadOriginalSize {
-            path: Path::Field(path, "original_size").to_string(),
-            original_size,
-            problem,
-        };
-        if original_size > MAX_ORIGINAL_SIZE {
-            return Err(size_error(format!(
-                "exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
-            )));
-        }
-        if let Stored::Blobs(blobs) = stored {
-            let blob = blobs[ordinal as usize].len();
-            if original_size != blob as u64 {
-                return Err(size_error(format!("differs from the blob size {blob}")));
-            }
+        if let Some(problem) = size_problem(original_size, ordinal, stored) {
+            return Err(ArchiveError::BadOriginalSize {
+                path: Path::Field(path, "original_size").to_string(),
+                original_size,
+                problem,
+            });
         }
         Ok(Entry {
             arch: 0,
@@ -443,6 +470,44 @@ impl<'a, 'i> TocReader<'a, 'i> {
             original_size,
             metadata: 0..0,
         })
+    }
+}
+
+/// Indices into `binaries`, byte-wise sorted by name; or the index of the first binary (in TOC
+/// order) whose name repeats an earlier one's.
+fn sort_binaries(names: &str, binaries: &[Binary]) -> Result<Vec<u32>, u32> {
+    let name = |i: u32| names[binaries[i as usize].name.clone()].as_bytes();
+    let mut sorted: Vec<u32> = (0..binaries.len() as u32).collect();
+    // Stable: equal names stay in TOC order, so each run's second is its first repeat.
+    sorted.sort_by(|&a, &b| name(a).cmp(name(b)));
+    let repeat = sorted
+        .windows(2)
+        .filter(|w| name(w[0]) == name(w[1]))
+        .map(|w| w[1])
+        .min();
+    repeat.map_or(Ok(sorted), Err)
+}
+
+/// An entry's `ordinal` as an index into the `count` stored blobs or frames, if in range.
+fn ordinal_index(ordinal: u64, count: usize) -> Option<u32> {
+    // `count` fits in u32 (a zstd count is a u32; a u32 ordinal indexes any blob list a TOC
+    // under 4 GiB can hold), so an in-range ordinal does too.
+    u32::try_from(ordinal)
+        .ok()
+        .filter(|&o| (o as usize) < count)
+}
+
+/// What is wrong with an entry's `original_size`, if anything; `ordinal` is in range.
+fn size_problem(original_size: u64, ordinal: u32, stored: &Stored) -> Option<String> {
+    if original_size > MAX_ORIGINAL_SIZE {
+        return Some(format!("exceeds the {MAX_ORIGINAL_SIZE}-byte limit"));
+    }
+    match stored {
+        Stored::Blobs(blobs) => {
+            let blob = blobs[ordinal as usize].len();
+            (original_size != blob as u64).then(|| format!("differs from the blob size {blob}"))
+        }
+        Stored::Zstd { .. } => None,
     }
 }
 
@@ -509,11 +574,15 @@ fn blob_ranges(top: &Fields<'_>, data: &Range<u64>) -> Result<Vec<Range<usize>>,
     Ok(ranges)
 }
 
-/// `zstd-per-kernel`: the region, which must hold its `u32` frame count and room for that many
-/// size prefixes. Only the count is read: the frames are located on first use.
-fn zstd_region(top: &Fields<'_>, bytes: &[u8], data: &Range<u64>) -> Result<Stored, ArchiveError> {
-    let offset = top.uint::<ArchiveError>(&Path::Root, "zstd_offset")?;
-    let size = top.uint::<ArchiveError>(&Path::Root, "zstd_size")?;
+/// `zstd-per-kernel`: the region of `size` bytes at `offset`, which must hold its `u32` frame
+/// count and room for that many size prefixes. Only the count is read: the frames are located
+/// on first use.
+fn zstd_region(
+    offset: u64,
+    size: u64,
+    bytes: &[u8],
+    data: &Range<u64>,
+) -> Result<Stored, ArchiveError> {
     let region = checked_range(offset, size, data).ok_or_else(|| {
         layout_error(
             "zstd region",
@@ -592,4 +661,122 @@ pub(crate) fn frame_ranges(
         ));
     }
     Ok(frames)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msgpack::{self, Value};
+    use crate::{ArchiveWriter, Compression};
+
+    fn vector(name: &str) -> Vec<u8> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/vectors")
+            .join(name);
+        std::fs::read(path).unwrap()
+    }
+
+    /// The fast reader accepts exactly what the detailed one accepts, with the same index.
+    fn assert_readers_agree(bytes: &[u8], what: &str) {
+        let Ok(toc_at) = toc_start(bytes) else {
+            return;
+        };
+        let fast = fast::read(bytes, toc_at);
+        match (fast, Index::parse_checked(bytes, toc_at)) {
+            (Some(f), Ok(d)) => assert_eq!(f, d, "{what}"),
+            (None, Err(_)) => {}
+            (f, d) => panic!("{what}: fast {:?}, detailed {:?}", f.is_some(), d.err()),
+        }
+    }
+
+    /// Archives with every optional part: metadata, unknown keys at each level, a missing
+    /// scheme, the other scheme's fields.
+    fn samples() -> Vec<Vec<u8>> {
+        let mut out = vec![vector("test_noop.kpack"), vector("test_zstd.kpack")];
+        for compression in [Compression::None, Compression::zstd()] {
+            let mut w = ArchiveWriter::new("g", "gfx9", compression);
+            let meta = [("k".to_owned(), "v".to_owned()), ("é".into(), "w".into())];
+            w.add("a#0", "gfx900", vec![1u8; 5], &meta).unwrap();
+            w.add("a#0", "gfx906", vec![2u8; 6], &[]).unwrap();
+            w.add("b#0", "gfx906", vec![1u8; 5], &meta[1..]).unwrap();
+            let mut bytes = Vec::new();
+            w.write_to(&mut bytes).unwrap();
+            out.push(edit(&bytes, |top| {
+                let extra = |v: Value| (Value::from("x"), v);
+                top.insert(2, extra(Value::Array(vec![Value::Nil, Value::F64(1.0)])));
+                for (k, v) in top.iter_mut() {
+                    match (k.as_str(), v) {
+                        (Some("toc"), Value::Map(bins)) => {
+                            let Value::Map(arches) = &mut bins[0].1 else {
+                                panic!()
+                            };
+                            let Value::Map(entry) = &mut arches[1].1 else {
+                                panic!()
+                            };
+                            entry.insert(1, extra(Value::Bin(vec![0; 3])));
+                        }
+                        (Some("blobs"), Value::Array(blobs)) => {
+                            let Value::Map(blob) = &mut blobs[0] else {
+                                panic!()
+                            };
+                            blob.push(extra(Value::Int(-3)));
+                        }
+                        _ => {}
+                    }
+                }
+                let other = match compression.scheme() {
+                    CompressionScheme::None => ("zstd_size", Value::from("?")),
+                    CompressionScheme::ZstdPerKernel => ("blobs", Value::Nil),
+                };
+                top.push((other.0.into(), other.1));
+            }));
+            out.push(bytes);
+        }
+        out
+    }
+
+    fn edit(archive: &[u8], f: impl FnOnce(&mut Vec<(Value, Value)>)) -> Vec<u8> {
+        let at = toc_start(archive).unwrap();
+        let Value::Map(mut top) = msgpack::decode_exact(&archive[at..]).unwrap() else {
+            panic!()
+        };
+        f(&mut top);
+        let mut out = archive[..at].to_vec();
+        msgpack::encode_into(&Value::Map(top), &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_fast_reader_agrees_with_the_detailed_one_on_every_small_corruption() {
+        for (n, sample) in samples().into_iter().enumerate() {
+            let toc_at = toc_start(&sample).unwrap();
+            assert!(fast::read(&sample, toc_at).is_some(), "sample {n}");
+            for i in toc_at..sample.len() {
+                let byte = sample[i];
+                let values = [
+                    0x00, 0x01, 0x7f, 0x80, 0x81, 0x90, 0x91, 0xa0, 0xa1, 0xc0, 0xc1,
+                ]
+                .into_iter()
+                .chain([0xc4, 0xca, 0xcc, 0xd0, 0xd9, 0xdc, 0xde, 0xe0, 0xff])
+                .chain([
+                    byte ^ 1,
+                    byte ^ 0x20,
+                    byte.wrapping_add(1),
+                    byte.wrapping_sub(1),
+                ]);
+                for value in values {
+                    let mut b = sample.clone();
+                    b[i] = value;
+                    assert_readers_agree(&b, &format!("sample {n}, byte {i} = {value:#x}"));
+                }
+                let mut b = sample.clone();
+                b.remove(i);
+                assert_readers_agree(&b, &format!("sample {n}, byte {i} removed"));
+                b.insert(i, byte);
+                b.insert(i, byte);
+                assert_readers_agree(&b, &format!("sample {n}, byte {i} doubled"));
+                assert_readers_agree(&sample[..i], &format!("sample {n}, cut at {i}"));
+            }
+        }
+    }
 }
