@@ -10,7 +10,7 @@
 //! `scripts/setup.sh`.
 
 use std::ffi::{CString, c_char, c_void};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ::kpack_archive::Compression;
@@ -20,20 +20,6 @@ use kpack_runtime::{Archive, Cache, Config};
 use rocm_kpack::*;
 
 const KERNEL_NAME: &str = "lib/librocsparse.so.0.1";
-
-fn librocsparse() -> PathBuf {
-    let corpus = std::env::var_os("KPACK_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"));
-    let path =
-        corpus.join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
-    assert!(
-        path.exists(),
-        "{} missing: run scripts/setup.sh",
-        path.display()
-    );
-    path
-}
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort_unstable();
@@ -197,7 +183,7 @@ fn bench(path: &Path, label: &str, processor: &str) {
 }
 
 fn main() {
-    let input = librocsparse();
+    let input = kpack_testkit::librocsparse();
     let tmp = tempfile::Builder::new()
         .prefix("kpack-capi-bench-")
         .tempdir_in(std::env::temp_dir())

@@ -3,20 +3,15 @@
 //! and through pkg-config, runs each, and checks what the library exports.
 //! Needs gcc, cmake, pkg-config and nm (`scripts/setup.sh` installs them).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use kpack_archive::msgpack::{self, Value};
 use kpack_archive::{ArchiveWriter, Compression};
+use kpack_testkit::fixture;
 
 /// `BIG_SIZE` of the C program.
 const BIG_SIZE: usize = 80 << 20;
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(rel)
-}
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

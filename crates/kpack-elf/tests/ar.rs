@@ -1,13 +1,11 @@
 //! `ar` archives: the real libtwo.a, and hand-made headers for the name variants
 //! and malformed cases.
 
-mod common;
-
 use std::process::Command;
 
-use common::{ELF_FIXTURES, fixture, fixtures_dir};
 use kpack_elf::FatBinaryKind;
 use kpack_elf::ar::{self, ArError};
+use kpack_testkit::{ELF_FIXTURES, fixtures, read_fixture};
 
 /// One member: 60-byte header (name field as given) + data + padding.
 fn member(name: &str, data: &[u8]) -> Vec<u8> {
@@ -38,13 +36,18 @@ fn archive(members: &[Vec<u8>]) -> Vec<u8> {
 
 #[test]
 fn libtwo_a_holds_k1_and_k2_byte_for_byte() {
-    let data = fixture("bin/libtwo.a");
+    let data = read_fixture("bin/libtwo.a");
     assert!(ar::is_ar(&data));
     let members = ar::members(&data).unwrap();
     let names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["k1.o", "k2.o"]);
     for m in &members {
-        assert_eq!(m.data, fixture(&format!("bin/{}", m.name)), "{}", m.name);
+        assert_eq!(
+            m.data,
+            read_fixture(&format!("bin/{}", m.name)),
+            "{}",
+            m.name
+        );
         assert_eq!(m.offset, m.header_offset + 60);
         assert_eq!(m.header_offset % 2, 0);
         assert_eq!(&data[m.offset as usize..][..m.data.len()], m.data);
@@ -53,7 +56,7 @@ fn libtwo_a_holds_k1_and_k2_byte_for_byte() {
 
 #[test]
 fn libtwo_a_names_match_ar_t() {
-    let path = fixtures_dir().join("bin/libtwo.a");
+    let path = fixtures().join("bin/libtwo.a");
     let Ok(out) = Command::new("ar").arg("t").arg(&path).output() else {
         eprintln!("ar not on PATH: skipping the cross-check");
         return;
@@ -62,7 +65,7 @@ fn libtwo_a_names_match_ar_t() {
         .lines()
         .map(str::to_string)
         .collect();
-    let ours: Vec<String> = ar::members(&fixture("bin/libtwo.a"))
+    let ours: Vec<String> = ar::members(&read_fixture("bin/libtwo.a"))
         .unwrap()
         .into_iter()
         .map(|m| m.name)
@@ -72,7 +75,7 @@ fn libtwo_a_names_match_ar_t() {
 
 #[test]
 fn libtwo_a_members_are_inspected_as_fat_objects() {
-    let data = fixture("bin/libtwo.a");
+    let data = read_fixture("bin/libtwo.a");
     let inspected = ar::inspect(&data).unwrap();
     assert_eq!(inspected.len(), 2);
     for m in &inspected {
@@ -121,7 +124,7 @@ fn empty_archive_has_no_members_and_non_archives_are_rejected() {
     assert!(matches!(ar::members(b"!<thin>\n"), Err(ArError::Thin)));
     assert!(matches!(ar::members(b"!<arch"), Err(ArError::NotAr)));
     for rel in ELF_FIXTURES {
-        assert!(!ar::is_ar(&fixture(rel)), "{rel}");
+        assert!(!ar::is_ar(&read_fixture(rel)), "{rel}");
     }
 }
 
@@ -208,7 +211,7 @@ fn malformed_member_headers_are_errors() {
 
 #[test]
 fn every_truncation_of_libtwo_a_is_an_error_or_a_prefix_of_its_members() {
-    let data = fixture("bin/libtwo.a");
+    let data = read_fixture("bin/libtwo.a");
     let full = ar::members(&data).unwrap();
     let boundaries = full
         .iter()

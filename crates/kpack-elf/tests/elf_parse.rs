@@ -1,17 +1,15 @@
 //! The ELF parser on real fixtures, cross-checked against binutils when available.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use common::{ELF_FIXTURES, fixture, fixtures_dir};
 use kpack_elf::consts::*;
 use kpack_elf::{ElfFile, RelocationEntries};
+use kpack_testkit::{ELF_FIXTURES, fixtures, read_fixture};
 
 #[test]
 fn libone_headers_and_tables_are_parsed_completely() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     let h = elf.header();
     assert_eq!((h.e_type, h.e_machine, h.e_version), (ET_DYN, EM_X86_64, 1));
@@ -49,7 +47,7 @@ fn libone_headers_and_tables_are_parsed_completely() {
 
 #[test]
 fn vaddr_mapping_goes_through_load_segments_and_stops_at_filesz() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     // RW segment: offset 0xbd90 ↔ vaddr 0xcd90, filesz 0x2d0, memsz 0x2e0.
     assert_eq!(elf.vaddr_to_offset(0xd048), Some(0xc048));
@@ -64,7 +62,7 @@ fn vaddr_mapping_goes_through_load_segments_and_stops_at_filesz() {
     );
     assert_eq!(elf.load_segment_for_vaddr(0xd060).map(|p| p.index), Some(3));
 
-    let obj = fixture("bin/k1.o");
+    let obj = read_fixture("bin/k1.o");
     let obj = ElfFile::parse(&obj).unwrap();
     assert!(obj.program_headers().is_empty());
     assert_eq!(
@@ -76,14 +74,14 @@ fn vaddr_mapping_goes_through_load_segments_and_stops_at_filesz() {
 
 #[test]
 fn hip_fatbin_symbol_is_found_in_symtab_then_dynsym() {
-    let data = fixture("bin/librdc.so");
+    let data = read_fixture("bin/librdc.so");
     let elf = ElfFile::parse(&data).unwrap();
     let sym = elf.find_symbol("__hip_fatbin").unwrap().unwrap();
     assert_eq!((sym.index, sym.st_value, sym.st_shndx), (34, 0x3000, 16));
     assert_eq!(elf.symbol_address(&sym).unwrap(), Some(0x3000));
 
     // Stripped: only .dynsym is left.
-    let data = fixture("bin/libone_stripped.so");
+    let data = read_fixture("bin/libone_stripped.so");
     let elf = ElfFile::parse(&data).unwrap();
     assert!(elf.section_by_name(".symtab").is_none());
     let sym = elf.find_symbol("add_one").unwrap().unwrap();
@@ -92,7 +90,7 @@ fn hip_fatbin_symbol_is_found_in_symtab_then_dynsym() {
 
     // In an object, a section symbol is named after its section and its address
     // is section-relative.
-    let data = fixture("bin/k1.o");
+    let data = read_fixture("bin/k1.o");
     let elf = ElfFile::parse(&data).unwrap();
     let symtab = elf.section_by_name(".symtab").unwrap();
     let sym = elf.symbol(symtab, 8).unwrap();
@@ -105,7 +103,7 @@ fn hip_fatbin_symbol_is_found_in_symtab_then_dynsym() {
 
 #[test]
 fn rela_sections_decode_types_symbols_and_addends() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     let relocs = elf.relocations().unwrap();
     let names: Vec<&str> = relocs.iter().map(|r| r.header.name.as_str()).collect();
@@ -146,7 +144,7 @@ fn rela_sections_decode_types_symbols_and_addends() {
 
 #[test]
 fn dynamic_section_lists_entries_up_to_dt_null() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     let dynamic = elf.dynamic().unwrap();
     // readelf: "contains 29 entries", counting the terminating DT_NULL.
@@ -160,7 +158,7 @@ fn dynamic_section_lists_entries_up_to_dt_null() {
 }
 
 fn tool_output(tool: &str, args: &[&str], rel: &str) -> Option<String> {
-    let path = fixtures_dir().join(rel);
+    let path = fixtures().join(rel);
     let out = Command::new(tool).args(args).arg(&path).output().ok()?;
     out.status
         .success()
@@ -230,7 +228,7 @@ fn sections_segments_and_relocation_counts_match_readelf() {
         return;
     }
     for rel in ELF_FIXTURES {
-        let data = fixture(rel);
+        let data = read_fixture(rel);
         let elf = ElfFile::parse(&data).unwrap_or_else(|e| panic!("{rel}: {e}"));
 
         let ours: Vec<_> = elf
@@ -278,9 +276,9 @@ fn sections_segments_and_relocation_counts_match_readelf() {
 fn elf_fixture_list_is_complete() {
     let mut found = Vec::new();
     for dir in ["bin", "modern"] {
-        for entry in std::fs::read_dir(fixtures_dir().join(dir)).unwrap() {
+        for entry in std::fs::read_dir(fixtures().join(dir)).unwrap() {
             let rel = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
-            if kpack_elf::is_elf(&fixture(&rel)) {
+            if kpack_elf::is_elf(&read_fixture(&rel)) {
                 found.push(rel);
             }
         }

@@ -1,8 +1,5 @@
 //! `inspect` on the real hipcc / clang-22 outputs in `fixtures/`.
 
-mod common;
-
-use common::{ELF_FIXTURES, fixture};
 use kpack_bundle::BundleFormat;
 use kpack_elf::consts::{
     EM_AMDGPU, EM_X86_64, ET_DYN, ET_EXEC, ET_REL, R_X86_64_64, R_X86_64_RELATIVE,
@@ -10,12 +7,13 @@ use kpack_elf::consts::{
 use kpack_elf::{
     ElfFile, FatBinary, FatBinaryKind, PointerSource, WRAPPER_SIZE, WrapperMagic, inspect,
 };
+use kpack_testkit::{ELF_FIXTURE_ROLES, ELF_FIXTURES, Role, read_fixture};
 
 const UNCOMPRESSED_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 const CCOB_MAGIC: &[u8] = b"CCOB";
 
 fn inspected(rel: &str) -> (Vec<u8>, FatBinary) {
-    let data = fixture(rel);
+    let data = read_fixture(rel);
     let fat = inspect(&data).unwrap_or_else(|e| panic!("{rel}: {e}"));
     (data, fat)
 }
@@ -85,9 +83,25 @@ fn every_elf_fixture_has_the_expected_kind_wrappers_and_bundles() {
 }
 
 #[test]
+fn every_fixture_role_is_what_inspection_finds() {
+    for &(rel, role) in ELF_FIXTURE_ROLES {
+        let (_, fat) = inspected(rel);
+        let found = match (fat.machine, fat.elf_type, fat.kind) {
+            (EM_AMDGPU, _, FatBinaryKind::HostOnly) => Role::CodeObject,
+            (EM_X86_64, ET_REL, FatBinaryKind::Fat) => Role::FatObject,
+            (EM_X86_64, ET_REL, FatBinaryKind::Rdc) => Role::RdcObject,
+            (EM_X86_64, ET_DYN | ET_EXEC, FatBinaryKind::Fat) => Role::LinkedFat,
+            (EM_X86_64, ET_DYN | ET_EXEC, FatBinaryKind::HostOnly) => Role::HostOnly,
+            other => panic!("{rel}: no role for {other:?}"),
+        };
+        assert_eq!(found, role, "{rel}");
+    }
+}
+
+#[test]
 fn wrapper_count_is_the_segment_size_over_24() {
     for &rel in ELF_FIXTURES {
-        let data = fixture(rel);
+        let data = read_fixture(rel);
         let elf = ElfFile::parse(&data).unwrap_or_else(|e| panic!("{rel}: {e}"));
         let fat = inspect(&data).expect("inspect");
         let expected = elf

@@ -1,12 +1,10 @@
 //! Malformed input: typed errors, never a panic. Real fixtures are patched only
 //! where a specific defect is needed.
 
-mod common;
-
-use common::{ELF_FIXTURES, fixture};
 use kpack_elf::consts::*;
 use kpack_elf::relr::{RelrError, decode};
 use kpack_elf::{ElfError, ElfFile, PointerSource, RelrEntry, inspect};
+use kpack_testkit::{ELF_FIXTURES, read_fixture};
 
 fn put(buf: &mut [u8], at: u64, bytes: &[u8]) {
     buf[at as usize..][..bytes.len()].copy_from_slice(bytes);
@@ -21,7 +19,7 @@ fn shdr_at(data: &[u8], name: &str) -> u64 {
 
 #[test]
 fn every_truncation_of_libone_is_an_error() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     let h = elf.header().clone();
     let mut lengths: Vec<u64> = (0..data.len() as u64).step_by(97).collect();
@@ -44,7 +42,7 @@ fn every_truncation_of_libone_is_an_error() {
 #[test]
 fn truncations_of_every_elf_fixture_never_panic() {
     for rel in ELF_FIXTURES {
-        let data = fixture(rel);
+        let data = read_fixture(rel);
         for len in (0..data.len()).step_by(499) {
             // Objects may end with sections the parser does not need; only the
             // absence of a panic is asserted here.
@@ -55,7 +53,7 @@ fn truncations_of_every_elf_fixture_never_panic() {
 
 #[test]
 fn elf32_big_endian_and_non_elf_are_distinct_errors() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let mut elf32 = data.clone();
     elf32[4] = ELFCLASS32;
     assert!(matches!(ElfFile::parse(&elf32), Err(ElfError::Elf32)));
@@ -84,7 +82,7 @@ fn elf32_big_endian_and_non_elf_are_distinct_errors() {
 
 #[test]
 fn section_header_table_beyond_eof_is_out_of_bounds() {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     let len = data.len() as u64;
     put(&mut data, 40, &(len - 10).to_le_bytes());
     match ElfFile::parse(&data) {
@@ -105,7 +103,7 @@ fn section_header_table_beyond_eof_is_out_of_bounds() {
 
 #[test]
 fn program_header_table_beyond_eof_and_bad_entry_sizes_are_rejected() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let mut phoff = data.clone();
     put(&mut phoff, 32, &(data.len() as u64 - 56).to_le_bytes());
     let err = ElfFile::parse(&phoff).unwrap_err();
@@ -137,7 +135,7 @@ fn program_header_table_beyond_eof_and_bad_entry_sizes_are_rejected() {
 
 #[test]
 fn section_contents_beyond_eof_name_the_section() {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     let at = shdr_at(&data, ".hip_fatbin");
     put(&mut data, at + 32, &u64::MAX.to_le_bytes());
     let err = ElfFile::parse(&data).unwrap_err();
@@ -146,7 +144,7 @@ fn section_contents_beyond_eof_name_the_section() {
 
 #[test]
 fn section_name_outside_the_string_table_is_rejected() {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     let at = shdr_at(&data, ".text");
     put(&mut data, at, &0x7fff_0000u32.to_le_bytes());
     assert!(matches!(
@@ -160,7 +158,7 @@ fn section_name_outside_the_string_table_is_rejected() {
 
 #[test]
 fn e_shstrndx_out_of_range_is_rejected() {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     put(&mut data, 62, &40u16.to_le_bytes());
     assert!(matches!(
         ElfFile::parse(&data),
@@ -174,7 +172,7 @@ fn e_shstrndx_out_of_range_is_rejected() {
 
 #[test]
 fn extended_section_numbering_reads_counts_from_section_0() {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     let shoff = ElfFile::parse(&data).unwrap().header().e_shoff;
     put(&mut data, 60, &0u16.to_le_bytes()); // e_shnum = 0: count in sh_size
     put(&mut data, 62, &SHN_XINDEX.to_le_bytes()); // index in sh_link
@@ -188,7 +186,7 @@ fn extended_section_numbering_reads_counts_from_section_0() {
 
 #[test]
 fn wrapper_section_size_not_a_multiple_of_24_is_an_error() {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     let at = shdr_at(&data, ".hipFatBinSegment");
     put(&mut data, at + 32, &23u64.to_le_bytes());
     match inspect(&data) {
@@ -203,7 +201,7 @@ fn wrapper_section_size_not_a_multiple_of_24_is_an_error() {
 
 #[test]
 fn relocation_entry_size_and_count_are_validated() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let at = shdr_at(&data, ".rela.dyn");
     let mut entsize = data.clone();
     put(&mut entsize, at + 56, &16u64.to_le_bytes());
@@ -232,7 +230,7 @@ fn relocation_entry_size_and_count_are_validated() {
 
 #[test]
 fn symbol_index_beyond_the_table_is_an_error() {
-    let data = fixture("bin/libone.so");
+    let data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     let dynsym = elf.section_by_name(".dynsym").unwrap();
     assert!(matches!(
@@ -313,7 +311,7 @@ fn relr_rejects_a_leading_bitmap_and_overflow() {
 /// libone.so with the wrapper's RELA entry moved away and `.rela.plt` turned into
 /// a section of `sh_type` holding `content`.
 fn libone_with_pointer_relocation(sh_type: u32, entsize: u64, content: &[u8]) -> Vec<u8> {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     let rela_dyn = elf.section_by_name(".rela.dyn").unwrap().sh_offset;
     let plt = elf.section_by_name(".rela.plt").unwrap().sh_offset;
@@ -405,7 +403,7 @@ fn malformed_relr_section_names_the_section_and_word() {
 
 #[test]
 fn hipk_wrapper_or_nobits_fatbin_marks_the_file_kpacked() {
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     put(&mut data, 0xc048, b"HIPK");
     let fat = inspect(&data).unwrap();
     assert_eq!(fat.kind, kpack_elf::FatBinaryKind::Kpacked);
@@ -432,7 +430,7 @@ fn hipk_wrapper_or_nobits_fatbin_marks_the_file_kpacked() {
 #[test]
 fn marker_section_is_exposed_with_its_bytes() {
     // Rename .note.gnu.build-id (a longer name) to .rocm_kpack_ref.
-    let mut data = fixture("bin/libone.so");
+    let mut data = read_fixture("bin/libone.so");
     let elf = ElfFile::parse(&data).unwrap();
     let note = elf.section_by_name(".note.gnu.build-id").unwrap().clone();
     let names_at = elf.section_headers()[elf.shstrndx().unwrap()].sh_offset;

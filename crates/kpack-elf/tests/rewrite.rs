@@ -2,8 +2,6 @@
 //! independent witnesses (`readelf`, `eu-elflint --gnu-ld`, `strip`, `patchelf`) report
 //! nothing new; refusals leave nothing behind.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -11,25 +9,7 @@ use kpack_archive::marker::MarkerMetadata;
 use kpack_elf::consts::*;
 use kpack_elf::rewrite::{RewriteError, plan};
 use kpack_elf::{ElfFile, FatBinaryKind, PointerSource, WrapperMagic, inspect, verify};
-
-/// Linked fat binaries the rewrite must handle.
-pub const FAT_FIXTURES: &[&str] = &[
-    "bin/exe_nopie",
-    "bin/exe_pie",
-    "bin/libone.so",
-    "bin/libone_gfx906.so",
-    "bin/libone_stripped.so",
-    "bin/librdc.so",
-    "bin/libtwo.so",
-    "bin/librelr.so",
-    "bin/libalign2m.so",
-    "modern/exe_modern_v3",
-    "modern/libmodern_nocompress.so",
-    "modern/libmodern_two_v3.so",
-    "modern/libmodern_v2.so",
-    "modern/libmodern_v3.so",
-    "modern/libmodern_wide_v3.so",
-];
+use kpack_testkit::{ELF_FIXTURES, LINKED_FAT, read_fixture};
 
 fn marker() -> (MarkerMetadata, Vec<u8>) {
     let meta = MarkerMetadata {
@@ -105,7 +85,7 @@ fn new_lines(before: &[String], after: &[String]) -> Vec<String> {
 }
 
 fn rewrite_fixture(rel: &str, dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>) {
-    let input = common::fixture(rel);
+    let input = read_fixture(rel);
     let (_, m) = marker();
     let rw = plan(&input, &m).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let out = rw.to_vec(&input);
@@ -122,7 +102,7 @@ fn rewrite_fixture(rel: &str, dir: &Path) -> (PathBuf, Vec<u8>, Vec<u8>) {
 fn every_fat_fixture_rewrites_to_a_verified_file() {
     let dir = tempfile::tempdir().unwrap();
     let (meta, m) = marker();
-    for rel in FAT_FIXTURES {
+    for rel in LINKED_FAT {
         let (_, input, out) = rewrite_fixture(rel, dir.path());
         if let Err(issues) = verify(&out) {
             panic!("{rel}: {issues:#?}");
@@ -164,7 +144,7 @@ fn every_fat_fixture_rewrites_to_a_verified_file() {
 fn big_fatbins_shrink_the_file_by_whole_pages() {
     let dir = tempfile::tempdir().unwrap();
     for rel in ["bin/libone.so", "bin/libtwo.so", "bin/librdc.so"] {
-        let input = common::fixture(rel);
+        let input = read_fixture(rel);
         let (_, m) = marker();
         let rw = plan(&input, &m).unwrap();
         let s = &rw.summary;
@@ -183,7 +163,7 @@ fn rewritten_fixtures_can_be_kept_for_inspection() {
     let Some(dir) = std::env::var_os("KPACK_KEEP_REWRITTEN") else {
         return;
     };
-    for rel in FAT_FIXTURES {
+    for rel in LINKED_FAT {
         let _ = rewrite_fixture(rel, Path::new(&dir));
     }
 }
@@ -191,7 +171,7 @@ fn rewritten_fixtures_can_be_kept_for_inspection() {
 #[test]
 fn witnesses_report_nothing_new_on_rewritten_fixtures() {
     let dir = tempfile::tempdir().unwrap();
-    for rel in FAT_FIXTURES {
+    for rel in LINKED_FAT {
         let (path, input, _) = rewrite_fixture(rel, dir.path());
         let orig = dir.path().join(format!("orig_{}", rel.replace('/', "_")));
         std::fs::write(&orig, &input).unwrap();
@@ -264,7 +244,7 @@ fn every_pointer_form_is_rewritten_in_file_and_in_its_relocation() {
         ("bin/librelr.so", "relr"),
     ];
     for (rel, form) in expect {
-        let input = common::fixture(rel);
+        let input = read_fixture(rel);
         let before = inspect(&input).unwrap();
         let found = match &before.wrappers[0].pointer {
             PointerSource::InPlace(_) => "in-place",
@@ -300,28 +280,28 @@ fn every_pointer_form_is_rewritten_in_file_and_in_its_relocation() {
     }
     // The RDC library: two wrappers shared one bundle through R_X86_64_64 against
     // __hip_fatbin; both now resolve to the marker.
-    let rdc = inspect(&common::fixture("bin/librdc.so")).unwrap();
+    let rdc = inspect(&read_fixture("bin/librdc.so")).unwrap();
     assert_eq!(rdc.wrappers.len(), 2);
 }
 
 #[test]
 fn every_elf_fixture_is_rewritten_and_verified_or_refused_with_a_reason() {
     let (_, m) = marker();
-    for rel in common::ELF_FIXTURES {
-        let input = common::fixture(rel);
+    for rel in ELF_FIXTURES {
+        let input = read_fixture(rel);
         match plan(&input, &m) {
             Ok(rw) => {
-                assert!(FAT_FIXTURES.contains(rel), "{rel} was rewritten");
+                assert!(LINKED_FAT.contains(rel), "{rel} was rewritten");
                 verify(&rw.to_vec(&input)).unwrap_or_else(|i| panic!("{rel}: {i:#?}"));
             }
-            Err(e) => assert!(!FAT_FIXTURES.contains(rel), "{rel}: {e}"),
+            Err(e) => assert!(!LINKED_FAT.contains(rel), "{rel}: {e}"),
         }
     }
 }
 
 #[test]
 fn rewriting_a_kpacked_file_is_refused_as_already_kpacked() {
-    let input = common::fixture("bin/libone.so");
+    let input = read_fixture("bin/libone.so");
     let (_, m) = marker();
     let out = plan(&input, &m).unwrap().to_vec(&input);
     assert!(matches!(plan(&out, &m), Err(RewriteError::AlreadyKpacked)));
@@ -337,14 +317,14 @@ fn unsupported_inputs_are_refused_with_their_reason() {
         ("bin/libhostonly.so", "no device code"),
         ("modern/mk_gfx1030.co", "e_machine"),
     ] {
-        let err = plan(&common::fixture(rel), &m).unwrap_err().to_string();
+        let err = plan(&read_fixture(rel), &m).unwrap_err().to_string();
         assert!(err.to_lowercase().contains(want), "{rel}: {err}");
     }
     // ELF32 and big-endian: flip the class/data bytes of a real file.
-    let mut elf32 = common::fixture("bin/libone.so");
+    let mut elf32 = read_fixture("bin/libone.so");
     elf32[4] = ELFCLASS32;
     assert!(plan(&elf32, &m).unwrap_err().to_string().contains("ELF32"));
-    let mut be = common::fixture("bin/libone.so");
+    let mut be = read_fixture("bin/libone.so");
     be[5] = ELFDATA2MSB;
     assert!(
         plan(&be, &m)
@@ -353,7 +333,7 @@ fn unsupported_inputs_are_refused_with_their_reason() {
             .contains("big-endian")
     );
     // Another machine.
-    let mut arm = common::fixture("bin/libone.so");
+    let mut arm = read_fixture("bin/libone.so");
     arm[18..20].copy_from_slice(&EM_AARCH64.to_le_bytes());
     assert!(matches!(
         plan(&arm, &m),
@@ -364,7 +344,7 @@ fn unsupported_inputs_are_refused_with_their_reason() {
 #[test]
 fn layout_keeps_segments_congruent_and_preserves_memsz_tails() {
     let dir = tempfile::tempdir().unwrap();
-    for rel in FAT_FIXTURES {
+    for rel in LINKED_FAT {
         let (_, input, out) = rewrite_fixture(rel, dir.path());
         let a = ElfFile::parse(&input).unwrap();
         let b = ElfFile::parse(&out).unwrap();
@@ -415,7 +395,7 @@ fn layout_keeps_segments_congruent_and_preserves_memsz_tails() {
 #[test]
 fn inputs_the_verifier_rejects_are_refused_before_planning() {
     let (_, m) = marker();
-    let mut data = common::fixture("modern/libmodern_two_v3.so");
+    let mut data = read_fixture("modern/libmodern_two_v3.so");
     let elf = kpack_elf::ElfFile::parse(&data).unwrap();
     let got = elf
         .section_by_name(".got")

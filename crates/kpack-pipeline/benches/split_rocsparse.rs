@@ -6,27 +6,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Instant;
 
 use kpack_pipeline::artifact::manifest;
 use kpack_pipeline::artifact::split::{SplitOptions, split};
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), dst).unwrap();
-        }
-    }
-}
-
 fn main() {
-    let lib = common::librocsparse();
+    let lib = kpack_testkit::librocsparse();
     let size = std::fs::metadata(&lib).unwrap().len();
     let dir = tempfile::Builder::new()
         .prefix("kpack-bench-split-")
@@ -42,7 +28,7 @@ fn main() {
 
     common::reset_peak_rss();
     let start = Instant::now();
-    copy_tree(&artifact, &dir.path().join("copy"));
+    kpack_testkit::copy_tree(&artifact, &dir.path().join("copy"));
     let copy_time = start.elapsed();
     let copy_rss = common::peak_rss_kib();
     std::fs::remove_dir_all(dir.path().join("copy")).unwrap();

@@ -33,7 +33,7 @@ fn sequential_read(path: &PathBuf) -> (Duration, u64) {
 }
 
 fn main() {
-    let path = common::librocsparse();
+    let path = kpack_testkit::librocsparse();
     // Warm the page cache so both sides measure the same thing: CPU and memory traffic.
     let _ = sequential_read(&path);
     let (read_time, size) = sequential_read(&path);

@@ -2,8 +2,6 @@
 //! TheRock artifacts (hard links into the corpus), split, recombined and verified with strict
 //! identity; per-arch file counts match `kerneldb_tables.md` (from the file names).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -96,7 +94,7 @@ fn link_or_copy(from: &Path, to: &Path) {
 
 /// TheRock layout: `<artifact>/<prefix>/lib/<fat lib>` and `<prefix>/lib/<library>/…`.
 fn arrange(p: &Package, root: &Path) -> PathBuf {
-    let src = common::corpus()
+    let src = kpack_testkit::corpus()
         .join("x")
         .join(p.deb)
         .join("usr/lib/x86_64-linux-gnu");
@@ -242,7 +240,7 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
         for f in p.fat {
             let a = std::fs::read(artifact.join(p.prefix).join("lib").join(f)).unwrap();
             let b = std::fs::read(
-                common::corpus()
+                kpack_testkit::corpus()
                     .join("x")
                     .join(p.deb)
                     .join("usr/lib/x86_64-linux-gnu")

@@ -1,8 +1,6 @@
 //! Real-world tier: large real ROCm inputs fetched by `scripts/setup.sh` into
 //! `$KPACK_CORPUS`. Run with `cargo test --release -- --ignored` (scripts/test.sh does).
 
-mod common;
-
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -14,7 +12,7 @@ use kpack_pipeline::{SourceError, map_file};
 #[test]
 #[ignore = "real-world"]
 fn librocsparse_inspects_as_111_wrappers_to_111_bundles_with_known_target_totals() {
-    let path = common::librocsparse();
+    let path = kpack_testkit::librocsparse();
     let file = File::open(&path).unwrap();
     let bytes = map_file(&file, &path).unwrap();
     let report = report::inspect("librocsparse.so.0.1", &bytes).unwrap();
@@ -75,25 +73,6 @@ fn fat_libraries(wheel_dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn jax_wheel_dir(version: &str) -> PathBuf {
-    let wx = common::corpus().join("wx");
-    let dir = std::fs::read_dir(&wx)
-        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/setup.sh", wx.display()))
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(&format!("jax_rocm7_plugin-{version}-"))
-        });
-    dir.unwrap_or_else(|| {
-        panic!(
-            "jax-rocm7-plugin {version} is not unpacked in {}",
-            wx.display()
-        )
-    })
-}
-
 /// Per library: (wrappers, bundles and their formats, code objects checked, targets).
 #[derive(Default)]
 struct Census {
@@ -138,7 +117,7 @@ fn census(path: &Path) -> Census {
 }
 
 fn check_jax_wheel(version: &str) -> Vec<(String, Census)> {
-    let libs = fat_libraries(&jax_wheel_dir(version));
+    let libs = fat_libraries(&kpack_testkit::jax_wheel_dir(version));
     assert!(!libs.is_empty(), "jax {version}: no fat libraries found");
     let mut out = Vec::new();
     for lib in libs {

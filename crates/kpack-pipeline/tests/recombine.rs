@@ -1,19 +1,14 @@
 //! `kpack recombine` and `kpack verify` on the hipcc shards: groups by configuration, every
-//! validation flag both ways, strict identity, and the overlaid install tree loading under
-//! the stand-in HIP runtime for every target.
+//! validation flag both ways, strict identity. (The overlaid install tree loading through the
+//! runtime for every target is kpack-capi's `end_to_end` test.)
 
-mod common;
+use std::path::Path;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
-use kpack_archive::Archive;
 use kpack_archive::kpm::KpmManifest;
-use kpack_archive::marker::MarkerMetadata;
 use kpack_pipeline::artifact::ArtifactError;
 use kpack_pipeline::artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_pipeline::artifact::verify::{VerifyOptions, verify};
-use kpack_pipeline::source::device_code_objects;
+use kpack_testkit::{copy_tree, fixture, snapshot, split_shards};
 
 fn config(validation: &str, groups: &str) -> PackagingConfig {
     PackagingConfig::parse(&format!(
@@ -37,7 +32,7 @@ fn run(
 #[test]
 fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() {
     let tmp = tempfile::tempdir().unwrap();
-    let shards = common::split_shards(&tmp.path().join("shards"));
+    let shards = split_shards(&tmp.path().join("shards"));
     let out = tmp.path().join("out");
     let summary = run(&shards, &config(STRICT, GROUPS), &out).unwrap();
     let lib = &summary
@@ -67,7 +62,7 @@ fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() 
         ]
     );
     // The group holds archives and database files only.
-    for (rel, _, bytes) in common::snapshot(&out.join("demo_lib_gfx9")) {
+    for (rel, _, bytes) in snapshot(&out.join("demo_lib_gfx9")) {
         if bytes.starts_with(b"\x7fELF") {
             assert!(
                 rel.ends_with(".hsaco"),
@@ -95,7 +90,7 @@ fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() 
     let report = verify(
         &out,
         &VerifyOptions {
-            original: Some(common::fixture("shards")),
+            original: Some(fixture("shards")),
             threads: 0,
         },
     )
@@ -106,104 +101,6 @@ fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() 
     assert_eq!(report.original_files, 3 * 6 + 2 * 6);
 }
 
-#[test]
-fn the_overlaid_install_tree_loads_every_targets_code_objects_through_the_markers() {
-    let tmp = tempfile::tempdir().unwrap();
-    let shards = common::split_shards(&tmp.path().join("shards"));
-    let out = tmp.path().join("out");
-    run(&shards, &config(STRICT, GROUPS), &out).unwrap();
-    // Overlay: the primary's generic artifact and every group's, prefixes into one root.
-    let install = tmp.path().join("install");
-    for a in ["demo_lib_generic", "demo_lib_gfx9", "demo_lib_gfx103X"] {
-        copy_tree(&out.join(a).join("demo/stage"), &install);
-    }
-    // Every target's original code objects, by (binary, wrapper, target).
-    let mut want: BTreeMap<(String, u64, String), Vec<u8>> = BTreeMap::new();
-    for shard in common::SHARDS {
-        let dir = std::fs::read_dir(common::fixture(&format!("shards/{shard}")))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.to_string_lossy().contains("demo_lib"))
-            .unwrap();
-        for bin in ["bin/demo", "lib/libdemo.so.1"] {
-            let bytes = std::fs::read(dir.join("demo/stage").join(bin)).unwrap();
-            for obj in device_code_objects(&bytes).unwrap() {
-                for w in &obj.wrappers {
-                    want.insert(
-                        (
-                            bin.to_owned(),
-                            *w as u64,
-                            obj.bundle_id.target().unwrap().to_string(),
-                        ),
-                        obj.data.to_vec(),
-                    );
-                }
-            }
-        }
-    }
-    assert_eq!(
-        want.keys()
-            .map(|k| &k.2)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len(),
-        6
-    );
-    let log = tmp.path().join("standin.log");
-    let mut loaded = 0;
-    for bin in ["bin/demo", "lib/libdemo.so.1"] {
-        let path = install.join(bin);
-        let regs = common::load(&path, &log);
-        assert!(!regs.is_empty(), "{bin} registers nothing");
-        for r in &regs {
-            assert_eq!((r.magic.as_str(), r.version), ("HIPK", 1), "{bin}");
-            let (meta, _) = MarkerMetadata::decode(&r.bytes).unwrap();
-            for ((b, w, target), data) in
-                want.iter().filter(|k| k.0.0 == bin && k.0.1 == r.reserved1)
-            {
-                assert_eq!(
-                    load_code_object(&path, &meta, *w, target).as_deref(),
-                    Some(&data[..]),
-                    "{b}#{w} {target}"
-                );
-                loaded += 1;
-            }
-        }
-    }
-    assert_eq!(loaded, want.len());
-}
-
-/// What the runtime does for a HIPK wrapper: expand each search path with the target,
-/// resolve it from the binary's directory, and read `kernel_name#index` for that target.
-fn load_code_object(
-    binary: &Path,
-    meta: &MarkerMetadata,
-    index: u64,
-    target: &str,
-) -> Option<Vec<u8>> {
-    meta.search_paths.iter().find_map(|p| {
-        let path = binary.parent()?.join(p.replace("@GFXARCH@", target));
-        let archive = Archive::open(path).ok()?;
-        let key = kpack_archive::binary_key(&meta.kernel_name, index as u32);
-        archive.get(&key, target).ok().map(|d| d.to_vec())
-    })
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for (rel, _, bytes) in common::snapshot(from) {
-        let src = from.join(&rel);
-        let dst = to.join(&rel);
-        let meta = std::fs::symlink_metadata(&src).unwrap();
-        if meta.file_type().is_symlink() {
-            std::os::unix::fs::symlink(String::from_utf8(bytes).unwrap(), &dst).unwrap();
-        } else if meta.is_dir() {
-            std::fs::create_dir_all(&dst).unwrap();
-        } else {
-            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 fn validation_error(e: ArtifactError) -> String {
     match e {
         ArtifactError::Validation { what, problems } => format!("{what}: {problems:?}"),
@@ -211,18 +108,13 @@ fn validation_error(e: ArtifactError) -> String {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) -> PathBuf {
-    copy_tree(from, to);
-    to.to_owned()
-}
-
 #[test]
 fn duplicate_device_code_is_an_error_or_the_first_shard_wins() {
     let tmp = tempfile::tempdir().unwrap();
-    let shards = common::split_shards(&tmp.path().join("shards"));
+    let shards = split_shards(&tmp.path().join("shards"));
     // A fourth shard building gfx1030 again.
     let dup = shards.join("shard-d");
-    copy_dir(
+    copy_tree(
         &shards.join("shard-c/demo_lib_gfx1030"),
         &dup.join("demo_lib_gfx1030"),
     );
@@ -247,7 +139,7 @@ fn duplicate_device_code_is_an_error_or_the_first_shard_wins() {
 #[test]
 fn a_missing_architecture_is_an_error_only_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
-    let shards = common::split_shards(&tmp.path().join("shards"));
+    let shards = split_shards(&tmp.path().join("shards"));
     let groups = r#"{"gfx94X": {"architectures": ["gfx942"]}, "gfx103X": {"architectures": ["gfx1030", "gfx1031"]}}"#;
     let err = run(&shards, &config(STRICT, groups), &tmp.path().join("o1")).unwrap_err();
     let msg = validation_error(err);
@@ -274,7 +166,7 @@ fn a_missing_architecture_is_an_error_only_when_asked() {
 #[test]
 fn differing_generic_artifacts_are_an_error_only_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
-    let shards = common::split_shards(&tmp.path().join("shards"));
+    let shards = split_shards(&tmp.path().join("shards"));
     let readme = shards.join("shard-b/demo_lib_generic/demo/stage/share/demo/readme.txt");
     std::fs::write(&readme, "changed\n").unwrap();
     std::fs::remove_file(shards.join("shard-c/demo_lib_generic/demo/stage/lib/libdemo.so"))
@@ -295,7 +187,7 @@ fn differing_generic_artifacts_are_an_error_only_when_asked() {
 #[test]
 fn verify_lists_every_kind_of_loss_precisely() {
     let tmp = tempfile::tempdir().unwrap();
-    let shards = common::split_shards(&tmp.path().join("shards"));
+    let shards = split_shards(&tmp.path().join("shards"));
     let out = tmp.path().join("out");
     run(&shards, &config(STRICT, GROUPS), &out).unwrap();
     let g9 = out.join("demo_lib_gfx9/demo/stage");
@@ -305,13 +197,13 @@ fn verify_lists_every_kind_of_loss_precisely() {
         "x",
     )
     .unwrap();
-    std::fs::copy(common::fixture("bin/libhostonly.so"), g9.join("libhost.so")).unwrap();
+    std::fs::copy(fixture("bin/libhostonly.so"), g9.join("libhost.so")).unwrap();
     std::fs::copy(
-        common::fixture("shards/shard-c/demo_lib_gfx103X/demo/stage/lib/rocblas/library/Kernels.so-000-gfx1030.hsaco"),
+        fixture("shards/shard-c/demo_lib_gfx103X/demo/stage/lib/rocblas/library/Kernels.so-000-gfx1030.hsaco"),
         g9.join("lib/rocblas/library/Kernels.so-000-gfx1030.hsaco"),
     ).unwrap();
     std::fs::copy(
-        common::fixture("bin/libone.so"),
+        fixture("bin/libone.so"),
         out.join("demo_lib_generic/demo/stage/lib/libfat.so"),
     )
     .unwrap();
@@ -319,7 +211,7 @@ fn verify_lists_every_kind_of_loss_precisely() {
     let report = verify(
         &out,
         &VerifyOptions {
-            original: Some(common::fixture("shards")),
+            original: Some(fixture("shards")),
             threads: 0,
         },
     )

@@ -1,8 +1,6 @@
 //! `kpack split` on hipcc-built shards (the same sources built for different target sets)
 //! and on hand-arranged artifacts of the repository's fixtures.
 
-mod common;
-
 use std::path::Path;
 
 use kpack_archive::Archive;
@@ -12,6 +10,7 @@ use kpack_pipeline::artifact::recombine::compare_generic;
 use kpack_pipeline::artifact::split::{SplitOptions, module_name, split};
 use kpack_pipeline::artifact::verify::{VerifyOptions, verify};
 use kpack_pipeline::artifact::{ArtifactRecord, manifest};
+use kpack_testkit::{SHARDS, fixture, snapshot, split_shards};
 
 fn marker(path: &Path) -> MarkerMetadata {
     let bytes = std::fs::read(path).unwrap();
@@ -24,9 +23,9 @@ fn marker(path: &Path) -> MarkerMetadata {
 #[test]
 fn shards_built_for_different_targets_split_into_interchangeable_generic_artifacts() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = common::split_shards(tmp.path());
+    let out = split_shards(tmp.path());
     let primary = out.join("shard-a/demo_lib_generic");
-    for shard in &common::SHARDS[1..] {
+    for shard in &SHARDS[1..] {
         let other = out.join(shard).join("demo_lib_generic");
         assert_eq!(
             compare_generic(&primary, &other).unwrap(),
@@ -54,7 +53,7 @@ fn shards_built_for_different_targets_split_into_interchangeable_generic_artifac
 #[test]
 fn feature_variants_go_into_their_processors_artifact_under_their_full_target() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = common::split_shards(tmp.path()).join("shard-b");
+    let out = split_shards(tmp.path()).join("shard-b");
     let names: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -100,7 +99,7 @@ fn feature_variants_go_into_their_processors_artifact_under_their_full_target() 
 #[test]
 fn the_generic_artifact_holds_host_code_only_and_keeps_symlinks() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = common::split_shards(tmp.path()).join("shard-a");
+    let out = split_shards(tmp.path()).join("shard-a");
     let g = out.join("demo_lib_generic/demo/stage");
     assert_eq!(
         std::fs::read_link(g.join("lib/libdemo.so")).unwrap(),
@@ -111,7 +110,7 @@ fn the_generic_artifact_holds_host_code_only_and_keeps_symlinks() {
             .is_file()
     );
     assert!(!g.join(".kpack").exists());
-    for (rel, _, bytes) in common::snapshot(&out.join("demo_lib_generic")) {
+    for (rel, _, bytes) in snapshot(&out.join("demo_lib_generic")) {
         assert!(!rel.contains("gfx9"), "{rel} stayed generic");
         if bytes.starts_with(b"\x7fELF") {
             let state = kpack_pipeline::transform::check(&bytes).unwrap();
@@ -119,7 +118,7 @@ fn the_generic_artifact_holds_host_code_only_and_keeps_symlinks() {
         }
     }
     for arch in ["gfx900", "gfx906"] {
-        for (rel, _, bytes) in common::snapshot(&out.join(format!("demo_lib_{arch}"))) {
+        for (rel, _, bytes) in snapshot(&out.join(format!("demo_lib_{arch}"))) {
             if !bytes.is_empty() && !rel.ends_with(".txt") && !rel.ends_with(".json") {
                 assert!(rel.contains(arch), "{rel} in the {arch} artifact");
             }
@@ -128,7 +127,7 @@ fn the_generic_artifact_holds_host_code_only_and_keeps_symlinks() {
     let report = verify(
         &out,
         &VerifyOptions {
-            original: Some(common::fixture("shards/shard-a")),
+            original: Some(fixture("shards/shard-a")),
             threads: 0,
         },
     )
@@ -140,7 +139,7 @@ fn the_generic_artifact_holds_host_code_only_and_keeps_symlinks() {
 #[test]
 fn a_component_without_device_code_makes_no_arch_artifacts_and_records_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = common::split_shards(tmp.path()).join("shard-c");
+    let out = split_shards(tmp.path()).join("shard-c");
     let dirs: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -160,7 +159,7 @@ fn a_component_without_device_code_makes_no_arch_artifacts_and_records_it() {
 #[test]
 fn split_output_is_identical_whatever_the_thread_count() {
     let tmp = tempfile::tempdir().unwrap();
-    let input = common::fixture("shards/shard-b/demo_lib_gfx90a");
+    let input = fixture("shards/shard-b/demo_lib_gfx90a");
     let mut trees = Vec::new();
     for threads in [1, 2, 5] {
         let out = tmp.path().join(format!("t{threads}"));
@@ -170,7 +169,7 @@ fn split_output_is_identical_whatever_the_thread_count() {
             ..SplitOptions::default()
         };
         split(&input, &out, "demo_lib", &opts, &|_, _| {}).unwrap();
-        trees.push(common::snapshot(&out));
+        trees.push(snapshot(&out));
     }
     assert!(trees[0].len() > 20);
     assert_eq!(trees[0], trees[1]);
@@ -183,17 +182,9 @@ fn arrange(root: &Path) -> std::path::PathBuf {
     let lib = a.join("math-libs/BLAS/stage/lib");
     std::fs::create_dir_all(&lib).unwrap();
     manifest::write(&a, &["math-libs/BLAS/stage".to_owned()]).unwrap();
-    std::fs::copy(
-        common::fixture("bin/libone.so"),
-        lib.join("librocblas.so.5.2"),
-    )
-    .unwrap();
+    std::fs::copy(fixture("bin/libone.so"), lib.join("librocblas.so.5.2")).unwrap();
     std::fs::hard_link(lib.join("librocblas.so.5.2"), root.join("hardlink")).unwrap();
-    std::fs::copy(
-        common::fixture("bin/libtwo.so"),
-        lib.join("libhipblaslt.so.1"),
-    )
-    .unwrap();
+    std::fs::copy(fixture("bin/libtwo.so"), lib.join("libhipblaslt.so.1")).unwrap();
     std::os::unix::fs::symlink("librocblas.so.5.2", lib.join("librocblas.so.5")).unwrap();
     a
 }
@@ -206,7 +197,7 @@ fn archives_are_named_per_module_and_inputs_are_never_modified() {
     assert_eq!(module_name("lib"), "lib");
     let tmp = tempfile::tempdir().unwrap();
     let input = arrange(tmp.path());
-    let before = common::snapshot(&input);
+    let before = snapshot(&input);
     let out = tmp.path().join("out");
     split(
         &input,
@@ -216,10 +207,10 @@ fn archives_are_named_per_module_and_inputs_are_never_modified() {
         &|_, _| {},
     )
     .unwrap();
-    assert!(common::snapshot(&input) == before, "the input changed");
+    assert!(snapshot(&input) == before, "the input changed");
     assert_eq!(
         std::fs::read(tmp.path().join("hardlink")).unwrap(),
-        std::fs::read(common::fixture("bin/libone.so")).unwrap()
+        std::fs::read(fixture("bin/libone.so")).unwrap()
     );
     let k = out.join("blas_lib_gfx90a/math-libs/BLAS/stage/.kpack");
     assert!(k.join("rocblas_gfx90a:xnack+.kpack").is_file());
@@ -255,13 +246,13 @@ fn a_failed_split_leaves_nothing() {
     let input = arrange(tmp.path());
     // A corrupt fat binary, found after other files were already written.
     let bad = input.join("math-libs/BLAS/stage/lib/libzz.so");
-    let mut bytes = std::fs::read(common::fixture("bin/libone.so")).unwrap();
+    let mut bytes = std::fs::read(fixture("bin/libone.so")).unwrap();
     let fat = kpack_elf::inspect(&bytes).unwrap();
     let at = fat.fatbin.unwrap().offset as usize + 24; // inside the first bundle's header
     bytes[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
     std::fs::write(&bad, bytes).unwrap();
     for out in [tmp.path().join("new"), tmp.path().to_owned()] {
-        let before: Vec<_> = common::snapshot(tmp.path());
+        let before: Vec<_> = snapshot(tmp.path());
         let err = split(
             &input,
             &out,
@@ -271,11 +262,7 @@ fn a_failed_split_leaves_nothing() {
         )
         .unwrap_err();
         assert!(err.to_string().contains("libzz.so"), "{err}");
-        assert!(
-            common::snapshot(tmp.path()) == before,
-            "{} changed",
-            out.display()
-        );
+        assert!(snapshot(tmp.path()) == before, "{} changed", out.display());
     }
     // A missing prefix tree entry type: an unreadable manifest is an error naming it.
     std::fs::remove_file(input.join("artifact_manifest.txt")).unwrap();
@@ -294,7 +281,7 @@ fn a_failed_split_leaves_nothing() {
 #[test]
 fn two_fat_binaries_with_one_module_name_are_named_after_their_paths() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = common::split_shards(tmp.path()).join("shard-c");
+    let out = split_shards(tmp.path()).join("shard-c");
     let record = ArtifactRecord::read(&out.join("demo_lib_generic"))
         .unwrap()
         .unwrap();

@@ -1,8 +1,7 @@
 //! `transform` end to end on every linked fat fixture: archives round-trip every code object,
 //! and the rewritten binaries load under the system's dynamic loader against a stand-in HIP
-//! runtime (built here from `tests/standin/`), which sees HIPK wrappers leading to the marker.
-
-mod common;
+//! runtime (kpack-testkit's, without librocm_kpack), which sees HIPK wrappers leading to the
+//! marker. Loading the code objects through the runtime is kpack-capi's `end_to_end` test.
 
 use std::path::{Path, PathBuf};
 
@@ -10,24 +9,9 @@ use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{Archive, Compression};
 use kpack_pipeline::source::device_code_objects;
 use kpack_pipeline::transform::{Outcome, TransformOptions, TransformSummary, transform};
-
-const FIXTURES: &[&str] = &[
-    "bin/exe_nopie",
-    "bin/exe_pie",
-    "bin/libone.so",
-    "bin/libone_gfx906.so",
-    "bin/libone_stripped.so",
-    "bin/librdc.so",
-    "bin/libtwo.so",
-    "bin/librelr.so",
-    "bin/libalign2m.so",
-    "modern/exe_modern_v3",
-    "modern/libmodern_nocompress.so",
-    "modern/libmodern_two_v3.so",
-    "modern/libmodern_v2.so",
-    "modern/libmodern_v3.so",
-    "modern/libmodern_wide_v3.so",
-];
+use kpack_testkit::{
+    JAX_VERSIONS, LINKED_FAT, fixture, jax_wheel_dir, librocsparse, run_tool, standin,
+};
 
 fn run_transform(rel: &str, root: &Path, compression: Compression) -> (PathBuf, TransformSummary) {
     let name = Path::new(rel).file_name().unwrap();
@@ -41,7 +25,7 @@ fn run_transform(rel: &str, root: &Path, compression: Compression) -> (PathBuf, 
         search_paths: Vec::new(),
         compression,
     };
-    match transform(&common::fixture(rel), &opts).unwrap_or_else(|e| panic!("{rel}: {e}")) {
+    match transform(&fixture(rel), &opts).unwrap_or_else(|e| panic!("{rel}: {e}")) {
         Outcome::Transformed(s) => (output, s),
         Outcome::AlreadyKpacked => panic!("{rel}: already kpacked"),
     }
@@ -49,10 +33,10 @@ fn run_transform(rel: &str, root: &Path, compression: Compression) -> (PathBuf, 
 
 #[test]
 fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
-    for rel in FIXTURES {
+    for rel in LINKED_FAT {
         let root = tempfile::tempdir().unwrap();
-        let log = root.path().join("standin.log");
-        let original = common::load(&common::fixture(rel), &log);
+        let work = root.path().join("standin");
+        let original = standin(None).load(&fixture(rel), &[], &work);
         assert!(
             !original.is_empty(),
             "{rel}: the original registers nothing"
@@ -65,7 +49,7 @@ fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
             );
         }
         let (output, summary) = run_transform(rel, root.path(), Compression::zstd());
-        let regs = common::load(&output, &log);
+        let regs = standin(None).load(&output, &[], &work);
         assert_eq!(regs.len(), original.len(), "{rel}");
         let name = output.file_name().unwrap().to_string_lossy().into_owned();
         let group = name.split('.').next().unwrap();
@@ -88,11 +72,15 @@ fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
         // moved, see kpack_elf::rewrite; so strip before transforming.)
         let patched = output.with_file_name(format!("patched-{name}"));
         std::fs::copy(&output, &patched).unwrap();
-        common::run_tool(
+        run_tool(
             "patchelf",
             &["--add-rpath", "/opt/kpack-test", patched.to_str().unwrap()],
         );
-        assert_eq!(common::load(&patched, &log), regs, "{rel} after patchelf");
+        assert_eq!(
+            standin(None).load(&patched, &[], &work),
+            regs,
+            "{rel} after patchelf"
+        );
         // Each registered wrapper carries its own index (in -fgpu-rdc output only the
         // device-linked wrapper is registered, so not every index need appear).
         seen.sort();
@@ -107,11 +95,11 @@ fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
 
 #[test]
 fn every_code_object_round_trips_through_the_marker_key() {
-    for rel in FIXTURES {
+    for rel in LINKED_FAT {
         for compression in [Compression::None, Compression::zstd()] {
             let root = tempfile::tempdir().unwrap();
             let (_, summary) = run_transform(rel, root.path(), compression);
-            let original = std::fs::read(common::fixture(rel)).unwrap();
+            let original = std::fs::read(fixture(rel)).unwrap();
             let objects = device_code_objects(&original).unwrap();
             let mut checked = 0;
             for obj in &objects {
@@ -172,7 +160,7 @@ fn refused_inputs_leave_nothing_behind() {
             search_paths: vec!["x_@GFXARCH@.kpack".into()],
             compression: Compression::zstd(),
         };
-        assert!(transform(&common::fixture(rel), &opts).is_err(), "{rel}");
+        assert!(transform(&fixture(rel), &opts).is_err(), "{rel}");
         let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
         assert!(left.is_empty(), "{rel}: {left:?}");
     }
@@ -182,7 +170,7 @@ fn refused_inputs_leave_nothing_behind() {
 fn the_output_keeps_the_input_mode_and_explicit_names() {
     let root = tempfile::tempdir().unwrap();
     let input = root.path().join("in.so");
-    std::fs::copy(common::fixture("bin/libtwo.so"), &input).unwrap();
+    std::fs::copy(fixture("bin/libtwo.so"), &input).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o751)).unwrap();
     let opts = TransformOptions {
@@ -274,7 +262,7 @@ fn realworld(input: &Path) {
 #[test]
 #[ignore = "real-world"]
 fn librocsparse_transforms_round_trips_and_loads_with_111_hipk_wrappers() {
-    let input = common::librocsparse();
+    let input = librocsparse();
     realworld(&input);
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let opts = TransformOptions {
@@ -292,7 +280,7 @@ fn librocsparse_transforms_round_trips_and_loads_with_111_hipk_wrappers() {
     assert!(s.output_size < 15_000_000, "{s:?}");
     assert_eq!(s.archives.len(), 7);
     assert_eq!(s.code_objects, 777);
-    let regs = common::load(&opts.output, &root.path().join("log"));
+    let regs = standin(None).load(&opts.output, &[], root.path());
     assert_eq!(regs.len(), 111);
     assert!(regs.iter().all(|r| r.magic == "HIPK" && r.version == 1));
 }
@@ -301,16 +289,8 @@ fn librocsparse_transforms_round_trips_and_loads_with_111_hipk_wrappers() {
 #[ignore = "real-world"]
 fn jax_plugins_transform_verify_and_round_trip() {
     let mut found = 0;
-    for dir in std::fs::read_dir(common::corpus().join("wx")).unwrap() {
-        let dir = dir.unwrap().path();
-        if !dir
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .starts_with("jax_rocm7_plugin-0.1")
-        {
-            continue;
-        }
+    for version in JAX_VERSIONS {
+        let dir = jax_wheel_dir(version);
         let mut stack = vec![dir];
         while let Some(d) = stack.pop() {
             for e in std::fs::read_dir(&d).unwrap() {

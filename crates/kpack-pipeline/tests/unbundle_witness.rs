@@ -5,14 +5,12 @@
 //! `fixtures/reference/unbundle_llvm22.tsv` (LLVM 15 cannot read CCOB; the script beside the
 //! TSV regenerates it).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{fixture, fixtures, run_tool, sha256_hex};
 use kpack_pipeline::report::{self, Details};
 use kpack_pipeline::unbundle::{TargetFilter, Unbundler};
+use kpack_testkit::{fixture, fixtures, run_tool, sha256_hex};
 
 /// Bundles of a file as (stored bytes, index): the whole file for raw bundles, or the
 /// `.hip_fatbin` section dumped by `objcopy` (an independent reader) cut at the offsets

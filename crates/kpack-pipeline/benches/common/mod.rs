@@ -1,22 +1,5 @@
-//! What the benchmarks share: the real-world input and peak-memory readings.
+//! What the benchmarks share: peak-memory readings (the real-world input is kpack-testkit's).
 #![allow(dead_code)] // each bench uses its own subset
-
-use std::path::PathBuf;
-
-/// bookworm's librocsparse.so.0.1 from the corpus `scripts/setup.sh` fetches.
-pub fn librocsparse() -> PathBuf {
-    let corpus = std::env::var_os("KPACK_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"));
-    let path =
-        corpus.join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
-    assert!(
-        path.exists(),
-        "{} missing: run scripts/setup.sh",
-        path.display()
-    );
-    path
-}
 
 /// VmHWM of this process in KiB.
 pub fn peak_rss_kib() -> u64 {

@@ -1,16 +1,29 @@
-/* A stand-in for the HIP runtime (libamdhip64.so.5), built by the tests.
+/* A stand-in for the HIP runtime (libamdhip64.so.5), built by the tests (kpack-testkit).
  *
  * It records every __hipRegisterFatBinary call as one line in the file named by
  * $KPACK_STANDIN_LOG: "<magic> <version> <reserved1> <hex bytes at the pointer>".
  * For a HIPK wrapper the bytes are exactly the msgpack object the pointer leads to (its
  * length found by walking the msgpack, as the runtime's parser does); for any other wrapper
- * they are the first 24 bytes (the bundle magic). A kpack-aware runtime would call
- * kpack_load_code_object(cache, wrapper->binary, path, (uint32_t)wrapper->reserved1, ...)
- * at the marked spot. Every other entry point only reports "no device". */
+ * they are the first 24 bytes (the bundle magic).
+ *
+ * Built with -DKPACK_STANDIN_RUNTIME against librocm_kpack, it also does for each HIPK
+ * wrapper what a kpack-aware CLR does (hip_code_object.cpp): find the binary's path from
+ * the wrapper's address, then kpack_load_code_object(cache, wrapper->binary, path,
+ * (uint32_t)wrapper->reserved1, arch_list, ...) with one process-wide cache, where
+ * arch_list is $KPACK_STANDIN_ARCHES split at ',' (full ISA names, such as
+ * amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-, then the generic one). The line then ends
+ * with " <kpack_error_t>" (" -1" when the stand-in itself failed), and on success the
+ * code object is written to $KPACK_STANDIN_OBJECTS/<n>.co, n counting registrations from
+ * 0 (so it is the line's index in a fresh log).
+ *
+ * Every other entry point only reports "no device". */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef KPACK_STANDIN_RUNTIME
+#include <rocm_kpack/kpack.h>
+#endif
 
 struct wrapper {
   uint32_t magic;
@@ -57,19 +70,64 @@ static size_t msgpack_len(const unsigned char *p, size_t avail) {
   return len <= avail ? len : 0;
 }
 
+#ifdef KPACK_STANDIN_RUNTIME
+#define MAX_ARCHES 16
+
+/* Loads wrapper w's code object as the CLR would and saves it as object n. */
+static int load_code_object(const struct wrapper *w, unsigned n) {
+  static kpack_cache_t cache; /* registration runs in constructors, one at a time */
+  if (!cache && kpack_cache_create(&cache) != KPACK_SUCCESS) return -1;
+  char path[4096];
+  kpack_error_t err = kpack_discover_binary_path(w, path, sizeof path, NULL);
+  if (err != KPACK_SUCCESS) return err;
+
+  char list[1024] = "";
+  const char *arches[MAX_ARCHES];
+  size_t count = 0;
+  const char *env = getenv("KPACK_STANDIN_ARCHES");
+  if (env && strlen(env) < sizeof list) strcpy(list, env);
+  for (char *save = NULL, *a = strtok_r(list, ",", &save); a && count < MAX_ARCHES;
+       a = strtok_r(NULL, ",", &save))
+    arches[count++] = a;
+
+  void *object = NULL;
+  size_t size = 0;
+  err = kpack_load_code_object(cache, w->binary, path, (uint32_t)w->reserved1, arches, count,
+                               &object, &size);
+  if (err != KPACK_SUCCESS) return err;
+  const char *dir = getenv("KPACK_STANDIN_OBJECTS");
+  char file[4096];
+  int written = -1;
+  if (dir && snprintf(file, sizeof file, "%s/%u.co", dir, n) < (int)sizeof file) {
+    FILE *f = fopen(file, "wb");
+    if (f) {
+      written = fwrite(object, 1, size, f) == size ? 0 : -1;
+      if (fclose(f) != 0) written = -1;
+    }
+  }
+  kpack_free_code_object(object);
+  return written;
+}
+#endif
+
 static void record(const struct wrapper *w) {
+  static unsigned registrations;
+  unsigned n = registrations++;
   const char *path = getenv("KPACK_STANDIN_LOG");
   FILE *f = path ? fopen(path, "a") : NULL;
   if (!f) return;
   const char *magic = w->magic == HIPK ? "HIPK" : w->magic == HIPF ? "HIPF" : "other";
   fprintf(f, "%s %u %llu ", magic, w->version, (unsigned long long)w->reserved1);
-  size_t n = 24;
-  if (w->magic == HIPK) {
-    /* The marker is mapped; its page ends the object, so walk no further than needed. */
-    n = msgpack_len(w->binary, MAX_MARKER);
-    /* kpack_load_code_object(...) would be called here by a kpack-aware runtime. */
-  }
-  for (size_t i = 0; i < n; i++) fprintf(f, "%02x", w->binary[i]);
+  size_t len = 24;
+  /* The marker is mapped; its page ends the object, so walk no further than needed. */
+  if (w->magic == HIPK) len = msgpack_len(w->binary, MAX_MARKER);
+  for (size_t i = 0; i < len; i++) fprintf(f, "%02x", w->binary[i]);
+#ifdef KPACK_STANDIN_RUNTIME
+  /* The CLR goes on only for version 1 HIPK wrappers. */
+  if (w->magic == HIPK && w->version == 1) fprintf(f, " %d", load_code_object(w, n));
+#else
+  (void)n;
+#endif
   fprintf(f, "\n");
   fclose(f);
 }

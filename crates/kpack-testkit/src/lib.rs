@@ -1,0 +1,250 @@
+//! What the integration tests (and benchmarks) of several kpack crates share: the repository's
+//! fixtures and their roles, the real-world corpus, external witnesses, tree helpers, and
+//! the stand-in HIP runtime ([`standin`]) that loads binaries the way the HIP runtime does.
+//!
+//! Everything here panics with a message naming what is missing: a test either runs what it
+//! promises or fails.
+
+mod standin;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub use standin::{Registration, Standin, standin};
+
+/// The repository's `fixtures/` directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// A fixture by its path under `fixtures/`.
+pub fn fixture(rel: &str) -> PathBuf {
+    fixtures().join(rel)
+}
+
+/// The bytes of a fixture.
+pub fn read_fixture(rel: &str) -> Vec<u8> {
+    let path = fixture(rel);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// What an ELF fixture is, and so which tests it feeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A linked executable or shared library carrying device code: what `transform` rewrites
+    /// and what the HIP runtime loads.
+    LinkedFat,
+    /// A relocatable object with a `.hip_fatbin` (compiled with `-c`).
+    FatObject,
+    /// An `-fgpu-rdc` relocatable object: bitcode sections, no bundle yet.
+    RdcObject,
+    /// A linked binary without device code.
+    HostOnly,
+    /// An AMDGPU code object (a device ELF file).
+    CodeObject,
+}
+
+/// Every ELF file in `fixtures/bin` and `fixtures/modern`, sorted, with its role (a test of
+/// kpack-elf checks the list is complete and the roles match what inspection finds).
+pub const ELF_FIXTURE_ROLES: &[(&str, Role)] = &[
+    ("bin/exe_nopie", Role::LinkedFat),
+    ("bin/exe_pie", Role::LinkedFat),
+    ("bin/k1.o", Role::FatObject),
+    ("bin/k2.o", Role::FatObject),
+    ("bin/libalign2m.so", Role::LinkedFat),
+    ("bin/libhostonly.so", Role::HostOnly),
+    ("bin/libone.so", Role::LinkedFat),
+    ("bin/libone_gfx906.so", Role::LinkedFat),
+    ("bin/libone_stripped.so", Role::LinkedFat),
+    ("bin/librdc.so", Role::LinkedFat),
+    ("bin/librelr.so", Role::LinkedFat),
+    ("bin/libtwo.so", Role::LinkedFat),
+    ("bin/rdc_a.o", Role::RdcObject),
+    ("bin/rdc_b.o", Role::RdcObject),
+    ("modern/exe_modern_v3", Role::LinkedFat),
+    ("modern/libmodern_nocompress.so", Role::LinkedFat),
+    ("modern/libmodern_two_v3.so", Role::LinkedFat),
+    ("modern/libmodern_v2.so", Role::LinkedFat),
+    ("modern/libmodern_v3.so", Role::LinkedFat),
+    ("modern/libmodern_wide_v3.so", Role::LinkedFat),
+    ("modern/mk2_v3.o", Role::FatObject),
+    ("modern/mk_gfx1030.co", Role::CodeObject),
+    ("modern/mk_gfx90a_xnackp.co", Role::CodeObject),
+    ("modern/mk_v3.o", Role::FatObject),
+];
+
+/// Every ELF fixture, sorted.
+pub const ELF_FIXTURES: &[&str] = &paths::<{ count(None) }>(None);
+
+/// The linked fat binaries ([`Role::LinkedFat`]), sorted.
+pub const LINKED_FAT: &[&str] = &paths::<{ count(Some(Role::LinkedFat)) }>(Some(Role::LinkedFat));
+
+const fn has_role(i: usize, role: Option<Role>) -> bool {
+    match role {
+        None => true,
+        Some(r) => ELF_FIXTURE_ROLES[i].1 as u8 == r as u8,
+    }
+}
+
+const fn count(role: Option<Role>) -> usize {
+    let (mut i, mut n) = (0, 0);
+    while i < ELF_FIXTURE_ROLES.len() {
+        if has_role(i, role) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+const fn paths<const N: usize>(role: Option<Role>) -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut i, mut n) = (0, 0);
+    while i < ELF_FIXTURE_ROLES.len() {
+        if has_role(i, role) {
+            out[n] = ELF_FIXTURE_ROLES[i].0;
+            n += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The real-world corpus directory, `$KPACK_CORPUS` or `/var/tmp/kpack-corpus`
+/// (`scripts/setup.sh` fills it).
+pub fn corpus() -> PathBuf {
+    std::env::var_os("KPACK_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"))
+}
+
+/// bookworm's librocsparse.so.0.1 (1.3 GB, 111 wrappers, 7 targets) from the corpus.
+pub fn librocsparse() -> PathBuf {
+    let path =
+        corpus().join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/setup.sh",
+        path.display()
+    );
+    path
+}
+
+/// The versions of the PyPI `jax-rocm7-plugin` wheels in the corpus.
+pub const JAX_VERSIONS: [&str; 2] = ["0.10.0", "0.12.0"];
+
+/// The unpacked `jax-rocm7-plugin` wheel of `version` in the corpus.
+pub fn jax_wheel_dir(version: &str) -> PathBuf {
+    let wx = corpus().join("wx");
+    let prefix = format!("jax_rocm7_plugin-{version}-");
+    std::fs::read_dir(&wx)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/setup.sh", wx.display()))
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "jax-rocm7-plugin {version} is not unpacked in {}",
+                wx.display()
+            )
+        })
+}
+
+/// Runs an external witness tool, which the test suite's set-up installs; its absence is a
+/// failure, not a skip, so a green run always means the witness was consulted. Returns its
+/// standard output.
+pub fn run_tool(program: &str, args: &[&str]) -> Vec<u8> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} is required (scripts/setup.sh installs it): {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Hex SHA-256.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Every entry below `root` with its permissions and content (file bytes, link text, or
+/// nothing for a directory), sorted by path, for byte-for-byte tree comparisons.
+pub fn snapshot(root: &Path) -> Vec<(String, String, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let mode = format!("{:o}", meta.permissions().mode());
+            if meta.file_type().is_symlink() {
+                let t = std::fs::read_link(&p).unwrap();
+                out.push((rel, mode, t.display().to_string().into_bytes()));
+            } else if meta.is_dir() {
+                out.push((rel, mode, Vec::new()));
+                stack.push(p);
+            } else {
+                out.push((rel, mode, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Copies the tree `from` into `to` (created if missing, merged if not), keeping symbolic
+/// links as links; file contents never pass through memory whole.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let kind = e.file_type().unwrap();
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copying {}: {e}", src.display()));
+        }
+    }
+}
+
+/// The hipcc shard fixtures (`fixtures/shards/build_shards.sh`).
+pub const SHARDS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
+
+/// Splits every shard fixture (batch mode, rocblas handler) into `out/<shard>/`; returns
+/// `out`.
+#[cfg(feature = "shards")]
+pub fn split_shards(out: &Path) -> PathBuf {
+    use kpack_pipeline::artifact::handlers::Handler;
+    use kpack_pipeline::artifact::split::{SplitOptions, split_batch};
+    let opts = SplitOptions {
+        handlers: vec![Handler::Rocblas],
+        ..SplitOptions::default()
+    };
+    for shard in SHARDS {
+        split_batch(
+            &fixture(&format!("shards/{shard}")),
+            &out.join(shard),
+            &opts,
+            &|_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{shard}: {e}"));
+    }
+    out.to_owned()
+}
