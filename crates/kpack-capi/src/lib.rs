@@ -248,6 +248,46 @@ unsafe fn handle<'a>(archive: kpack_archive_t) -> Result<&'a kpack_archive, kpac
     Ok(unsafe { &*archive })
 }
 
+/// Writes the length of one of the archive's string lists to `count`.
+///
+/// # Safety
+/// `archive` is NULL or an open handle; `count` is NULL or writable.
+unsafe fn write_count(
+    archive: kpack_archive_t,
+    count: *mut usize,
+    list: impl FnOnce(&kpack_archive) -> &[CString],
+) -> kpack_error_t {
+    guard(|| {
+        // SAFETY: the caller's contract on `archive`.
+        let a = unsafe { handle(archive) }?;
+        non_null(count)?;
+        // SAFETY: non-NULL and writable by the caller's contract.
+        unsafe { count.write(list(a).len()) };
+        Ok(())
+    })
+}
+
+/// Writes the `index`-th string of one of the archive's lists (owned by the archive) to `out`.
+///
+/// # Safety
+/// `archive` is NULL or an open handle; `out` is NULL or writable.
+unsafe fn write_item(
+    archive: kpack_archive_t,
+    index: usize,
+    out: *mut *const c_char,
+    list: impl FnOnce(&kpack_archive) -> &[CString],
+) -> kpack_error_t {
+    guard(|| {
+        // SAFETY: the caller's contract on `archive`.
+        let a = unsafe { handle(archive) }?;
+        non_null(out)?;
+        let s = list(a).get(index).ok_or(KPACK_ERROR_INVALID_ARGUMENT)?;
+        // SAFETY: non-NULL and writable by the caller's contract.
+        unsafe { out.write(s.as_ptr()) };
+        Ok(())
+    })
+}
+
 /// The number of architectures the archive declares (its `gfx_arches`).
 ///
 /// Returns KPACK_SUCCESS, or KPACK_ERROR_INVALID_ARGUMENT if a pointer is NULL.
@@ -259,14 +299,8 @@ pub unsafe extern "C" fn kpack_get_architecture_count(
     archive: kpack_archive_t,
     count: *mut usize,
 ) -> kpack_error_t {
-    guard(|| {
-        // SAFETY: the caller's contract on `archive`.
-        let a = unsafe { handle(archive) }?;
-        non_null(count)?;
-        // SAFETY: non-NULL and writable by the caller's contract.
-        unsafe { count.write(a.arches.len()) };
-        Ok(())
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { write_count(archive, count, |a| &a.arches) }
 }
 
 /// The `index`-th architecture, in the archive's order. The string belongs to the archive and
@@ -283,15 +317,8 @@ pub unsafe extern "C" fn kpack_get_architecture(
     index: usize,
     arch: *mut *const c_char,
 ) -> kpack_error_t {
-    guard(|| {
-        // SAFETY: the caller's contract on `archive`.
-        let a = unsafe { handle(archive) }?;
-        non_null(arch)?;
-        let s = a.arches.get(index).ok_or(KPACK_ERROR_INVALID_ARGUMENT)?;
-        // SAFETY: non-NULL and writable by the caller's contract.
-        unsafe { arch.write(s.as_ptr()) };
-        Ok(())
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { write_item(archive, index, arch, |a| &a.arches) }
 }
 
 /// The number of distinct binaries (TOC keys `name#index`) in the archive.
@@ -305,14 +332,8 @@ pub unsafe extern "C" fn kpack_get_binary_count(
     archive: kpack_archive_t,
     count: *mut usize,
 ) -> kpack_error_t {
-    guard(|| {
-        // SAFETY: the caller's contract on `archive`.
-        let a = unsafe { handle(archive) }?;
-        non_null(count)?;
-        // SAFETY: non-NULL and writable by the caller's contract.
-        unsafe { count.write(a.binaries.len()) };
-        Ok(())
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { write_count(archive, count, |a| &a.binaries) }
 }
 
 /// The `index`-th binary key in byte-wise sorted order. The string belongs to the archive and
@@ -329,15 +350,8 @@ pub unsafe extern "C" fn kpack_get_binary(
     index: usize,
     binary: *mut *const c_char,
 ) -> kpack_error_t {
-    guard(|| {
-        // SAFETY: the caller's contract on `archive`.
-        let a = unsafe { handle(archive) }?;
-        non_null(binary)?;
-        let s = a.binaries.get(index).ok_or(KPACK_ERROR_INVALID_ARGUMENT)?;
-        // SAFETY: non-NULL and writable by the caller's contract.
-        unsafe { binary.write(s.as_ptr()) };
-        Ok(())
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { write_item(archive, index, binary, |a| &a.binaries) }
 }
 
 /// A copy of the kernel stored for `binary_name` (a TOC key such as `lib/libfoo.so#0`) and
