@@ -29,7 +29,9 @@ mkdir -p "$CORPUS/debs" "$CORPUS/x" "$CORPUS/wheels" "$CORPUS/wx"
 ROCSPARSE="$CORPUS/x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"
 if [ ! -f "$ROCSPARSE" ]; then
   echo "setup: fetching librocsparse0"
-  (cd "$CORPUS/debs" && apt-get download -q librocsparse0=5.3.0+dfsg-2 >/dev/null 2>&1)
+  # The package lists may never have been fetched on a machine that had the tools already.
+  (cd "$CORPUS/debs" && apt-get download -q librocsparse0=5.3.0+dfsg-2 >/dev/null 2>&1) ||
+    { $SUDO apt-get update -qq && (cd "$CORPUS/debs" && apt-get download -q librocsparse0=5.3.0+dfsg-2); }
   mkdir -p "$CORPUS/x/librocsparse0_5.3.0+dfsg-2"
   dpkg-deb -x "$CORPUS"/debs/librocsparse0_5.3.0+dfsg-2_amd64.deb "$CORPUS/x/librocsparse0_5.3.0+dfsg-2"
 fi
