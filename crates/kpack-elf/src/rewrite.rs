@@ -28,8 +28,9 @@
 //!   or with `PT_INTERP`) a moved table is placed so that `p_vaddr - p_offset` of its segment
 //!   equals that of the first `PT_LOAD`: kernels before 5.18 compute `AT_PHDR` from that (B8).
 //!   This may need zero padding up to the address the first segment's offset implies.
-//! * `.shstrtab` (with the new name) and the section header table (with the new
-//!   `.rocm_kpack_ref` entry) are re-emitted once at the end; their old bytes are dropped
+//! * `.shstrtab` (with the new names) and the section header table (with the new
+//!   `.rocm_kpack_ref` entry and, when the program header table moved, a
+//!   `.rocm_kpack_phdrs` entry covering it) are re-emitted once at the end; their old bytes are dropped
 //!   when they ended the file and zeroed otherwise.
 //! * Each wrapper gets magic HIPK, version 1, `reserved1` = its index (all 8 bytes, B4) and
 //!   its pointer set to the marker, in the file and in whatever fills it at load time: a
@@ -43,8 +44,10 @@
 //! Splitting the segment adds a program header, and the table never has room to grow where
 //! it is, so it moves. GNU `strip`/`objcopy` (BFD) re-lay a file out and only understand a
 //! program header table right after the ELF header: on a transformed file they produce a
-//! file that does not load (and `eu-strip` likewise). Strip before transforming;
-//! `patchelf` edits transformed files correctly.
+//! file that does not load. Strip before transforming, or use `eu-strip` (elfutils, what RPM's
+//! find-debuginfo runs), which keeps allocated sections where they are: the moved table is
+//! covered by the `.rocm_kpack_phdrs` section for it. `patchelf` edits transformed files
+//! correctly.
 //!
 //! # Refused
 //! Not x86-64 (B3), relocatable objects (their device code is linked later), files without a
@@ -62,6 +65,9 @@ use crate::fatbin::{
     FatBinaryKind, HIPK_MAGIC, MARKER_SECTION, PointerSource, WRAPPER_POINTER_OFFSET, WrapperMagic,
     inspect_elf,
 };
+
+/// The section naming a moved program header table.
+pub const PHDR_SECTION: &str = ".rocm_kpack_phdrs";
 
 /// The page size the layout keeps congruence for (x86-64).
 pub const PAGE: u64 = 4096;
@@ -576,41 +582,55 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         }
     }
 
-    // Section headers.
-    let name_off = shstr.sh_size;
-    if u32::try_from(name_off + MARKER_SECTION.len() as u64 + 1).is_err() {
+    // Section headers: the marker's, and, when the program header table moved, one naming
+    // the table's bytes (tools that rebuild a file from its sections, such as eu-strip,
+    // otherwise treat them as free space and overwrite them).
+    let mut added: Vec<(&str, u64, u64, u64, u64)> = Vec::with_capacity(2);
+    if !in_place {
+        added.push((PHDR_SECTION, new_vaddr, new_off, table_len, 8));
+    }
+    added.push((
+        MARKER_SECTION,
+        marker_vaddr,
+        marker_off,
+        marker.len() as u64,
+        1,
+    ));
+    let added_names: u64 = added.iter().map(|a| a.0.len() as u64 + 1).sum();
+    if u32::try_from(shstr.sh_size + added_names).is_err() {
         return Err(layout(".shstrtab too large"));
     }
     let shstr_new_off = new_off + seg_len;
-    let sht_off = align_up(
-        shstr_new_off + shstr.sh_size + MARKER_SECTION.len() as u64 + 1,
-        8,
-    );
+    let sht_off = align_up(shstr_new_off + shstr.sh_size + added_names, 8);
     let mut new_shdrs: Vec<SectionHeader> = shdrs.to_vec();
     for s in &mut new_shdrs {
         if s.index == fsec.section_index {
             s.sh_type = SHT_NOBITS;
         } else if s.index == shstr.index {
             s.sh_offset = shstr_new_off;
-            s.sh_size += MARKER_SECTION.len() as u64 + 1;
+            s.sh_size += added_names;
         } else if s.sh_type != SHT_NULL {
             s.sh_offset = cut.shift(s.sh_offset);
         }
     }
-    new_shdrs.push(SectionHeader {
-        index: shdrs.len(),
-        name: MARKER_SECTION.to_owned(),
-        sh_name: name_off as u32,
-        sh_type: SHT_PROGBITS,
-        sh_flags: SHF_ALLOC,
-        sh_addr: marker_vaddr,
-        sh_offset: marker_off,
-        sh_size: marker.len() as u64,
-        sh_link: 0,
-        sh_info: 0,
-        sh_addralign: 1,
-        sh_entsize: 0,
-    });
+    let mut name_off = shstr.sh_size;
+    for &(name, addr, offset, size, align) in &added {
+        new_shdrs.push(SectionHeader {
+            index: new_shdrs.len(),
+            name: name.to_owned(),
+            sh_name: name_off as u32,
+            sh_type: SHT_PROGBITS,
+            sh_flags: SHF_ALLOC,
+            sh_addr: addr,
+            sh_offset: offset,
+            sh_size: size,
+            sh_link: 0,
+            sh_info: 0,
+            sh_addralign: align,
+            sh_entsize: 0,
+        });
+        name_off += name.len() as u64 + 1;
+    }
     let shnum = new_shdrs.len() as u64;
     if shnum >= u64::from(SHN_LORESERVE) {
         return Err(layout("too many sections"));
@@ -648,8 +668,10 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     pieces.push(Piece::Bytes(seg_bytes));
     let old_names = elf.section_data(&shstr)?;
     let mut names = old_names.to_vec();
-    names.extend_from_slice(MARKER_SECTION.as_bytes());
-    names.push(0);
+    for &(name, ..) in &added {
+        names.extend_from_slice(name.as_bytes());
+        names.push(0);
+    }
     let names_len = names.len() as u64;
     pieces.push(Piece::Bytes(names));
     pieces.push(Piece::Zeros(sht_off - (shstr_new_off + names_len)));

@@ -67,20 +67,24 @@ fn rewritten_binaries_hand_the_runtime_hipk_wrappers_pointing_at_the_marker() {
             assert_eq!(meta, want, "{rel}");
             seen.push(r.reserved1);
         }
-        // patchelf --add-rpath leaves a file that still loads with the same wrappers. (GNU
-        // strip does not: BFD insists on re-laying out a program header table that has
-        // moved, see kpack_elf::rewrite; so strip before transforming.)
-        let patched = output.with_file_name(format!("patched-{name}"));
-        std::fs::copy(&output, &patched).unwrap();
-        run_tool(
-            "patchelf",
-            &["--add-rpath", "/opt/kpack-test", patched.to_str().unwrap()],
-        );
-        assert_eq!(
-            standin(None).load(&patched, &[], &work),
-            regs,
-            "{rel} after patchelf"
-        );
+        // patchelf --add-rpath and eu-strip leave a file that still loads with the same
+        // wrappers. (GNU strip does not: BFD re-lays the file out around a program header
+        // table that has moved, see kpack_elf::rewrite; strip before transforming.)
+        for (tool, args) in [
+            ("patchelf", &["--add-rpath", "/opt/kpack-test"][..]),
+            ("eu-strip", &[][..]),
+        ] {
+            let edited = output.with_file_name(format!("{tool}-{name}"));
+            std::fs::copy(&output, &edited).unwrap();
+            let mut argv = args.to_vec();
+            argv.push(edited.to_str().unwrap());
+            run_tool(tool, &argv);
+            assert_eq!(
+                standin(None).load(&edited, &[], &work),
+                regs,
+                "{rel} after {tool}"
+            );
+        }
         // Each registered wrapper carries its own index (in -fgpu-rdc output only the
         // device-linked wrapper is registered, so not every index need appear).
         seen.sort();
