@@ -650,23 +650,7 @@ mod tests {
 
     #[test]
     fn every_runtime_error_code_maps_to_the_c_value_of_the_same_number() {
-        for n in 1..=14u32 {
-            let code = [
-                ErrorCode::InvalidArgument,
-                ErrorCode::FileNotFound,
-                ErrorCode::InvalidFormat,
-                ErrorCode::UnsupportedVersion,
-                ErrorCode::KernelNotFound,
-                ErrorCode::DecompressionFailed,
-                ErrorCode::OutOfMemory,
-                ErrorCode::NotImplemented,
-                ErrorCode::IoError,
-                ErrorCode::MsgpackParseFailed,
-                ErrorCode::PathDiscoveryFailed,
-                ErrorCode::InvalidMetadata,
-                ErrorCode::ArchiveNotFound,
-                ErrorCode::ArchNotFound,
-            ][n as usize - 1];
+        for (code, n) in ErrorCode::ALL.into_iter().zip(1u32..) {
             assert_eq!(kpack_error_t::from(code) as u32, n);
             assert_eq!(code as u32, n);
         }

@@ -82,6 +82,26 @@ pub enum ErrorCode {
     ArchNotFound = 14,
 }
 
+impl ErrorCode {
+    /// Every code, in C value order (1 to 14).
+    pub const ALL: [ErrorCode; 14] = [
+        ErrorCode::InvalidArgument,
+        ErrorCode::FileNotFound,
+        ErrorCode::InvalidFormat,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::KernelNotFound,
+        ErrorCode::DecompressionFailed,
+        ErrorCode::OutOfMemory,
+        ErrorCode::NotImplemented,
+        ErrorCode::IoError,
+        ErrorCode::MsgpackParseFailed,
+        ErrorCode::PathDiscoveryFailed,
+        ErrorCode::InvalidMetadata,
+        ErrorCode::ArchiveNotFound,
+        ErrorCode::ArchNotFound,
+    ];
+}
+
 impl From<kpack_archive::ErrorKind> for ErrorCode {
     fn from(kind: kpack_archive::ErrorKind) -> Self {
         use kpack_archive::ErrorKind as K;
@@ -168,23 +188,7 @@ mod tests {
 
     #[test]
     fn error_codes_have_the_reference_c_values() {
-        let all = [
-            ErrorCode::InvalidArgument,
-            ErrorCode::FileNotFound,
-            ErrorCode::InvalidFormat,
-            ErrorCode::UnsupportedVersion,
-            ErrorCode::KernelNotFound,
-            ErrorCode::DecompressionFailed,
-            ErrorCode::OutOfMemory,
-            ErrorCode::NotImplemented,
-            ErrorCode::IoError,
-            ErrorCode::MsgpackParseFailed,
-            ErrorCode::PathDiscoveryFailed,
-            ErrorCode::InvalidMetadata,
-            ErrorCode::ArchiveNotFound,
-            ErrorCode::ArchNotFound,
-        ];
-        for (i, code) in all.iter().enumerate() {
+        for (i, code) in ErrorCode::ALL.iter().enumerate() {
             assert_eq!(*code as u32, i as u32 + 1, "{code:?}");
         }
     }

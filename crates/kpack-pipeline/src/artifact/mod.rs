@@ -228,17 +228,24 @@ pub fn artifact_dirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError
 
 /// Artifact directories one level further down (`DIR/<shard>/<artifact>`), sorted.
 pub fn artifact_dirs_nested(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError> {
-    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(ArtifactError::io(dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    subdirs.sort();
     let mut found = Vec::new();
-    for d in subdirs {
+    for d in sorted_subdirs(dir)? {
         found.extend(artifact_dirs(&d)?);
     }
     Ok(found)
+}
+
+/// The sub-directories of `dir`, sorted by path.
+pub(crate) fn sorted_subdirs(dir: &Path) -> Result<Vec<PathBuf>, ArtifactError> {
+    let mut subdirs = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(ArtifactError::io(dir))? {
+        let path = e.map_err(ArtifactError::io(dir))?.path();
+        if path.is_dir() {
+            subdirs.push(path);
+        }
+    }
+    subdirs.sort();
+    Ok(subdirs)
 }
 
 /// Output staged in a temporary directory, moved into place by [`Staging::commit`] and

@@ -151,13 +151,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     let mut report = VerifyReport::default();
     let mut failures = Vec::new();
     let mut artifacts = Vec::new();
-    let mut subdirs: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(ArtifactError::io(dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    subdirs.sort();
-    for d in subdirs {
+    for d in super::sorted_subdirs(dir)? {
         let name = d
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
