@@ -8,11 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(rel)
-}
+use kpack_testkit::fixture;
 
 fn kpack(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kpack"))

@@ -1,9 +1,6 @@
 use kpack_target::{BundleId, CodeObjectTarget, TargetError, TargetId, code_object_target};
 
-fn fixture(path: &str) -> Vec<u8> {
-    let full = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/").to_owned() + path;
-    std::fs::read(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
-}
+use kpack_testkit::read_fixture as fixture;
 
 fn t(s: &str) -> TargetId {
     TargetId::parse(s).unwrap()

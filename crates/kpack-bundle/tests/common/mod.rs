@@ -1,14 +1,7 @@
 //! Test-only helpers: fixture loading and a minimal ELF64 section lookup.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-
-pub fn fixture(rel: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(rel);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
+pub use kpack_testkit::read_fixture as fixture;
 
 fn u16_at(b: &[u8], at: usize) -> usize {
     u16::from_le_bytes(b[at..at + 2].try_into().unwrap()) as usize

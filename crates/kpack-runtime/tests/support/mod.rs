@@ -1,20 +1,12 @@
 //! Archives for the runtime tests, built from the repo's real code objects.
 #![allow(dead_code)] // each test binary uses a subset
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{ArchiveWriter, Compression};
 
-pub fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures")
-        .join(rel)
-}
-
-pub fn read_fixture(rel: &str) -> Vec<u8> {
-    std::fs::read(fixture(rel)).unwrap()
-}
+pub use kpack_testkit::{fixture, read_fixture};
 
 /// Real code objects: (target, bytes).
 pub fn gfx1030() -> Vec<u8> {
