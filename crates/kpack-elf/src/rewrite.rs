@@ -21,16 +21,15 @@
 //! * Every later file offset moves down by `Z`, a multiple of the page, so `p_offset ≡
 //!   p_vaddr (mod 4096)` holds; a `PT_LOAD` whose larger `p_align` that breaks gets
 //!   `p_align = 4096` (valid, B5).
-//! * One new read-only `PT_LOAD` at a page-aligned address above every segment maps, when
+//! * One new read-only `PT_LOAD`, one free page above every segment (see Stripping), maps, when
 //!   the program header table cannot grow in place, the new table at its start (where
 //!   linkers put a segment's headers), then the marker. The table moves at most once; the old
 //!   one is zeroed, so no dead copy remains (B1/B7). In executables (`ET_EXEC`
 //!   or with `PT_INTERP`) a moved table is placed so that `p_vaddr - p_offset` of its segment
 //!   equals that of the first `PT_LOAD`: kernels before 5.18 compute `AT_PHDR` from that (B8).
 //!   This may need zero padding up to the address the first segment's offset implies.
-//! * `.shstrtab` (with the new names) and the section header table (with the new
-//!   `.rocm_kpack_ref` entry and, when the program header table moved, a
-//!   `.rocm_kpack_phdrs` entry covering it) are re-emitted once at the end; their old bytes are dropped
+//! * `.shstrtab` (with the new name) and the section header table (with the new
+//!   `.rocm_kpack_ref` entry) are re-emitted once at the end; their old bytes are dropped
 //!   when they ended the file and zeroed otherwise.
 //! * Each wrapper gets magic HIPK, version 1, `reserved1` = its index (all 8 bytes, B4) and
 //!   its pointer set to the marker, in the file and in whatever fills it at load time: a
@@ -42,12 +41,13 @@
 //!
 //! # Stripping
 //! Splitting the segment adds a program header, and the table never has room to grow where
-//! it is, so it moves. GNU `strip`/`objcopy` (BFD) re-lay a file out and only understand a
-//! program header table right after the ELF header: on a transformed file they produce a
-//! file that does not load. Strip before transforming, or use `eu-strip` (elfutils, what RPM's
-//! find-debuginfo runs), which keeps allocated sections where they are: the moved table is
-//! covered by the `.rocm_kpack_phdrs` section for it. `patchelf` edits transformed files
-//! correctly.
+//! it is, so it moves. GNU `strip`/`objcopy` (BFD) re-lay a stripped file out and place a
+//! moved table at the current file offset, not page-aligned, which slides its segment's
+//! start into the page below: the new segment therefore sits one page above the others, and
+//! a transformed file stays loadable after `strip` (in executables BFD's placement no longer
+//! keeps the old-kernel `AT_PHDR` rule; kernels since 5.18 do not need it). `eu-strip`
+//! (libelf) fills what no section covers between sections and so erases a moved table: strip
+//! with it before transforming. `patchelf` edits transformed files correctly.
 //!
 //! # Refused
 //! Not x86-64 (B3), relocatable objects (their device code is linked later), files without a
@@ -65,9 +65,6 @@ use crate::fatbin::{
     FatBinaryKind, HIPK_MAGIC, MARKER_SECTION, PointerSource, WRAPPER_POINTER_OFFSET, WrapperMagic,
     inspect_elf,
 };
-
-/// The section naming a moved program header table.
-pub const PHDR_SECTION: &str = ".rocm_kpack_phdrs";
 
 /// The page size the layout keeps congruence for (x86-64).
 pub const PAGE: u64 = 4096;
@@ -480,7 +477,11 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     let seg_len = marker_in_seg + marker.len() as u64;
     let is_exec = h.e_type == ET_EXEC || phdrs.iter().any(|p| p.p_type == PT_INTERP);
     let mut new_off = align_up(kept_len, PAGE);
-    let mut new_vaddr = align_up(max_end, PAGE);
+    // One page is left free below the new segment. GNU strip/objcopy re-lay the file out and
+    // start a segment holding the program header table right after the previous segment's
+    // file bytes, not page-aligned, so the segment slides down into the page below its
+    // address; that page must belong to no other segment.
+    let mut new_vaddr = align_up(max_end, PAGE) + PAGE;
     if is_exec && !in_place {
         let first = loads[0];
         let delta = first.p_vaddr.wrapping_sub(first.p_offset);
@@ -582,20 +583,15 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         }
     }
 
-    // Section headers: the marker's, and, when the program header table moved, one naming
-    // the table's bytes (tools that rebuild a file from its sections, such as eu-strip,
-    // otherwise treat them as free space and overwrite them).
-    let mut added: Vec<(&str, u64, u64, u64, u64)> = Vec::with_capacity(2);
-    if !in_place {
-        added.push((PHDR_SECTION, new_vaddr, new_off, table_len, 8));
-    }
-    added.push((
+    // Section headers: the marker's. (A section covering a moved program header table
+    // would make GNU strip count the table twice and misplace the marker.)
+    let added = [(
         MARKER_SECTION,
         marker_vaddr,
         marker_off,
         marker.len() as u64,
-        1,
-    ));
+        1u64,
+    )];
     let added_names: u64 = added.iter().map(|a| a.0.len() as u64 + 1).sum();
     if u32::try_from(shstr.sh_size + added_names).is_err() {
         return Err(layout(".shstrtab too large"));
