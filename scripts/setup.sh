@@ -11,6 +11,8 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 # binutils/elfutils/patchelf: readelf, objcopy, eu-elflint, patchelf as witnesses for ELF output.
 # gcc, cmake, pkg-config: the C stand-ins and the C API's CMake package test.
 PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip"
+# pip downloads the PyPI wheels of the corpus.
+python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=
 for p in $PKGS; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"; done
 if [ -n "$missing" ]; then
