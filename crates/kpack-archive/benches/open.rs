@@ -11,9 +11,10 @@
 //! `cargo bench -p kpack-capi --bench capi`.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kpack_archive::{Archive, ArchiveWriter, Compression};
+use kpack_testkit::{median, time};
 
 const OPEN_TARGET: Duration = Duration::from_micros(200);
 const LOAD_TARGET: Duration = Duration::from_micros(20);
@@ -59,17 +60,6 @@ fn synthetic(dir: &Path, compression: Compression) -> PathBuf {
     let path = dir.join(format!("synthetic-{}.kpack", compression.scheme().name()));
     w.write_file(&path).unwrap();
     path
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort_unstable();
-    samples[samples.len() / 2]
-}
-
-fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
-    let start = Instant::now();
-    let r = f();
-    (start.elapsed(), r)
 }
 
 fn us(d: Duration) -> String {

@@ -17,20 +17,10 @@ use ::kpack_archive::Compression;
 use ::kpack_archive::marker::MarkerMetadata;
 use kpack_pipeline::pack::{PackInput, pack};
 use kpack_runtime::{Archive, Cache, Config};
+use kpack_testkit::{median, time};
 use rocm_kpack::*;
 
 const KERNEL_NAME: &str = "lib/librocsparse.so.0.1";
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort_unstable();
-    samples[samples.len() / 2]
-}
-
-fn time<R>(f: impl FnOnce() -> R) -> (Duration, R) {
-    let start = Instant::now();
-    let r = f();
-    (start.elapsed(), r)
-}
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();

@@ -14,7 +14,6 @@ use std::process::Command;
 use kpack_archive::Compression;
 use kpack_pipeline::artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_pipeline::source::{DeviceCode, Visitor, device_code_objects, walk};
-use kpack_pipeline::transform::{Outcome, TransformOptions, transform};
 use kpack_testkit::{LINKED_FAT, Registration, SHARDS, Standin, fixture, sha256_hex, standin};
 
 /// `KPACK_ERROR_ARCHIVE_NOT_FOUND`: with one archive per target, no search path expands to
@@ -54,20 +53,7 @@ fn loaded(r: &Registration) -> Result<Vec<u8>, i32> {
 
 /// `input` transformed into an install-like tree: `root/lib/<name>` and `root/.kpack/`.
 fn install(input: &Path, root: &Path, compression: Compression) -> PathBuf {
-    let output = root.join("lib").join(input.file_name().unwrap());
-    std::fs::create_dir_all(output.parent().unwrap()).unwrap();
-    let opts = TransformOptions {
-        output: output.clone(),
-        kpack_dir: root.join(".kpack"),
-        group: None,
-        kernel_name: None,
-        search_paths: Vec::new(),
-        compression,
-    };
-    match transform(input, &opts).unwrap_or_else(|e| panic!("{}: {e}", input.display())) {
-        Outcome::Transformed(_) => output,
-        Outcome::AlreadyKpacked => panic!("{}: already kpacked", input.display()),
-    }
+    kpack_testkit::transform_into(input, root, compression).0
 }
 
 /// The original code objects of a fat binary by (wrapper index, target).

@@ -14,21 +14,7 @@ use kpack_testkit::{
 };
 
 fn run_transform(rel: &str, root: &Path, compression: Compression) -> (PathBuf, TransformSummary) {
-    let name = Path::new(rel).file_name().unwrap();
-    let output = root.join("lib").join(name);
-    std::fs::create_dir_all(output.parent().unwrap()).unwrap();
-    let opts = TransformOptions {
-        output: output.clone(),
-        kpack_dir: root.join(".kpack"),
-        group: None,
-        kernel_name: None,
-        search_paths: Vec::new(),
-        compression,
-    };
-    match transform(&fixture(rel), &opts).unwrap_or_else(|e| panic!("{rel}: {e}")) {
-        Outcome::Transformed(s) => (output, s),
-        Outcome::AlreadyKpacked => panic!("{rel}: already kpacked"),
-    }
+    kpack_testkit::transform_into(&fixture(rel), root, compression)
 }
 
 #[test]

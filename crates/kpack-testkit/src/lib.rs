@@ -248,3 +248,41 @@ pub fn split_shards(out: &Path) -> PathBuf {
     }
     out.to_owned()
 }
+
+/// `input` transformed into an install-like tree, `root/lib/<name>` plus `root/.kpack/`, with
+/// the default group, kernel name and search path; returns the host binary and the summary.
+#[cfg(feature = "shards")]
+pub fn transform_into(
+    input: &Path,
+    root: &Path,
+    compression: kpack_archive::Compression,
+) -> (PathBuf, kpack_pipeline::transform::TransformSummary) {
+    use kpack_pipeline::transform::{Outcome, TransformOptions, transform};
+    let output = root.join("lib").join(input.file_name().unwrap());
+    std::fs::create_dir_all(output.parent().unwrap()).unwrap();
+    let opts = TransformOptions {
+        output: output.clone(),
+        kpack_dir: root.join(".kpack"),
+        group: None,
+        kernel_name: None,
+        search_paths: Vec::new(),
+        compression,
+    };
+    match transform(input, &opts).unwrap_or_else(|e| panic!("{}: {e}", input.display())) {
+        Outcome::Transformed(summary) => (output, summary),
+        Outcome::AlreadyKpacked => panic!("{}: already kpacked", input.display()),
+    }
+}
+
+/// The median of timing samples (benchmarks).
+pub fn median(mut samples: Vec<std::time::Duration>) -> std::time::Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+/// How long `f` takes, with its result (benchmarks).
+pub fn time<R>(f: impl FnOnce() -> R) -> (std::time::Duration, R) {
+    let start = std::time::Instant::now();
+    let r = f();
+    (start.elapsed(), r)
+}
