@@ -38,9 +38,10 @@ static const char* dir;
   } while (0)
 #define CHECK_EQ(a, b) CHECK((a) == (b))
 
+// A ring of buffers per thread: the concurrency test calls this from eight threads.
 static const char* data(const char* name) {
-  static char bufs[8][4096];
-  static int next;
+  static _Thread_local char bufs[8][4096];
+  static _Thread_local int next;
   char* buf = bufs[next++ % 8];
   snprintf(buf, sizeof bufs[0], "%s/%s", dir, name);
   return buf;
