@@ -66,6 +66,10 @@ use crate::fatbin::{
     inspect_elf,
 };
 
+/// The most zero padding a rewrite may add to an executable to place its program header
+/// table (see [`plan`]); beyond it the input is refused rather than bloated.
+pub const MAX_PADDING: u64 = 64 << 20;
+
 /// The page size the layout keeps congruence for (x86-64).
 pub const PAGE: u64 = 4096;
 
@@ -492,6 +496,15 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         new_off = new_vaddr.wrapping_sub(delta);
         if new_off < kept_len {
             return Err(layout("no room for the program header table"));
+        }
+        // The placement old kernels need pads the file up to the address span of the
+        // segments; a huge .bss would turn that into gigabytes of zeros.
+        if new_off - kept_len > MAX_PADDING {
+            return Err(layout(format!(
+                "keeping the program header table where kernels before 5.18 look for it \
+                 would pad the file with {} bytes (segments span up to {max_end:#x})",
+                new_off - kept_len
+            )));
         }
     }
     let marker_seg = ProgramHeader {

@@ -415,3 +415,29 @@ fn inputs_the_verifier_rejects_are_refused_before_planning() {
         other => panic!("expected MalformedInput, got {:?}", other.map(|_| ())),
     }
 }
+
+/// Found by the `rewrite` fuzz target: an executable whose `.bss` spans 4 GiB asked for 4 GiB
+/// of zero padding to place the program header table where old kernels look. Refused instead.
+#[test]
+fn executables_needing_huge_padding_are_refused() {
+    let (_, m) = marker();
+    let mut data = read_fixture("modern/exe_modern_v3");
+    let elf = kpack_elf::ElfFile::parse(&data).unwrap();
+    let rw = elf
+        .program_headers()
+        .iter()
+        .find(|p| p.p_type == 1 && p.p_flags == 6)
+        .expect("a RW PT_LOAD")
+        .clone();
+    let at = elf.header().e_phoff as usize + rw.index * 56 + 40;
+    drop(elf);
+    // p_memsz of the RW segment: 4 GiB of .bss.
+    data[at..at + 8].copy_from_slice(&0x1_0000_ffc8u64.to_le_bytes());
+    match plan(&data, &m) {
+        Err(RewriteError::Layout(msg)) => assert!(msg.contains("pad"), "{msg}"),
+        other => panic!(
+            "expected a refusal, got {:?}",
+            other.map(|r| r.summary.output_len)
+        ),
+    }
+}

@@ -1,5 +1,5 @@
 //! Archives for the runtime tests, built from the repo's real code objects.
-#![allow(dead_code)] // each test binary uses a subset
+#![allow(dead_code, unused_imports)] // each test binary uses a subset
 
 use std::path::Path;
 
