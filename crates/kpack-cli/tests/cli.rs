@@ -4,37 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
 use kpack_testkit::fixture;
 
-fn kpack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpack"))
-        .args(args)
-        .env("CI", "1")
-        .output()
-        .expect("kpack runs")
-}
+mod common;
 
-fn kpack_ok(args: &[&str]) -> Output {
-    let out = kpack(args);
-    assert!(
-        out.status.success(),
-        "kpack {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn json(args: &[&str]) -> Value {
-    serde_json::from_slice(&kpack_ok(args).stdout).expect("valid JSON")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{json, kpack, kpack_ok, s};
 
 /// (fixture, kind, state, wrapper -> bundle, bundle count, {target: count}).
 type Expected = (

@@ -2,34 +2,15 @@
 //! `fixtures/shards` (the same sources built for three target sets).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
+use common::{json, kpack, s};
+
 fn shards() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/shards")
-}
-
-fn kpack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpack"))
-        .args(args)
-        .env("CI", "1")
-        .output()
-        .expect("kpack runs")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok_json(args: &[&str]) -> Value {
-    let out = kpack(args);
-    assert!(
-        out.status.success(),
-        "kpack {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON output")
+    kpack_testkit::fixture("shards")
 }
 
 const CONFIG: &str = r#"{
@@ -50,7 +31,7 @@ fn split_all(dir: &Path) -> Vec<Value> {
     ["shard-a", "shard-b", "shard-c"]
         .iter()
         .map(|shard| {
-            ok_json(&[
+            json(&[
                 "split",
                 "--batch",
                 s(&shards().join(shard)),
@@ -91,7 +72,7 @@ fn shards_split_recombine_and_verify_with_strict_identity() {
     let config = dir.path().join("packaging.json");
     std::fs::write(&config, CONFIG).unwrap();
     let out = dir.path().join("out");
-    let summary = ok_json(&[
+    let summary = json(&[
         "recombine",
         "--shards",
         s(&dir.path().join("shards")),

@@ -87,14 +87,7 @@ fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() 
         ]
     );
     assert!(kpm.kpack_files.iter().all(|(_, e)| e.kernel_count == 2));
-    let report = verify(
-        &out,
-        &VerifyOptions {
-            original: Some(fixture("shards")),
-            threads: 0,
-        },
-    )
-    .unwrap();
+    let report = verify_against_shards(&out);
     assert_eq!(report.failures, Vec::<String>::new());
     // (exe 1 + lib 2 wrappers) × 6 targets; per shard 6 files + 2 per target built
     assert_eq!(report.code_objects, 3 * 6);
@@ -208,14 +201,7 @@ fn verify_lists_every_kind_of_loss_precisely() {
     )
     .unwrap();
     std::fs::remove_file(out.join("demo_host_generic/artifact_manifest.txt")).unwrap();
-    let report = verify(
-        &out,
-        &VerifyOptions {
-            original: Some(fixture("shards")),
-            threads: 0,
-        },
-    )
-    .unwrap();
+    let report = verify_against_shards(&out);
     let f = report.failures.join("\n");
     for want in [
         "demo_host_generic/artifact_manifest.txt",
@@ -228,4 +214,16 @@ fn verify_lists_every_kind_of_loss_precisely() {
     ] {
         assert!(f.contains(want), "missing {want:?} in:\n{f}");
     }
+}
+
+/// `kpack verify` of `out` against the original shard fixtures.
+fn verify_against_shards(out: &Path) -> kpack_pipeline::artifact::verify::VerifyReport {
+    verify(
+        out,
+        &VerifyOptions {
+            original: Some(fixture("shards")),
+            threads: 0,
+        },
+    )
+    .unwrap()
 }

@@ -1,0 +1,37 @@
+//! Running the `kpack` binary from the command-line tests.
+#![allow(dead_code)] // each test binary uses a subset
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// Runs `kpack` as CI would (no progress bars).
+pub fn kpack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kpack"))
+        .args(args)
+        .env("CI", "1")
+        .output()
+        .expect("kpack runs")
+}
+
+/// Runs `kpack`, which must succeed.
+pub fn kpack_ok(args: &[&str]) -> Output {
+    let out = kpack(args);
+    assert!(
+        out.status.success(),
+        "kpack {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `kpack`, which must succeed and print JSON.
+pub fn json(args: &[&str]) -> Value {
+    serde_json::from_slice(&kpack_ok(args).stdout).expect("valid JSON")
+}
+
+/// A path as an argument.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
