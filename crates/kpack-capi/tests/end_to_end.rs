@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kpack_archive::Compression;
-use kpack_pipeline::artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
+use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_pipeline::source::{DeviceCode, Visitor, device_code_objects, walk};
 use kpack_testkit::{LINKED_FAT, Registration, SHARDS, Standin, fixture, sha256_hex, standin};
 

@@ -5,8 +5,6 @@
 //! transform (archives + host rewrite); and the host rewrite alone, after the archives are
 //! written. Targets: rewrite <= 1 s, its RSS <= 100 MB. Needs the corpus from `scripts/setup.sh`.
 
-mod common;
-
 use std::time::Instant;
 
 use kpack_archive::Compression;
@@ -24,11 +22,11 @@ fn main() {
     std::fs::copy(&path, dir.path().join("warm")).unwrap();
     std::fs::remove_file(dir.path().join("warm")).unwrap();
 
-    common::reset_peak_rss();
+    kpack_testkit::reset_peak_rss();
     let start = Instant::now();
     std::fs::copy(&path, dir.path().join("copy")).unwrap();
     let copy_time = start.elapsed();
-    let copy_rss = common::peak_rss_kib();
+    let copy_rss = kpack_testkit::peak_rss_kib();
     std::fs::remove_file(dir.path().join("copy")).unwrap();
 
     let opts = TransformOptions {
@@ -52,8 +50,8 @@ fn main() {
     .encode()
     .unwrap();
     let out = dir.path().join("lib/rewrite-only.so");
-    common::reset_peak_rss();
-    let base = common::peak_rss_kib();
+    kpack_testkit::reset_peak_rss();
+    let base = kpack_testkit::peak_rss_kib();
     let start = Instant::now();
     let rewrite = kpack_elf::rewrite::plan(&map, &marker).unwrap();
     let sink = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
@@ -62,15 +60,15 @@ fn main() {
     let written = kpack_pipeline::map_file(&written, &out).unwrap();
     kpack_elf::verify(&written).unwrap();
     let rewrite_time = start.elapsed();
-    let rewrite_rss = common::peak_rss_kib();
+    let rewrite_rss = kpack_testkit::peak_rss_kib();
     drop(written);
     std::fs::remove_file(&out).unwrap();
 
-    common::reset_peak_rss();
+    kpack_testkit::reset_peak_rss();
     let start = Instant::now();
     let outcome = transform::transform(&path, &opts).unwrap();
     let full_time = start.elapsed();
-    let full_rss = common::peak_rss_kib();
+    let full_rss = kpack_testkit::peak_rss_kib();
     let transform::Outcome::Transformed(summary) = outcome else {
         panic!("librocsparse is already kpacked?")
     };
@@ -79,12 +77,12 @@ fn main() {
     println!(
         "  plain copy              {:>8.3} s  peak RSS {:>7.1} MiB",
         copy_time.as_secs_f64(),
-        common::mib(copy_rss)
+        kpack_testkit::mib(copy_rss)
     );
     println!(
         "  full transform (zstd)   {:>8.3} s  peak RSS {:>7.1} MiB  ({} archives, {} code objects, host {} bytes)",
         full_time.as_secs_f64(),
-        common::mib(full_rss),
+        kpack_testkit::mib(full_rss),
         summary.archives.len(),
         summary.code_objects,
         summary.output_size
@@ -92,7 +90,7 @@ fn main() {
     println!(
         "  host rewrite alone      {:>8.3} s  peak RSS {:>7.1} MiB  (baseline {:.1} MiB; targets <= 1 s, <= 100 MB)",
         rewrite_time.as_secs_f64(),
-        common::mib(rewrite_rss),
-        common::mib(base)
+        kpack_testkit::mib(rewrite_rss),
+        kpack_testkit::mib(base)
     );
 }

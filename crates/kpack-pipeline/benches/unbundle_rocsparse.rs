@@ -9,8 +9,6 @@
 //! disk file system that costs as much as copying the file, which says nothing about kpack.
 //! A plain copy of the file into the same directory is measured as the write baseline.
 
-mod common;
-
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -50,13 +48,13 @@ fn main() {
     std::fs::copy(&path, out.path().join("copy")).unwrap();
     let copy_time = start.elapsed();
     std::fs::remove_file(out.path().join("copy")).unwrap();
-    common::reset_peak_rss();
-    let base_rss = common::peak_rss_kib();
+    kpack_testkit::reset_peak_rss();
+    let base_rss = kpack_testkit::peak_rss_kib();
     let start = Instant::now();
     let mut unbundler = Unbundler::new(out.path(), TargetFilter::default()).unwrap();
     unbundler.unbundle_file(&path).unwrap();
     let unbundle_time = start.elapsed();
-    let peak = common::peak_rss_kib();
+    let peak = kpack_testkit::peak_rss_kib();
     let written = unbundler.written();
     let written_bytes: u64 = written.iter().map(|w| w.size).sum();
 

@@ -5,7 +5,6 @@
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
 //! prints what these functions return.
 
-pub mod artifact;
 pub mod error;
 pub mod pack;
 pub mod report;

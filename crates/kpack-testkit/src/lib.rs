@@ -231,8 +231,8 @@ pub const SHARDS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
 /// `out`.
 #[cfg(feature = "shards")]
 pub fn split_shards(out: &Path) -> PathBuf {
-    use kpack_pipeline::artifact::handlers::Handler;
-    use kpack_pipeline::artifact::split::{SplitOptions, split_batch};
+    use kpack_artifact::handlers::Handler;
+    use kpack_artifact::split::{SplitOptions, split_batch};
     let opts = SplitOptions {
         handlers: vec![Handler::Rocblas],
         ..SplitOptions::default()
@@ -251,7 +251,7 @@ pub fn split_shards(out: &Path) -> PathBuf {
 
 /// `input` transformed into an install-like tree, `root/lib/<name>` plus `root/.kpack/`, with
 /// the default group, kernel name and search path; returns the host binary and the summary.
-#[cfg(feature = "shards")]
+#[cfg(feature = "transform")]
 pub fn transform_into(
     input: &Path,
     root: &Path,
@@ -278,6 +278,27 @@ pub fn transform_into(
 pub fn median(mut samples: Vec<std::time::Duration>) -> std::time::Duration {
     samples.sort_unstable();
     samples[samples.len() / 2]
+}
+
+/// Peak resident set (VmHWM) of this process in KiB (benchmarks).
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Resets VmHWM to the current RSS (writing 5 to clear_refs, Linux >= 4.0), so the next
+/// [`peak_rss_kib`] is the peak of what follows (benchmarks).
+pub fn reset_peak_rss() {
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+}
+
+/// KiB to MiB.
+pub fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }
 
 /// How long `f` takes, with its result (benchmarks).

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_pipeline::artifact::recombine::{self, PackagingConfig, RecombineOptions};
+use kpack_artifact::recombine::{self, PackagingConfig, RecombineOptions};
 
 use crate::output::{self, Error};
 

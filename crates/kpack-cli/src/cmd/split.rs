@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_pipeline::artifact::handlers::Handler;
-use kpack_pipeline::artifact::split::{self, SplitOptions, SplitSummary};
+use kpack_artifact::handlers::Handler;
+use kpack_artifact::split::{self, SplitOptions, SplitSummary};
 
 use crate::output::{self, Error};
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_pipeline::artifact::verify::{self, VerifyOptions};
+use kpack_artifact::verify::{self, VerifyOptions};
 
 use crate::output::{self, Error};
 

@@ -4,12 +4,10 @@
 //! Prints wall time and peak RSS (VmHWM, reset before each phase). Targets: split <= 10 s on
 //! 2 cores with zstd archives, peak RSS <= 0.5 GB. Needs the corpus from `scripts/setup.sh`.
 
-mod common;
-
 use std::time::Instant;
 
-use kpack_pipeline::artifact::manifest;
-use kpack_pipeline::artifact::split::{SplitOptions, split};
+use kpack_artifact::manifest;
+use kpack_artifact::split::{SplitOptions, split};
 
 fn main() {
     let lib = kpack_testkit::librocsparse();
@@ -26,15 +24,15 @@ fn main() {
     manifest::write(&artifact, &[prefix.to_owned()]).unwrap();
     std::fs::copy(&lib, artifact.join(prefix).join("lib/librocsparse.so.0.1")).unwrap();
 
-    common::reset_peak_rss();
+    kpack_testkit::reset_peak_rss();
     let start = Instant::now();
     kpack_testkit::copy_tree(&artifact, &dir.path().join("copy"));
     let copy_time = start.elapsed();
-    let copy_rss = common::peak_rss_kib();
+    let copy_rss = kpack_testkit::peak_rss_kib();
     std::fs::remove_dir_all(dir.path().join("copy")).unwrap();
 
-    common::reset_peak_rss();
-    let base = common::peak_rss_kib();
+    kpack_testkit::reset_peak_rss();
+    let base = kpack_testkit::peak_rss_kib();
     let start = Instant::now();
     let summary = split(
         &artifact,
@@ -45,20 +43,20 @@ fn main() {
     )
     .unwrap();
     let split_time = start.elapsed();
-    let split_rss = common::peak_rss_kib();
+    let split_rss = kpack_testkit::peak_rss_kib();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     println!("split an artifact holding librocsparse.so.0.1 ({size} bytes), {threads} cores");
     println!(
         "  plain copy of the artifact  {:>8.3} s  peak RSS {:>7.1} MiB",
         copy_time.as_secs_f64(),
-        common::mib(copy_rss)
+        kpack_testkit::mib(copy_rss)
     );
     println!(
         "  kpack split (zstd)          {:>8.3} s  peak RSS {:>7.1} MiB  (baseline {:.1} MiB; {} artifacts, {} code objects; targets <= 10 s, <= 512 MiB)",
         split_time.as_secs_f64(),
-        common::mib(split_rss),
-        common::mib(base),
+        kpack_testkit::mib(split_rss),
+        kpack_testkit::mib(base),
         summary.artifacts.len(),
         summary.code_objects
     );

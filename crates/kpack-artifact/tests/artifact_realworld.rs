@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_pipeline::artifact::handlers::Handler;
-use kpack_pipeline::artifact::manifest;
-use kpack_pipeline::artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
-use kpack_pipeline::artifact::split::{SplitOptions, split};
-use kpack_pipeline::artifact::verify::{VerifyOptions, verify};
+use kpack_artifact::handlers::Handler;
+use kpack_artifact::manifest;
+use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
+use kpack_artifact::split::{SplitOptions, split};
+use kpack_artifact::verify::{VerifyOptions, verify};
 
 struct Package {
     deb: &'static str,

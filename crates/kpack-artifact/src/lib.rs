@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::error::SourceError;
-use crate::transform::TransformError;
+use kpack_pipeline::SourceError;
+use kpack_pipeline::transform::TransformError;
 
 /// The record file of every artifact kpack writes.
 pub const RECORD: &str = "kpack_artifact.json";

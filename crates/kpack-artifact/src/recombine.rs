@@ -30,8 +30,8 @@ use kpack_archive::Archive;
 use kpack_archive::kpm::{KpmEntry, KpmManifest};
 use serde_json::Value;
 
-use super::handlers::{family_covers, parse_family, parse_target};
-use super::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, Staging, TreeEntry, manifest};
+use crate::handlers::{family_covers, parse_family, parse_target};
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, Staging, TreeEntry, manifest};
 
 /// One architecture group of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -231,8 +231,8 @@ pub fn recombine(
     }
     let mut components: BTreeMap<String, Collected> = BTreeMap::new();
     for shard in &shard_names {
-        for (name, dir) in super::artifact_dirs(&shards.join(shard))? {
-            let Some((component, suffix)) = super::split_artifact_name(&name) else {
+        for (name, dir) in crate::artifact_dirs(&shards.join(shard))? {
+            let Some((component, suffix)) = crate::split_artifact_name(&name) else {
                 return Err(ArtifactError::invalid(dir, "not a split artifact name"));
             };
             if opts.component.as_deref().is_some_and(|c| c != component) {
@@ -354,7 +354,7 @@ pub fn recombine(
         }
     }
     let staging = Staging::new(out, "recombine")?;
-    let threads = super::thread_count(opts.threads);
+    let threads = crate::thread_count(opts.threads);
     let mut summary = RecombineSummary {
         components: Vec::new(),
     };
@@ -446,9 +446,9 @@ fn provider_suffixes(c: &Collected, arch: &str) -> Vec<String> {
 /// Copies a whole artifact (manifest, record and prefix trees; symlinks kept).
 fn copy_artifact(from: &Path, to: &Path, threads: usize) -> Result<usize, ArtifactError> {
     std::fs::create_dir_all(to).map_err(ArtifactError::io(to))?;
-    super::copy_file(&from.join(manifest::MANIFEST), &to.join(manifest::MANIFEST))?;
+    crate::copy_file(&from.join(manifest::MANIFEST), &to.join(manifest::MANIFEST))?;
     if from.join(RECORD).exists() {
-        super::copy_file(&from.join(RECORD), &to.join(RECORD))?;
+        crate::copy_file(&from.join(RECORD), &to.join(RECORD))?;
     }
     copy_artifact_files(from, to, threads)
 }
@@ -463,14 +463,14 @@ fn copy_artifact_files(from: &Path, to: &Path, threads: usize) -> Result<usize, 
             continue;
         }
         std::fs::create_dir_all(to.join(&prefix)).map_err(ArtifactError::io(to.join(&prefix)))?;
-        for (rel, entry) in super::walk_tree(&root)? {
+        for (rel, entry) in crate::walk_tree(&root)? {
             let src = root.join(&rel);
             let dst = to.join(&prefix).join(&rel);
             match entry {
                 TreeEntry::Dir => std::fs::create_dir_all(&dst).map_err(ArtifactError::io(&dst))?,
                 TreeEntry::Symlink(t) => {
                     if std::fs::symlink_metadata(&dst).is_err() {
-                        super::copy_symlink(&t, &dst)?;
+                        crate::copy_symlink(&t, &dst)?;
                     } else if std::fs::read_link(&dst).ok().as_ref() != Some(&t) {
                         return Err(ArtifactError::invalid(
                             &src,
@@ -483,7 +483,7 @@ fn copy_artifact_files(from: &Path, to: &Path, threads: usize) -> Result<usize, 
         }
     }
     let n = files.len();
-    super::parallel_map(&files, threads, |_, (src, dst)| {
+    crate::parallel_map(&files, threads, |_, (src, dst)| {
         if dst.exists() {
             let same = std::fs::read(src).map_err(ArtifactError::io(src))?
                 == std::fs::read(dst).map_err(ArtifactError::io(dst))?;
@@ -495,7 +495,7 @@ fn copy_artifact_files(from: &Path, to: &Path, threads: usize) -> Result<usize, 
             }
             return Ok(());
         }
-        super::copy_file(src, dst).map(|_| ())
+        crate::copy_file(src, dst).map(|_| ())
     })?;
     Ok(n)
 }
@@ -514,7 +514,7 @@ fn write_indexes(
             continue;
         }
         let mut modules: BTreeMap<String, Vec<(String, KpmEntry)>> = BTreeMap::new();
-        for (rel, entry) in super::walk_tree(&dir)? {
+        for (rel, entry) in crate::walk_tree(&dir)? {
             if entry != TreeEntry::File || rel.contains('/') || !rel.ends_with(".kpack") {
                 continue;
             }
@@ -589,12 +589,12 @@ pub fn compare_generic(a: &Path, b: &Path) -> Result<Vec<String>, ArtifactError>
     for prefix in &ma {
         let (ra, rb) = (a.join(prefix), b.join(prefix));
         let ta: BTreeMap<String, TreeEntry> = if ra.is_dir() {
-            super::walk_tree(&ra)?.into_iter().collect()
+            crate::walk_tree(&ra)?.into_iter().collect()
         } else {
             BTreeMap::new()
         };
         let tb: BTreeMap<String, TreeEntry> = if rb.is_dir() {
-            super::walk_tree(&rb)?.into_iter().collect()
+            crate::walk_tree(&rb)?.into_iter().collect()
         } else {
             BTreeMap::new()
         };
@@ -673,9 +673,9 @@ fn compare_files(a: &Path, b: &Path) -> Result<Option<String>, ArtifactError> {
     if mode_a != mode_b {
         return Ok(Some(format!("mode {mode_a:o} vs {mode_b:o}")));
     }
-    let open = |p: &Path| -> Result<crate::FileBytes, ArtifactError> {
+    let open = |p: &Path| -> Result<kpack_pipeline::FileBytes, ArtifactError> {
         let f = std::fs::File::open(p).map_err(ArtifactError::io(p))?;
-        crate::map_file(&f, p).map_err(|source| ArtifactError::Source {
+        kpack_pipeline::map_file(&f, p).map_err(|source| ArtifactError::Source {
             path: p.to_owned(),
             source: Box::new(source),
         })

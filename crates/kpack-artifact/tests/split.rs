@@ -5,11 +5,11 @@ use std::path::Path;
 
 use kpack_archive::Archive;
 use kpack_archive::marker::MarkerMetadata;
-use kpack_pipeline::artifact::handlers::Handler;
-use kpack_pipeline::artifact::recombine::compare_generic;
-use kpack_pipeline::artifact::split::{SplitOptions, module_name, split};
-use kpack_pipeline::artifact::verify::{VerifyOptions, verify};
-use kpack_pipeline::artifact::{ArtifactRecord, manifest};
+use kpack_artifact::handlers::Handler;
+use kpack_artifact::recombine::compare_generic;
+use kpack_artifact::split::{SplitOptions, module_name, split};
+use kpack_artifact::verify::{VerifyOptions, verify};
+use kpack_artifact::{ArtifactRecord, manifest};
 use kpack_testkit::{SHARDS, fixture, snapshot, split_shards};
 
 fn marker(path: &Path) -> MarkerMetadata {

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::ArtifactError;
+use crate::ArtifactError;
 
 /// The file naming an artifact's prefixes.
 pub const MANIFEST: &str = "artifact_manifest.txt";

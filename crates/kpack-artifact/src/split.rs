@@ -38,11 +38,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kpack_archive::Compression;
 use kpack_target::TargetId;
 
-use super::handlers::{self, DbArch, Handler};
-use super::{
+use crate::handlers::{self, DbArch, Handler};
+use crate::{
     ArtifactError, ArtifactKind, ArtifactRecord, RecordBinary, Staging, TreeEntry, manifest,
 };
-use crate::transform::{self, HostState, TransformOptions};
+use kpack_pipeline::transform::{self, HostState, TransformOptions};
 
 /// How to split.
 #[derive(Debug, Clone)]
@@ -115,8 +115,8 @@ pub fn split_batch(
     progress: Progress<'_>,
 ) -> Result<Vec<SplitSummary>, ArtifactError> {
     let mut jobs: Vec<(String, PathBuf)> = Vec::new();
-    for (name, dir) in super::artifact_dirs(parent)? {
-        let Some((component, suffix)) = super::split_artifact_name(&name) else {
+    for (name, dir) in crate::artifact_dirs(parent)? {
+        let Some((component, suffix)) = crate::split_artifact_name(&name) else {
             return Err(ArtifactError::invalid(
                 dir,
                 "artifact name is not <component>_<suffix>",
@@ -215,12 +215,12 @@ fn split_into(
         .collect();
     let mut entries: Vec<(String, String, TreeEntry)> = Vec::new();
     for prefix in &prefixes {
-        for (rel, entry) in super::walk_tree(&input.join(prefix))? {
+        for (rel, entry) in crate::walk_tree(&input.join(prefix))? {
             entries.push((prefix.clone(), rel, entry));
         }
     }
-    let threads = super::thread_count(opts.threads);
-    let classes = super::parallel_map(&entries, threads, |_, (prefix, rel, entry)| {
+    let threads = crate::thread_count(opts.threads);
+    let classes = crate::parallel_map(&entries, threads, |_, (prefix, rel, entry)| {
         classify(&input.join(prefix).join(rel), rel, entry, &opts.handlers)
     })?;
     let items: Vec<Item> = entries
@@ -241,19 +241,19 @@ fn split_into(
         let to = generic.join(&item.prefix).join(&item.rel);
         match &item.class {
             Class::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
-            Class::Symlink(target) => super::copy_symlink(target, &to)?,
+            Class::Symlink(target) => crate::copy_symlink(target, &to)?,
             _ => {}
         }
     }
     let total = items.len() as u64;
     let done_count = AtomicU64::new(0);
-    let results = super::parallel_map(&items, threads, |i, item| {
+    let results = crate::parallel_map(&items, threads, |i, item| {
         let from = input.join(&item.prefix).join(&item.rel);
         let r = match &item.class {
             Class::Dir | Class::Symlink(_) => Ok(Done::default()),
             Class::Plain => {
                 let to = generic.join(&item.prefix).join(&item.rel);
-                super::copy_file(&from, &to).map(|bytes| Done {
+                crate::copy_file(&from, &to).map(|bytes| Done {
                     generic_bytes: Some(bytes),
                     ..Done::default()
                 })
@@ -263,7 +263,7 @@ fn split_into(
                     .join(format!("{component}_{}", arch.artifact))
                     .join(&item.prefix)
                     .join(&item.rel);
-                super::copy_file(&from, &to).map(|bytes| Done {
+                crate::copy_file(&from, &to).map(|bytes| Done {
                     arch_files: vec![(arch.artifact.clone(), bytes, false)],
                     ..Done::default()
                 })
@@ -379,7 +379,7 @@ fn classify(
         return Ok(Class::Db(arch));
     }
     let file = std::fs::File::open(path).map_err(ArtifactError::io(path))?;
-    let map = crate::map_file(&file, path).map_err(|source| ArtifactError::Source {
+    let map = kpack_pipeline::map_file(&file, path).map_err(|source| ArtifactError::Source {
         path: path.to_owned(),
         source: Box::new(source),
     })?;
@@ -448,7 +448,7 @@ fn split_fat(
         .metadata()
         .map_err(ArtifactError::io(from))?
         .permissions();
-    let map = crate::map_file(&file, from).map_err(|source| ArtifactError::Source {
+    let map = kpack_pipeline::map_file(&file, from).map_err(|source| ArtifactError::Source {
         path: from.to_owned(),
         source: Box::new(source),
     })?;

@@ -32,10 +32,10 @@ use kpack_archive::Archive;
 use kpack_archive::kpm::KpmManifest;
 use kpack_archive::marker::MarkerMetadata;
 
-use super::handlers::{self, Handler, parse_family, parse_target};
-use super::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry, manifest};
-use crate::source::{self, DeviceCode, Visitor};
-use crate::transform::{self, HostState};
+use crate::handlers::{self, Handler, parse_family, parse_target};
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry, manifest};
+use kpack_pipeline::source::{self, DeviceCode, Visitor};
+use kpack_pipeline::transform::{self, HostState};
 
 /// Options of [`verify`].
 #[derive(Debug, Clone, Default)]
@@ -151,7 +151,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     let mut report = VerifyReport::default();
     let mut failures = Vec::new();
     let mut artifacts = Vec::new();
-    for d in super::sorted_subdirs(dir)? {
+    for d in crate::sorted_subdirs(dir)? {
         let name = d
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -170,7 +170,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                 None
             }
         };
-        let suffix = super::split_artifact_name(&name).map(|(_, s)| s);
+        let suffix = crate::split_artifact_name(&name).map(|(_, s)| s);
         let kind = match (&record, suffix) {
             (Some(r), _) => r.kind.clone(),
             (None, Some("generic")) => ArtifactKind::Generic,
@@ -210,7 +210,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
             if !root.is_dir() {
                 continue;
             }
-            match super::walk_tree(&root) {
+            match crate::walk_tree(&root) {
                 Ok(entries) => {
                     for (rel, e) in entries {
                         overlay
@@ -228,7 +228,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
         overlay,
         archives: Mutex::new(HashMap::new()),
     };
-    let threads = super::thread_count(opts.threads);
+    let threads = crate::thread_count(opts.threads);
 
     // Per-file checks (2, 4, 5) and the markers found (3).
     let files: Vec<(&String, usize)> = ctx
@@ -240,7 +240,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                 .map(move |(a, _)| (p, *a))
         })
         .collect();
-    let checked = super::parallel_map(&files, threads, |_, (rel, a)| {
+    let checked = crate::parallel_map(&files, threads, |_, (rel, a)| {
         Ok::<_, ArtifactError>(check_file(&ctx, rel, *a))
     })?;
     let mut binaries: Vec<(String, usize, MarkerMetadata, Vec<usize>)> = Vec::new();
@@ -326,9 +326,9 @@ struct FileCheck {
     binary: Option<(String, usize, MarkerMetadata, Vec<usize>)>,
 }
 
-fn map(path: &Path) -> Result<crate::FileBytes, String> {
+fn map(path: &Path) -> Result<kpack_pipeline::FileBytes, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    crate::map_file(&f, path).map_err(|e| format!("{}: {e}", path.display()))
+    kpack_pipeline::map_file(&f, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The marker and HIPK wrapper indices of a kpacked binary.
@@ -474,7 +474,7 @@ struct Recover<'c> {
 }
 
 impl Visitor for Recover<'_> {
-    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), crate::SourceError> {
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), kpack_pipeline::SourceError> {
         let target = code.target().to_string();
         let mut archives = Vec::new();
         for search in &self.meta.search_paths {
@@ -510,9 +510,9 @@ fn identity(
     report: &mut VerifyReport,
     failures: &mut Vec<String>,
 ) -> Result<(), ArtifactError> {
-    let mut originals = super::artifact_dirs(original)?;
+    let mut originals = crate::artifact_dirs(original)?;
     if originals.is_empty() {
-        for (shard, dir) in super::artifact_dirs_nested(original)? {
+        for (shard, dir) in crate::artifact_dirs_nested(original)? {
             originals.push((shard, dir));
         }
     }
@@ -528,7 +528,7 @@ fn identity(
         for prefix in manifest::read(dir)? {
             let root = dir.join(&prefix);
             if root.is_dir() {
-                for (rel, e) in super::walk_tree(&root)? {
+                for (rel, e) in crate::walk_tree(&root)? {
                     items.push((root.join(&rel), format!("{prefix}/{rel}"), e));
                 }
             }
@@ -541,7 +541,7 @@ fn identity(
         /// For a rewritten binary: (overlay path, whether this original reproduces it).
         host: Option<(String, bool)>,
     }
-    let outcomes = super::parallel_map(&items, threads, |_, (path, rel, e)| {
+    let outcomes = crate::parallel_map(&items, threads, |_, (path, rel, e)| {
         let mut o = Outcome {
             file: *e == TreeEntry::File,
             failures: Vec::new(),

@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use kpack_archive::kpm::KpmManifest;
-use kpack_pipeline::artifact::ArtifactError;
-use kpack_pipeline::artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
-use kpack_pipeline::artifact::verify::{VerifyOptions, verify};
+use kpack_artifact::ArtifactError;
+use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
+use kpack_artifact::verify::{VerifyOptions, verify};
 use kpack_testkit::{copy_tree, fixture, snapshot, split_shards};
 
 fn config(validation: &str, groups: &str) -> PackagingConfig {
@@ -25,7 +25,7 @@ fn run(
     shards: &Path,
     cfg: &PackagingConfig,
     out: &Path,
-) -> Result<kpack_pipeline::artifact::recombine::RecombineSummary, ArtifactError> {
+) -> Result<kpack_artifact::recombine::RecombineSummary, ArtifactError> {
     recombine(shards, cfg, out, &RecombineOptions::default())
 }
 
@@ -217,7 +217,7 @@ fn verify_lists_every_kind_of_loss_precisely() {
 }
 
 /// `kpack verify` of `out` against the original shard fixtures.
-fn verify_against_shards(out: &Path) -> kpack_pipeline::artifact::verify::VerifyReport {
+fn verify_against_shards(out: &Path) -> kpack_artifact::verify::VerifyReport {
     verify(
         out,
         &VerifyOptions {
