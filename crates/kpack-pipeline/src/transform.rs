@@ -51,7 +51,7 @@ pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
     }
     let fat = kpack_elf::inspect(bytes).map_err(SourceError::from)?;
     Ok(match fat.kind {
-        _ if fat.elf_type == kpack_elf::consts::ET_REL => HostState::Relocatable,
+        _ if fat.is_relocatable() => HostState::Relocatable,
         FatBinaryKind::Fat => HostState::Fat,
         FatBinaryKind::Kpacked => HostState::Kpacked,
         FatBinaryKind::Rdc | FatBinaryKind::HostOnly => HostState::HostOnly,
