@@ -326,7 +326,7 @@ fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
 /// header, and assemble the output from kept input and new bytes.
 pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     let elf = ElfFile::parse(data)?;
-    let (fat, fatbin_section) = check_rewritable(&elf, data)?;
+    let (fat, fatbin_section) = check_rewritable(&elf)?;
     let fatbin = locate_fatbin(&elf, &fatbin_section)?;
     let cut = cut_whole_pages(&elf, &fatbin)?;
     check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
@@ -360,10 +360,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
 
 /// Refuses what cannot be rewritten (see "Refused" in the module doc): returns the fat
 /// binary and its `.hip_fatbin`.
-fn check_rewritable(
-    elf: &ElfFile<'_>,
-    data: &[u8],
-) -> Result<(FatBinary, FatbinSection), RewriteError> {
+fn check_rewritable(elf: &ElfFile<'_>) -> Result<(FatBinary, FatbinSection), RewriteError> {
     let h = elf.header();
     if h.e_type == ET_REL {
         return Err(RewriteError::Relocatable);
@@ -385,7 +382,7 @@ fn check_rewritable(
     }
     // The plan reasons from the input's layout; one the verifier rejects (misaligned
     // sections, overlapping segments …) would make the output wrong in ways it cannot see.
-    verify(data).map_err(|issues| RewriteError::MalformedInput { issues })?;
+    verify(elf.data()).map_err(|issues| RewriteError::MalformedInput { issues })?;
     let fatbin = fat.fatbin.clone().ok_or(RewriteError::NotFat)?;
     if fat.wrappers.is_empty() {
         return Err(RewriteError::NoWrappers {
