@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union, cast
 
 from kpack import _native
 from kpack._errors import (
@@ -57,7 +57,8 @@ def inspect(
         raise UsageError(f'errors must be "raise" or "report", not {errors!r}')
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    return json.loads(_native.inspect(list(paths), errors == "raise"))
+    reports = json.loads(_native.inspect(list(paths), errors == "raise"))
+    return cast(List[Dict[str, Any]], reports)
 
 
 def split(
@@ -83,7 +84,7 @@ def split(
 
     Returns one summary per artifact split, as ``kpack split --json`` prints them.
     """
-    return json.loads(
+    summaries = json.loads(
         _native.split(
             input,
             output,
@@ -95,6 +96,7 @@ def split(
             threads,
         )
     )
+    return cast(List[Dict[str, Any]], summaries)
 
 
 def recombine(
@@ -112,7 +114,8 @@ def recombine(
 
     Returns the summary ``kpack recombine --json`` prints.
     """
-    return json.loads(_native.recombine(shards, config, output, component, threads))
+    summary = json.loads(_native.recombine(shards, config, output, component, threads))
+    return cast(Dict[str, Any], summary)
 
 
 def verify(
@@ -160,7 +163,7 @@ def transform(
     Returns the report ``kpack transform --json`` prints: ``{"status": "transformed", ...}``
     with the summary, or ``{"status": "already-kpacked", "input": ...}``.
     """
-    return json.loads(
+    report = json.loads(
         _native.transform(
             input,
             output,
@@ -172,6 +175,7 @@ def transform(
             level,
         )
     )
+    return cast(Dict[str, Any], report)
 
 
 # `split_wheel` (issue 8: `kpack split-wheel` on a whole wheel) joins the functions above,
