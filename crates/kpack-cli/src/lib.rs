@@ -73,7 +73,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Recombine(args) => cmd::recombine::run(args),
         Command::Verify(args) => cmd::verify::run(args),
     };
-    match result {
+    let status = match result {
         // The commands end in success or failure, nothing finer.
         Ok(code) if code == ExitCode::SUCCESS => 0,
         Ok(_) => 1,
@@ -81,5 +81,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
             output::print_error(err.as_ref());
             1
         }
-    }
+    };
+    // Only a Rust `main` flushes stdout on the way out; the Python `kpack` command is not one.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    status
 }
