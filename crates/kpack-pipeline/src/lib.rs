@@ -15,7 +15,7 @@ pub mod unbundle;
 pub use error::{FileError, SourceError};
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A file's bytes, mapped read-only.
 pub enum FileBytes {
@@ -48,6 +48,37 @@ pub fn map_file(file: &File, path: &Path) -> Result<FileBytes, SourceError> {
     // would get SIGBUS, as with any mmap reader such as `readelf`).
     let map = unsafe { memmap2::Mmap::map(file) };
     map.map(FileBytes::Mapped).map_err(error::io_error(path))
+}
+
+/// Expands directories into the files below them (sorted by name, symlinks not followed);
+/// files are kept as given. This is how every command that takes `PATH...` reads its inputs.
+pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(error::io_error(path))?;
+        if meta.is_dir() {
+            collect_dir(path, &mut files)?;
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn collect_dir(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), SourceError> {
+    let mut entries = std::fs::read_dir(dir)
+        .and_then(|rd| rd.collect::<Result<Vec<_>, _>>())
+        .map_err(error::io_error(dir))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let kind = entry.file_type().map_err(error::io_error(entry.path()))?;
+        if kind.is_dir() {
+            collect_dir(&entry.path(), files)?;
+        } else if kind.is_file() {
+            files.push(entry.path());
+        }
+    }
+    Ok(())
 }
 
 impl FileBytes {

@@ -131,6 +131,27 @@ pub enum Outcome {
     AlreadyKpacked,
 }
 
+/// An [`Outcome`] as `kpack transform --json` reports it: `{"status": "transformed", ...}`
+/// with the summary's fields, or `{"status": "already-kpacked", "input": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum TransformReport {
+    Transformed(TransformSummary),
+    AlreadyKpacked { input: String },
+}
+
+impl Outcome {
+    /// The report of this outcome of transforming `input`.
+    pub fn report(self, input: &Path) -> TransformReport {
+        match self {
+            Outcome::Transformed(s) => TransformReport::Transformed(s),
+            Outcome::AlreadyKpacked => TransformReport::AlreadyKpacked {
+                input: input.display().to_string(),
+            },
+        }
+    }
+}
+
 /// The default group: the output file name up to its first `.` (`librocsparse.so.0.1` →
 /// `librocsparse`).
 pub fn default_group(output: &Path) -> String {
