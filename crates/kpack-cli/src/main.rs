@@ -42,6 +42,8 @@ enum Command {
     Recombine(cmd::recombine::Args),
     /// Prove split or recombined artifacts complete (and identical to the originals).
     Verify(cmd::verify::Args),
+    /// Which packages to install so that a GPU finds its device code (from the .kpm indexes).
+    Which(cmd::which::Args),
 }
 
 /// Lets a closed pipe (`kpack inspect … | head`) end the process quietly, as it does for
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Command::Split(args) => cmd::split::run(args),
         Command::Recombine(args) => cmd::recombine::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::Which(args) => cmd::which::run(args),
     };
     match result {
         Ok(code) => code,
