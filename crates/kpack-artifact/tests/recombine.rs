@@ -134,7 +134,7 @@ fn the_generic_package_indexes_every_architecture_and_the_packages_install_side_
 }
 
 #[test]
-fn groups_that_would_install_the_same_path_twice_are_refused_and_nothing_is_written() {
+fn packages_that_would_install_one_path_twice_are_refused_and_nothing_is_written() {
     let tmp = tempfile::tempdir().unwrap();
     let shards = split_shards(&tmp.path().join("shards"));
     // gfx906 in two groups: both packages would install its archives and database files.
@@ -165,6 +165,28 @@ fn groups_that_would_install_the_same_path_twice_are_refused_and_nothing_is_writ
     std::fs::write(out.join("keep.txt"), "kept\n").unwrap();
     let before = snapshot(&out);
     run(&shards, &config(STRICT, overlapping), &out).unwrap_err();
+    assert_eq!(snapshot(&out), before);
+    // Two components' generic packages installing one file (every prefix installs at the
+    // install root, so a path is compared below its prefix).
+    for shard in kpack_testkit::SHARDS {
+        let dir = shards
+            .join(shard)
+            .join("demo_host_generic/other/stage/share/demo");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("readme.txt"), "another readme\n").unwrap();
+        let manifest = shards
+            .join(shard)
+            .join("demo_host_generic/artifact_manifest.txt");
+        std::fs::write(&manifest, "demo/stage\nother/stage\n").unwrap();
+    }
+    let err = run(&shards, &config(STRICT, GROUPS), &out).unwrap_err();
+    let ArtifactError::Validation { problems, .. } = err else {
+        panic!("expected a validation error, got {err}");
+    };
+    assert_eq!(
+        problems,
+        ["share/demo/readme.txt: installed by demo_host_generic and demo_lib_generic"]
+    );
     assert_eq!(snapshot(&out), before);
 }
 
