@@ -131,6 +131,16 @@ fn the_generic_package_indexes_every_architecture_and_the_packages_install_side_
     // (exe 1 + lib 2 wrappers) × 6 targets; per shard 6 files + 2 per target built
     assert_eq!(report.code_objects, 3 * 6);
     assert_eq!(report.original_files, 3 * 6 + 2 * 6);
+    // Without its index, the recombined tree no longer verifies.
+    std::fs::remove_file(kpack_dir.join("bin_demo.kpm")).unwrap();
+    let report = verify(&out, &VerifyOptions::default()).unwrap();
+    assert_eq!(
+        report.failures,
+        [format!(
+            "{}: missing; demo_lib_generic must index .kpack/bin_demo.kpm (gfx1030, gfx900, gfx906, gfx908, gfx90a:xnack+, gfx90a:xnack-)",
+            kpack_dir.join("bin_demo.kpm").display()
+        )]
+    );
 }
 
 #[test]
