@@ -17,6 +17,7 @@
 //! killed run leaves nothing under the final names.
 
 pub mod handlers;
+pub mod index;
 pub mod manifest;
 pub mod recombine;
 pub mod split;
@@ -65,6 +66,12 @@ pub enum ArtifactError {
     Invalid { path: PathBuf, problem: String },
     #[error("{0}")]
     Usage(String),
+    /// A packaging configuration that does not parse or does not make sense.
+    #[error("{}: {source}", path.display())]
+    Config {
+        path: PathBuf,
+        source: recombine::ConfigError,
+    },
     /// A recombine validation failed; one line per problem.
     #[error("{what}:\n{}", .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Validation {

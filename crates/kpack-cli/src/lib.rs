@@ -45,6 +45,8 @@ enum Command {
     Recombine(cmd::recombine::Args),
     /// Prove split or recombined artifacts complete (and identical to the originals).
     Verify(cmd::verify::Args),
+    /// Which packages to install so that a GPU finds its device code (from the .kpm indexes).
+    Which(cmd::which::Args),
 }
 
 pub use output::error_message;
@@ -72,6 +74,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Split(args) => cmd::split::run(args),
         Command::Recombine(args) => cmd::recombine::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::Which(args) => cmd::which::run(args),
     };
     let status = match result {
         // The commands end in success or failure, nothing finer.

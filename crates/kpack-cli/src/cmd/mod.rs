@@ -10,6 +10,7 @@ pub mod transform;
 pub mod unbundle;
 pub mod verify;
 pub mod verify_elf;
+pub mod which;
 
 use kpack_archive::Compression;
 
