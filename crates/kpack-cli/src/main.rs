@@ -42,6 +42,10 @@ enum Command {
     Recombine(cmd::recombine::Args),
     /// Prove split or recombined artifacts complete (and identical to the originals).
     Verify(cmd::verify::Args),
+    /// Split a fat Python wheel into a host wheel and per-GPU device wheels.
+    SplitWheel(cmd::split_wheel::Args),
+    /// Show this machine's AMD GPUs and the device wheel extra each needs.
+    Detect(cmd::detect::Args),
 }
 
 /// Lets a closed pipe (`kpack inspect … | head`) end the process quietly, as it does for
@@ -68,6 +72,8 @@ fn main() -> ExitCode {
         Command::Split(args) => cmd::split::run(args),
         Command::Recombine(args) => cmd::recombine::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::SplitWheel(args) => cmd::split_wheel::run(args),
+        Command::Detect(args) => cmd::detect::run(args),
     };
     match result {
         Ok(code) => code,

@@ -35,7 +35,7 @@ pub struct Args {
     json: bool,
 }
 
-fn parse_handler(s: &str) -> Result<Handler, String> {
+pub fn parse_handler(s: &str) -> Result<Handler, String> {
     Handler::from_name(s).ok_or_else(|| {
         let names: Vec<_> = Handler::ALL.iter().map(|h| h.name()).collect();
         format!(
