@@ -12,9 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kpack_archive::Compression;
+use kpack_artifact::handlers::Handler;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_pipeline::source::{DeviceCode, Visitor, device_code_objects, walk};
-use kpack_testkit::{LINKED_FAT, Registration, SHARDS, Standin, fixture, sha256_hex, standin};
+use kpack_testkit::{
+    LINKED_FAT, Registration, SHARDS, Standin, fixture, run_tool, sha256_hex, standin,
+};
 
 /// `KPACK_ERROR_ARCHIVE_NOT_FOUND`: with one archive per target, no search path expands to
 /// an existing file.
@@ -270,4 +273,145 @@ fn librocsparse_loads_every_wrapper_and_target_through_the_runtime() {
         }
     }
     assert_eq!(checked, 777);
+}
+
+/// The site-packages directory of the venv at `venv`.
+fn site_packages(venv: &Path) -> PathBuf {
+    let lib = venv.join("lib");
+    let py = std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("python")
+        })
+        .unwrap();
+    py.join("site-packages")
+}
+
+/// The files an installed distribution's RECORD lists, outside its dist-info.
+fn installed_files(site: &Path, dist_info: &str) -> BTreeSet<String> {
+    let record = std::fs::read_to_string(site.join(dist_info).join("RECORD")).unwrap();
+    record
+        .lines()
+        .filter_map(|l| l.split(',').next())
+        .filter(|p| !p.starts_with(dist_info))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_split_wheel_installed_by_pip_loads_each_targets_original_code_objects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path());
+    let wheels = tmp.path().join("wheels");
+    let mut opts = kpack_wheel::SplitOptions::new(&wheels);
+    opts.handlers = vec![Handler::Rocblas, Handler::Aotriton];
+    kpack_wheel::split_wheel(
+        &fixture("wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl"),
+        &opts,
+        &|_, _, _| {},
+    )
+    .unwrap();
+    let venv = tmp.path().join("venv");
+    run_tool("python3", &["-m", "venv", venv.to_str().unwrap()]);
+    let pip = venv.join("bin/pip");
+    let pip = |args: &[&str]| run_tool(pip.to_str().unwrap(), args);
+    let install = |extra: &str| {
+        pip(&[
+            "install",
+            "--no-index",
+            "--find-links",
+            wheels.to_str().unwrap(),
+            &format!("kpack-demo[{extra}]"),
+        ])
+    };
+    let site = site_packages(&venv);
+    // The wheel's binaries and the fixtures they were packed from.
+    let binaries = [
+        ("kpack_demo/lib/libone.so", "bin/libone.so"),
+        (
+            "kpack_demo/lib/nested/libmodern_v3.so",
+            "modern/libmodern_v3.so",
+        ),
+        ("kpack_demo/bin/exe_pie", "bin/exe_pie"),
+    ];
+    let work = tmp.path().join("work");
+    // With `target`'s device wheel installed, every binary built for it loads its original
+    // code objects for an agent of `agent`; without it, or when not built for it, the
+    // runtime finds no archive. Returns how many wrappers were built for `target`.
+    let loads_as = |agent: &str, target: &str, installed: bool| -> usize {
+        let mut checked = 0;
+        for (binary, original) in binaries {
+            let want = originals(&fixture(original));
+            let regs = rt.load(&site.join(binary), &[&isa(agent)], &work);
+            assert!(!regs.is_empty(), "{binary} registers nothing");
+            for r in &regs {
+                match want.get(&(r.reserved1, target.to_owned())) {
+                    Some(data) if installed => {
+                        same(loaded(r), data, &format!("{binary} {agent}"));
+                        checked += 1;
+                    }
+                    built => {
+                        assert_eq!(loaded(r), Err(ARCHIVE_NOT_FOUND), "{binary} {agent}");
+                        checked += usize::from(built.is_some());
+                    }
+                }
+            }
+        }
+        checked
+    };
+    let loads = |agent: &str, target: &str| loads_as(agent, target, true);
+
+    install("device-gfx90a");
+    assert_eq!(loads("gfx90a:xnack-", "gfx90a:xnack-"), 1);
+    assert_eq!(loads("gfx90a:xnack+", "gfx90a:xnack+"), 1);
+    assert_eq!(
+        loads_as("gfx1030", "gfx1030", false),
+        2,
+        "gfx1030 is not installed yet"
+    );
+
+    // A second extra installs beside the first, touching none of its files.
+    install("device-gfx1030");
+    let list = String::from_utf8(pip(&["list", "--format=freeze"])).unwrap();
+    for dist in [
+        "kpack-demo==1.0",
+        "kpack-demo-device-gfx90a==1.0",
+        "kpack-demo-device-gfx1030==1.0",
+    ] {
+        assert!(list.lines().any(|l| l == dist), "{dist} not in {list}");
+    }
+    let f90a = installed_files(&site, "kpack_demo_device_gfx90a-1.0.dist-info");
+    let f1030 = installed_files(&site, "kpack_demo_device_gfx1030-1.0.dist-info");
+    let host = installed_files(&site, "kpack_demo-1.0.dist-info");
+    assert!(f90a.is_disjoint(&f1030) && host.is_disjoint(&f90a) && host.is_disjoint(&f1030));
+    assert!(f1030.contains("kpack_demo/lib/rocblas/library/TensileLibrary_gfx1030.co"));
+    assert_eq!(loads("gfx1030", "gfx1030"), 2, "libone and exe_pie");
+    assert_eq!(loads("gfx90a:xnack-", "gfx90a:xnack-"), 1);
+
+    // A target extra brings its sub-family and family wheels too.
+    install("device-gfx1100");
+    let list = String::from_utf8(pip(&["list", "--format=freeze"])).unwrap();
+    for dist in [
+        "kpack-demo-device-gfx1100==1.0",
+        "kpack-demo-device-gfx110x==1.0",
+        "kpack-demo-device-gfx11==1.0",
+    ] {
+        assert!(list.lines().any(|l| l == dist), "{dist} not in {list}");
+    }
+    assert_eq!(loads("gfx1100", "gfx1100"), 1);
+
+    // Uninstalling one device wheel leaves the host and the others whole and loading.
+    pip(&["uninstall", "-y", "kpack-demo-device-gfx90a"]);
+    for f in f90a {
+        assert!(!site.join(&f).exists(), "{f} left behind");
+    }
+    for f in host.iter().chain(&f1030) {
+        assert!(site.join(f).exists(), "{f} removed");
+    }
+    assert_eq!(loads("gfx1030", "gfx1030"), 2);
+    assert_eq!(loads_as("gfx90a:xnack-", "gfx90a:xnack-", false), 1);
 }
