@@ -415,3 +415,140 @@ fn a_split_wheel_installed_by_pip_loads_each_targets_original_code_objects() {
     assert_eq!(loads("gfx1030", "gfx1030"), 2);
     assert_eq!(loads_as("gfx90a:xnack-", "gfx90a:xnack-", false), 1);
 }
+
+/// What librocm_kpack's `kpack_load_code_object` returns for wrapper `co_index` of the
+/// installed binary `binary` (its marker read from the file) and the agent ISAs `isas`.
+fn load_code_object(binary: &Path, co_index: u32, isas: &[&str]) -> Result<Vec<u8>, i32> {
+    use std::ffi::{CString, c_void};
+    let bytes = std::fs::read(binary).unwrap();
+    let fat = kpack_elf::inspect(&bytes).unwrap();
+    let marker = fat.marker.as_ref().expect("a kpacked binary has a marker");
+    let metadata = marker.bytes(&bytes).unwrap().to_vec();
+    let path = CString::new(binary.to_str().unwrap()).unwrap();
+    let isas: Vec<CString> = isas.iter().map(|i| CString::new(*i).unwrap()).collect();
+    let ptrs: Vec<*const std::ffi::c_char> = isas.iter().map(|c| c.as_ptr()).collect();
+    let mut cache = std::ptr::null_mut();
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let mut size = 0usize;
+    // SAFETY: every pointer is valid for the call (the C API's contract): the cache is
+    // created and destroyed here, the metadata is the whole msgpack marker, the strings are
+    // NUL-terminated and live across the call, the outputs are locals.
+    unsafe {
+        assert_eq!(rocm_kpack::kpack_cache_create(&mut cache) as i32, 0);
+        let rc = rocm_kpack::kpack_load_code_object(
+            cache,
+            metadata.as_ptr().cast(),
+            path.as_ptr(),
+            co_index,
+            ptrs.as_ptr(),
+            ptrs.len(),
+            &mut out,
+            &mut size,
+        ) as i32;
+        let result = if rc == 0 {
+            let data = std::slice::from_raw_parts(out.cast::<u8>(), size).to_vec();
+            rocm_kpack::kpack_free_code_object(out);
+            Ok(data)
+        } else {
+            Err(rc)
+        };
+        rocm_kpack::kpack_cache_destroy(cache);
+        result
+    }
+}
+
+/// The real PyPI wheels split, their host and two device wheels installed by pip (into a
+/// `--target` tree for CPython 3.12, the wheels' ABI, since the machine's Python may be older), and
+/// every wrapper of every rewritten binary loading, through librocm_kpack, the original
+/// wheel's code object for each installed target, byte for byte.
+#[test]
+#[ignore = "real-world"]
+fn real_split_wheels_installed_by_pip_load_their_original_code_objects() {
+    for (name, version, targets) in [
+        ("cupy_rocm_7_0", "14.2.0", ["gfx942", "gfx1100"]),
+        ("jax_rocm7_plugin", "0.12.0", ["gfx942", "gfx1100"]),
+    ] {
+        let input = kpack_testkit::corpus_wheel(name, version);
+        let tmp = tempfile::tempdir().unwrap();
+        let wheels = tmp.path().join("wheels");
+        let s = kpack_wheel::split_wheel(
+            &input,
+            &kpack_wheel::SplitOptions::new(&wheels),
+            &|_, _, _| {},
+        )
+        .unwrap();
+        let mut install = vec![s.host.path.display().to_string()];
+        for t in targets {
+            let d = s.devices.iter().find(|d| d.key.as_str() == t).unwrap();
+            install.push(d.wheel.path.display().to_string());
+        }
+        let target = tmp.path().join("site");
+        let plat = input
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .trim_end_matches(".whl")
+            .to_owned();
+        let mut args = vec![
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--ignore-requires-python",
+            "--python-version",
+            "3.12",
+            "--platform",
+            &plat,
+            "--target",
+            target.to_str().unwrap(),
+        ];
+        args.extend(install.iter().map(String::as_str));
+        run_tool("python3", &args);
+        // The original's code objects, from the fat wheel unpacked.
+        let original_root = tmp.path().join("original");
+        run_tool(
+            "unzip",
+            &[
+                "-q",
+                input.to_str().unwrap(),
+                "-d",
+                original_root.to_str().unwrap(),
+            ],
+        );
+        let mut checked = 0;
+        for f in &s.fat_binaries {
+            let want = originals(&original_root.join(&f.path));
+            let installed = target.join(&f.path);
+            let wrappers = kpack_elf::inspect(&std::fs::read(&installed).unwrap())
+                .unwrap()
+                .wrappers
+                .len();
+            for t in targets {
+                for w in 0..wrappers {
+                    match want.get(&(w as u64, t.to_owned())) {
+                        Some(data) => {
+                            same(
+                                load_code_object(&installed, w as u32, &[&isa(t)]),
+                                data,
+                                &format!("{name} {} #{w} {t}", f.path),
+                            );
+                            checked += 1;
+                        }
+                        None => assert_eq!(
+                            load_code_object(&installed, w as u32, &[&isa(t)]),
+                            Err(ARCHIVE_NOT_FOUND)
+                        ),
+                    }
+                }
+            }
+        }
+        assert!(
+            checked >= 2 * s.fat_binaries.len(),
+            "{name}: {checked} objects compared"
+        );
+    }
+}
