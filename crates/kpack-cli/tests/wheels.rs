@@ -110,3 +110,32 @@ fn split_wheel_of_a_broken_wheel_exits_1_naming_the_entry_and_writes_nothing() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn split_wheel_timestamps_come_from_source_date_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // 2021-06-15 12:34:56 UTC.
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_kpack"))
+        .args(["split-wheel", s(&fixture(DEMO)), "-o", s(&out)])
+        .env("SOURCE_DATE_EPOCH", "1623760496")
+        .env("CI", "1")
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    for e in std::fs::read_dir(&out).unwrap() {
+        let mut z = zip::ZipArchive::new(std::fs::File::open(e.unwrap().path()).unwrap()).unwrap();
+        for i in 0..z.len() {
+            let t = z.by_index(i).unwrap().last_modified().unwrap();
+            let got = (
+                t.year(),
+                t.month(),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second(),
+            );
+            assert_eq!(got, (2021, 6, 15, 12, 34, 56));
+        }
+    }
+}
