@@ -312,7 +312,6 @@ fn a_split_wheel_installed_by_pip_loads_each_targets_original_code_objects() {
     kpack_wheel::split_wheel(
         &fixture("wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl"),
         &opts,
-        &|_, _, _| {},
     )
     .unwrap();
     let venv = tmp.path().join("venv");
@@ -471,12 +470,7 @@ fn real_split_wheels_installed_by_pip_load_their_original_code_objects() {
         let input = kpack_testkit::corpus_wheel(name, version);
         let tmp = tempfile::tempdir().unwrap();
         let wheels = tmp.path().join("wheels");
-        let s = kpack_wheel::split_wheel(
-            &input,
-            &kpack_wheel::SplitOptions::new(&wheels),
-            &|_, _, _| {},
-        )
-        .unwrap();
+        let s = kpack_wheel::split_wheel(&input, &kpack_wheel::SplitOptions::new(&wheels)).unwrap();
         let mut install = vec![s.host.path.display().to_string()];
         for t in targets {
             let d = s.devices.iter().find(|d| d.key.as_str() == t).unwrap();

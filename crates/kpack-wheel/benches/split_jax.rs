@@ -45,7 +45,7 @@ fn main() {
     let mut summary = None;
     for i in 0..runs {
         let opts = SplitOptions::new(dir.path().join(format!("split{i}")));
-        let (t, s) = kpack_testkit::time(|| split_wheel(&wheel, &opts, &|_, _, _| {}).unwrap());
+        let (t, s) = kpack_testkit::time(|| split_wheel(&wheel, &opts).unwrap());
         split.push(t);
         summary = Some(s);
     }

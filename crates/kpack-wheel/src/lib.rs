@@ -25,5 +25,6 @@ pub use hierarchy::{BundleKey, Level};
 pub use reader::Limits;
 pub use split::{
     DeviceWheel, FatBinary, OutputWheel, Progress, SplitOptions, Summary, split_wheel,
+    split_wheel_with_progress,
 };
 pub use writer::OutputFormat;

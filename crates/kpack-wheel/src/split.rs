@@ -129,7 +129,12 @@ pub struct Summary {
 pub type Progress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
 
 /// Splits the wheel `input` (a `.whl` or an unpacked wheel directory) per `opts`.
-pub fn split_wheel(
+pub fn split_wheel(input: &Path, opts: &SplitOptions) -> Result<Summary, WheelError> {
+    split_wheel_with_progress(input, opts, &|_, _, _| {})
+}
+
+/// [`split_wheel`], reporting progress as it goes.
+pub fn split_wheel_with_progress(
     input: &Path,
     opts: &SplitOptions,
     progress: Progress<'_>,

@@ -26,12 +26,8 @@ fn check(wheels: &[PathBuf]) -> Vec<serde_json::Value> {
 fn split_and_check(name: &str, version: &str) -> (usize, usize) {
     let input = corpus_wheel(name, version);
     let dir = tempfile::tempdir().unwrap();
-    let s = split_wheel(
-        &input,
-        &SplitOptions::new(dir.path().join("out")),
-        &|_, _, _| {},
-    )
-    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let s = split_wheel(&input, &SplitOptions::new(dir.path().join("out")))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut wheels = vec![s.host.path.clone()];
     wheels.extend(s.devices.iter().map(|d| d.wheel.path.clone()));
     wheels.push(input.clone());
@@ -49,7 +45,7 @@ fn split_and_check(name: &str, version: &str) -> (usize, usize) {
     let host = dir.path().join("host");
     let mut opts = SplitOptions::new(&host);
     opts.output_format = OutputFormat::Directory;
-    let d = split_wheel(&input, &opts, &|_, _, _| {}).unwrap();
+    let d = split_wheel(&input, &opts).unwrap();
     for f in &s.fat_binaries {
         let bytes = std::fs::read(d.host.path.join(&f.path)).unwrap();
         assert_eq!(

@@ -12,13 +12,11 @@ use kpack_wheel::{OutputFormat, SplitOptions, Summary, WheelError, split_wheel};
 
 const DEMO: &str = "wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl";
 
-fn quiet(_: &str, _: u64, _: u64) {}
-
 fn split(input: &Path, out: &Path, tweak: impl FnOnce(&mut SplitOptions)) -> Summary {
     let mut opts = SplitOptions::new(out);
     opts.handlers = vec![Handler::Rocblas, Handler::Aotriton];
     tweak(&mut opts);
-    split_wheel(input, &opts, &quiet).unwrap_or_else(|e| panic!("split_wheel: {e}"))
+    split_wheel(input, &opts).unwrap_or_else(|e| panic!("split_wheel: {e}"))
 }
 
 /// What the independent reader says of each wheel.
@@ -311,7 +309,7 @@ fn sha2_digest(d: &[u8]) -> [u8; 32] {
 /// Splitting `wheel` fails with an error naming `needle`, and nothing appears at -o.
 fn refused(wheel: &Path, needle: &str) -> String {
     let out = wheel.parent().unwrap().join("out");
-    let err = split_wheel(wheel, &SplitOptions::new(&out), &quiet).unwrap_err();
+    let err = split_wheel(wheel, &SplitOptions::new(&out)).unwrap_err();
     let text = err.to_string();
     assert!(text.contains(needle), "{text:?} does not name {needle:?}");
     assert!(!out.exists(), "output written for a refused wheel");
@@ -355,7 +353,7 @@ fn duplicate_names_are_refused() {
     e.push(("pkg/a.py".into(), b"2".to_vec(), 0o100644));
     let wheel = write(dir.path(), &e);
     let out = dir.path().join("out");
-    let err = split_wheel(&wheel, &SplitOptions::new(&out), &quiet)
+    let err = split_wheel(&wheel, &SplitOptions::new(&out))
         .unwrap_err()
         .to_string();
     assert!(
@@ -403,7 +401,7 @@ fn an_entry_larger_than_declared_or_past_the_global_cap_is_refused() {
     let out = dir.path().join("out2");
     let mut opts = SplitOptions::new(&out);
     opts.limits.max_unpacked = 1000;
-    let err = split_wheel(&wheel, &opts, &quiet).unwrap_err().to_string();
+    let err = split_wheel(&wheel, &opts).unwrap_err().to_string();
     assert!(
         err.contains("pkg/data.bin") && err.contains("zip bomb"),
         "{err}"
@@ -445,6 +443,6 @@ fn zips_that_are_not_wheels_are_refused() {
     let mut e = vec![("pkg/a.py".to_owned(), b"a".to_vec(), 0o100644)];
     e.extend(good_dist_info(&format!("pkg/a.py,{h},1\n")));
     let pure = write(dir.path(), &e);
-    let err = split_wheel(&pure, &SplitOptions::new(dir.path().join("o")), &quiet).unwrap_err();
+    let err = split_wheel(&pure, &SplitOptions::new(dir.path().join("o"))).unwrap_err();
     assert!(matches!(err, WheelError::NoFatBinaries { .. }), "{err}");
 }

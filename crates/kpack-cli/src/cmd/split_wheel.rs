@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kpack_artifact::handlers::Handler;
-use kpack_wheel::{OutputFormat, SplitOptions, split_wheel};
+use kpack_wheel::{OutputFormat, SplitOptions, split_wheel_with_progress};
 
 use crate::output::{self, Error};
 
@@ -71,7 +71,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let summary = split_wheel(&args.input, &opts, &progress)?;
+    let summary = split_wheel_with_progress(&args.input, &opts, &progress)?;
     bar.finish_and_clear();
     if args.json {
         output::print_json(&summary)?;
