@@ -246,7 +246,11 @@ pub fn split_wheel_with_progress(
             source: Box::new(source),
         })?;
         let Outcome::Transformed(t) = t else {
-            unreachable!("only fat binaries are transformed")
+            return Err(WheelError::Entry {
+                wheel: input.to_owned(),
+                entry: (*path).to_owned(),
+                problem: "already kpacked: it changed while being split".into(),
+            });
         };
         let mut targets = Vec::new();
         for a in &t.archives {
