@@ -446,3 +446,53 @@ fn zips_that_are_not_wheels_are_refused() {
     let err = split_wheel(&pure, &SplitOptions::new(dir.path().join("o"))).unwrap_err();
     assert!(matches!(err, WheelError::NoFatBinaries { .. }), "{err}");
 }
+
+#[test]
+fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let unpacked = dir.path().join("unpacked");
+    run_tool(
+        "unzip",
+        &[
+            "-q",
+            fixture(DEMO).to_str().unwrap(),
+            "-d",
+            unpacked.to_str().unwrap(),
+        ],
+    );
+    let from_zip = split(&fixture(DEMO), &dir.path().join("a"), |_| {});
+    let from_dir = split(&unpacked, &dir.path().join("b"), |_| {});
+    let names = |s: &Summary| {
+        let mut v = vec![s.host.path.file_name().unwrap().to_owned()];
+        v.extend(
+            s.devices
+                .iter()
+                .map(|d| d.wheel.path.file_name().unwrap().to_owned()),
+        );
+        v
+    };
+    assert_eq!(names(&from_zip), names(&from_dir));
+    for (a, b) in [(&from_zip.host, &from_dir.host)].into_iter().chain(
+        from_zip
+            .devices
+            .iter()
+            .map(|d| &d.wheel)
+            .zip(from_dir.devices.iter().map(|d| &d.wheel)),
+    ) {
+        assert!(
+            std::fs::read(&a.path).unwrap() == std::fs::read(&b.path).unwrap(),
+            "{}",
+            a.path.display()
+        );
+    }
+    std::os::unix::fs::symlink("version.py", unpacked.join("kpack_demo/alias.py")).unwrap();
+    let out = dir.path().join("c");
+    let err = split_wheel(&unpacked, &SplitOptions::new(&out))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kpack_demo/alias.py") && err.contains("symlink"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
