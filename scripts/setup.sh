@@ -10,7 +10,9 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 # clang-tools-15: clang-offload-bundler-15, the independent witness for unbundling.
 # binutils/elfutils/patchelf: readelf, objcopy, eu-elflint, patchelf as witnesses for ELF output.
 # gcc, cmake, pkg-config: the C stand-ins and the C API's CMake package test.
-PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip"
+# zip, unzip: the naive re-zip baseline of the wheel benchmark; python3-venv: the fresh venvs
+# the split wheels are pip-installed into.
+PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip zip python3-venv"
 # pip downloads the PyPI wheels of the corpus.
 python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=
@@ -58,15 +60,19 @@ if [ ! -f "$ROCSPARSE" ]; then
   dpkg-deb -x "$CORPUS"/debs/librocsparse0_5.3.0+dfsg-2_amd64.deb "$CORPUS/x/librocsparse0_5.3.0+dfsg-2"
 fi
 # PyPI jax-rocm7-plugin: CCOB v3 bundles, generic targets (0.10.0), a 2-wrapper _solver.so.
-for spec in jax-rocm7-plugin==0.12.0 jax-rocm7-plugin==0.10.0; do
+# PyPI cupy-rocm-7-0 14.2.0: three fat extension modules, uncompressed bundles, 9 targets
+# (the wheel-splitting real-world tier).
+for spec in jax-rocm7-plugin==0.12.0 jax-rocm7-plugin==0.10.0 cupy-rocm-7-0==14.2.0; do
   v=${spec#*==}
-  if ! ls "$CORPUS"/wheels/jax_rocm7_plugin-"$v"-*.whl >/dev/null 2>&1; then
+  n=${spec%%==*}
+  if ! ls "$CORPUS"/wheels/"${n//-/_}"-"$v"-*.whl >/dev/null 2>&1; then
     echo "setup: fetching $spec"
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 "$spec" -d "$CORPUS/wheels"
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+      --platform manylinux2014_x86_64 "$spec" -d "$CORPUS/wheels"
   fi
 done
-for w in "$CORPUS"/wheels/jax_rocm7_plugin-*.whl; do
+for w in "$CORPUS"/wheels/jax_rocm7_plugin-*.whl "$CORPUS"/wheels/cupy_rocm_7_0-*.whl; do
   n=$(basename "$w" .whl)
   [ -d "$CORPUS/wx/$n" ] || unzip -q -o "$w" -d "$CORPUS/wx/$n"
 done

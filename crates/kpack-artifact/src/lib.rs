@@ -257,7 +257,7 @@ pub(crate) fn sorted_subdirs(dir: &Path) -> Result<Vec<PathBuf>, ArtifactError> 
 
 /// Output staged in a temporary directory, moved into place by [`Staging::commit`] and
 /// removed when dropped uncommitted (any error, or a panic).
-pub(crate) struct Staging {
+pub struct Staging {
     dir: PathBuf,
     out: PathBuf,
     /// The output directory did not exist: the whole staging directory becomes it.
@@ -268,7 +268,7 @@ pub(crate) struct Staging {
 impl Staging {
     /// Stages output for `out`: beside it when it does not exist yet (one rename makes it
     /// appear whole), inside it otherwise (each artifact renamed in turn).
-    pub(crate) fn new(out: &Path, what: &str) -> Result<Staging, ArtifactError> {
+    pub fn new(out: &Path, what: &str) -> Result<Staging, ArtifactError> {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let tag = format!(
             ".kpack-{what}-tmp-{}-{}",
@@ -298,13 +298,14 @@ impl Staging {
         })
     }
 
-    pub(crate) fn path(&self) -> &Path {
+    /// The staging directory: what is put here appears in the output at commit.
+    pub fn path(&self) -> &Path {
         &self.dir
     }
 
     /// Moves the staged artifacts into the output directory; an artifact that already
     /// exists there is an error, found before anything is moved.
-    pub(crate) fn commit(mut self) -> Result<(), ArtifactError> {
+    pub fn commit(mut self) -> Result<(), ArtifactError> {
         if self.whole {
             std::fs::rename(&self.dir, &self.out).map_err(ArtifactError::io(&self.out))?;
         } else {

@@ -399,36 +399,46 @@ fn assign_modules(items: &[Item]) -> Result<BTreeMap<usize, String>, ArtifactErr
     let fat: Vec<usize> = (0..items.len())
         .filter(|&i| matches!(items[i].class, Class::Fat))
         .collect();
-    let name_of = |i: usize| {
-        let rel = &items[i].rel;
-        module_name(rel.rsplit('/').next().unwrap_or(rel))
-    };
+    let rels: Vec<&str> = fat.iter().map(|&i| items[i].rel.as_str()).collect();
+    let names = module_names(&rels).map_err(|(a, b, name)| {
+        let (a, b) = (&items[fat[a]], &items[fat[b]]);
+        ArtifactError::invalid(
+            format!("{}/{}", a.prefix, a.rel),
+            format!(
+                "its archives would be named {name:?} like those of {}/{}",
+                b.prefix, b.rel
+            ),
+        )
+    })?;
+    Ok(fat.into_iter().zip(names).collect())
+}
+
+/// The module names of fat binaries at the relative paths `rels` (see the module docs):
+/// [`module_name`] of the file name, or the path with `/` written `_` for every binary
+/// whose module name another one shares. When even those collide: the indices of the two
+/// binaries and the name.
+pub fn module_names(rels: &[&str]) -> Result<Vec<String>, (usize, usize, String)> {
+    let name_of = |rel: &str| module_name(rel.rsplit('/').next().unwrap_or(rel));
     let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    for &i in &fat {
-        *count.entry(name_of(i)).or_default() += 1;
+    for rel in rels {
+        *count.entry(name_of(rel)).or_default() += 1;
     }
-    let mut modules = BTreeMap::new();
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
-    for &i in &fat {
-        let plain = name_of(i);
+    let mut names = Vec::with_capacity(rels.len());
+    for (i, rel) in rels.iter().enumerate() {
+        let plain = name_of(rel);
         let name = if count[&plain] > 1 {
-            items[i].rel.replace('/', "_")
+            rel.replace('/', "_")
         } else {
             plain
         };
         if let Some(&other) = taken.get(&name) {
-            return Err(ArtifactError::invalid(
-                format!("{}/{}", items[i].prefix, items[i].rel),
-                format!(
-                    "its archives would be named {name:?} like those of {}/{}",
-                    items[other].prefix, items[other].rel
-                ),
-            ));
+            return Err((i, other, name));
         }
         taken.insert(name.clone(), i);
-        modules.insert(i, name);
+        names.push(name);
     }
-    Ok(modules)
+    Ok(names)
 }
 
 fn split_fat(

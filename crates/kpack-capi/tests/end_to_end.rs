@@ -13,9 +13,12 @@ use std::process::Command;
 
 use kpack_archive::Compression;
 use kpack_archive::kpm::KpmManifest;
+use kpack_artifact::handlers::Handler;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_pipeline::source::{DeviceCode, Visitor, device_code_objects, walk};
-use kpack_testkit::{LINKED_FAT, Registration, SHARDS, Standin, fixture, sha256_hex, standin};
+use kpack_testkit::{
+    LINKED_FAT, Registration, SHARDS, Standin, fixture, run_tool, sha256_hex, standin,
+};
 
 /// `KPACK_ERROR_ARCHIVE_NOT_FOUND`: with one archive per target, no search path expands to
 /// an existing file.
@@ -313,4 +316,276 @@ fn librocsparse_loads_every_wrapper_and_target_through_the_runtime() {
         }
     }
     assert_eq!(checked, 777);
+}
+
+/// The site-packages directory of the venv at `venv`.
+fn site_packages(venv: &Path) -> PathBuf {
+    let lib = venv.join("lib");
+    let py = std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("python")
+        })
+        .unwrap();
+    py.join("site-packages")
+}
+
+/// The files an installed distribution's RECORD lists, outside its dist-info.
+fn installed_files(site: &Path, dist_info: &str) -> BTreeSet<String> {
+    let record = std::fs::read_to_string(site.join(dist_info).join("RECORD")).unwrap();
+    record
+        .lines()
+        .filter_map(|l| l.split(',').next())
+        .filter(|p| !p.starts_with(dist_info))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_split_wheel_installed_by_pip_loads_each_targets_original_code_objects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path());
+    let wheels = tmp.path().join("wheels");
+    let mut opts = kpack_wheel::SplitOptions::new(&wheels);
+    opts.handlers = vec![Handler::Rocblas, Handler::Aotriton];
+    kpack_wheel::split_wheel(
+        &fixture("wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl"),
+        &opts,
+    )
+    .unwrap();
+    let venv = tmp.path().join("venv");
+    run_tool("python3", &["-m", "venv", venv.to_str().unwrap()]);
+    let pip = venv.join("bin/pip");
+    let pip = |args: &[&str]| run_tool(pip.to_str().unwrap(), args);
+    let install = |extra: &str| {
+        pip(&[
+            "install",
+            "--no-index",
+            "--find-links",
+            wheels.to_str().unwrap(),
+            &format!("kpack-demo[{extra}]"),
+        ])
+    };
+    let site = site_packages(&venv);
+    // The wheel's binaries and the fixtures they were packed from.
+    let binaries = [
+        ("kpack_demo/lib/libone.so", "bin/libone.so"),
+        (
+            "kpack_demo/lib/nested/libmodern_v3.so",
+            "modern/libmodern_v3.so",
+        ),
+        ("kpack_demo/bin/exe_pie", "bin/exe_pie"),
+    ];
+    let work = tmp.path().join("work");
+    // With `target`'s device wheel installed, every binary built for it loads its original
+    // code objects for an agent of `agent`; without it, or when not built for it, the
+    // runtime finds no archive. Returns how many wrappers were built for `target`.
+    let loads_as = |agent: &str, target: &str, installed: bool| -> usize {
+        let mut checked = 0;
+        for (binary, original) in binaries {
+            let want = originals(&fixture(original));
+            let regs = rt.load(&site.join(binary), &[&isa(agent)], &work);
+            assert!(!regs.is_empty(), "{binary} registers nothing");
+            for r in &regs {
+                match want.get(&(r.reserved1, target.to_owned())) {
+                    Some(data) if installed => {
+                        same(loaded(r), data, &format!("{binary} {agent}"));
+                        checked += 1;
+                    }
+                    built => {
+                        assert_eq!(loaded(r), Err(ARCHIVE_NOT_FOUND), "{binary} {agent}");
+                        checked += usize::from(built.is_some());
+                    }
+                }
+            }
+        }
+        checked
+    };
+    let loads = |agent: &str, target: &str| loads_as(agent, target, true);
+
+    install("device-gfx90a");
+    assert_eq!(loads("gfx90a:xnack-", "gfx90a:xnack-"), 1);
+    assert_eq!(loads("gfx90a:xnack+", "gfx90a:xnack+"), 1);
+    assert_eq!(
+        loads_as("gfx1030", "gfx1030", false),
+        2,
+        "gfx1030 is not installed yet"
+    );
+
+    // A second extra installs beside the first, touching none of its files.
+    install("device-gfx1030");
+    let list = String::from_utf8(pip(&["list", "--format=freeze"])).unwrap();
+    for dist in [
+        "kpack-demo==1.0",
+        "kpack-demo-device-gfx90a==1.0",
+        "kpack-demo-device-gfx1030==1.0",
+    ] {
+        assert!(list.lines().any(|l| l == dist), "{dist} not in {list}");
+    }
+    let f90a = installed_files(&site, "kpack_demo_device_gfx90a-1.0.dist-info");
+    let f1030 = installed_files(&site, "kpack_demo_device_gfx1030-1.0.dist-info");
+    let host = installed_files(&site, "kpack_demo-1.0.dist-info");
+    assert!(f90a.is_disjoint(&f1030) && host.is_disjoint(&f90a) && host.is_disjoint(&f1030));
+    assert!(f1030.contains("kpack_demo/lib/rocblas/library/TensileLibrary_gfx1030.co"));
+    assert_eq!(loads("gfx1030", "gfx1030"), 2, "libone and exe_pie");
+    assert_eq!(loads("gfx90a:xnack-", "gfx90a:xnack-"), 1);
+
+    // A target extra brings its sub-family and family wheels too.
+    install("device-gfx1100");
+    let list = String::from_utf8(pip(&["list", "--format=freeze"])).unwrap();
+    for dist in [
+        "kpack-demo-device-gfx1100==1.0",
+        "kpack-demo-device-gfx110x==1.0",
+        "kpack-demo-device-gfx11==1.0",
+    ] {
+        assert!(list.lines().any(|l| l == dist), "{dist} not in {list}");
+    }
+    assert_eq!(loads("gfx1100", "gfx1100"), 1);
+
+    // Uninstalling one device wheel leaves the host and the others whole and loading.
+    pip(&["uninstall", "-y", "kpack-demo-device-gfx90a"]);
+    for f in f90a {
+        assert!(!site.join(&f).exists(), "{f} left behind");
+    }
+    for f in host.iter().chain(&f1030) {
+        assert!(site.join(f).exists(), "{f} removed");
+    }
+    assert_eq!(loads("gfx1030", "gfx1030"), 2);
+    assert_eq!(loads_as("gfx90a:xnack-", "gfx90a:xnack-", false), 1);
+}
+
+/// What librocm_kpack's `kpack_load_code_object` returns for wrapper `co_index` of the
+/// installed binary `binary` (its marker read from the file) and the agent ISAs `isas`.
+fn load_code_object(binary: &Path, co_index: u32, isas: &[&str]) -> Result<Vec<u8>, i32> {
+    use std::ffi::{CString, c_void};
+    let bytes = std::fs::read(binary).unwrap();
+    let fat = kpack_elf::inspect(&bytes).unwrap();
+    let marker = fat.marker.as_ref().expect("a kpacked binary has a marker");
+    let metadata = marker.bytes(&bytes).unwrap().to_vec();
+    let path = CString::new(binary.to_str().unwrap()).unwrap();
+    let isas: Vec<CString> = isas.iter().map(|i| CString::new(*i).unwrap()).collect();
+    let ptrs: Vec<*const std::ffi::c_char> = isas.iter().map(|c| c.as_ptr()).collect();
+    let mut cache = std::ptr::null_mut();
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let mut size = 0usize;
+    // SAFETY: every pointer is valid for the call (the C API's contract): the cache is
+    // created and destroyed here, the metadata is the whole msgpack marker, the strings are
+    // NUL-terminated and live across the call, the outputs are locals.
+    unsafe {
+        assert_eq!(rocm_kpack::kpack_cache_create(&mut cache) as i32, 0);
+        let rc = rocm_kpack::kpack_load_code_object(
+            cache,
+            metadata.as_ptr().cast(),
+            path.as_ptr(),
+            co_index,
+            ptrs.as_ptr(),
+            ptrs.len(),
+            &mut out,
+            &mut size,
+        ) as i32;
+        let result = if rc == 0 {
+            let data = std::slice::from_raw_parts(out.cast::<u8>(), size).to_vec();
+            rocm_kpack::kpack_free_code_object(out);
+            Ok(data)
+        } else {
+            Err(rc)
+        };
+        rocm_kpack::kpack_cache_destroy(cache);
+        result
+    }
+}
+
+/// The real PyPI wheels split, their host and two device wheels installed by pip (into a
+/// `--target` tree for CPython 3.12, the wheels' ABI, since the machine's Python may be older), and
+/// every wrapper of every rewritten binary loading, through librocm_kpack, the original
+/// wheel's code object for each installed target, byte for byte.
+#[test]
+#[ignore = "real-world"]
+fn real_split_wheels_installed_by_pip_load_their_original_code_objects() {
+    for (name, version, targets) in [
+        ("cupy_rocm_7_0", "14.2.0", ["gfx942", "gfx1100"]),
+        ("jax_rocm7_plugin", "0.12.0", ["gfx942", "gfx1100"]),
+    ] {
+        let input = kpack_testkit::corpus_wheel(name, version);
+        let tmp = tempfile::tempdir().unwrap();
+        let wheels = tmp.path().join("wheels");
+        let s = kpack_wheel::split_wheel(&input, &kpack_wheel::SplitOptions::new(&wheels)).unwrap();
+        let mut install = vec![s.host.path.display().to_string()];
+        for t in targets {
+            let d = s.devices.iter().find(|d| d.key.as_str() == t).unwrap();
+            install.push(d.wheel.path.display().to_string());
+        }
+        let target = tmp.path().join("site");
+        let plat = input
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .trim_end_matches(".whl")
+            .to_owned();
+        let mut args = vec![
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--ignore-requires-python",
+            "--python-version",
+            "3.12",
+            "--platform",
+            &plat,
+            "--target",
+            target.to_str().unwrap(),
+        ];
+        args.extend(install.iter().map(String::as_str));
+        run_tool("python3", &args);
+        // The original's code objects, from the fat wheel unpacked.
+        let original_root = tmp.path().join("original");
+        run_tool(
+            "unzip",
+            &[
+                "-q",
+                input.to_str().unwrap(),
+                "-d",
+                original_root.to_str().unwrap(),
+            ],
+        );
+        let mut checked = 0;
+        for f in &s.fat_binaries {
+            let want = originals(&original_root.join(&f.path));
+            let installed = target.join(&f.path);
+            let wrappers = kpack_elf::inspect(&std::fs::read(&installed).unwrap())
+                .unwrap()
+                .wrappers
+                .len();
+            for t in targets {
+                for w in 0..wrappers {
+                    match want.get(&(w as u64, t.to_owned())) {
+                        Some(data) => {
+                            same(
+                                load_code_object(&installed, w as u32, &[&isa(t)]),
+                                data,
+                                &format!("{name} {} #{w} {t}", f.path),
+                            );
+                            checked += 1;
+                        }
+                        None => assert_eq!(
+                            load_code_object(&installed, w as u32, &[&isa(t)]),
+                            Err(ARCHIVE_NOT_FOUND)
+                        ),
+                    }
+                }
+            }
+        }
+        assert!(
+            checked >= 2 * s.fat_binaries.len(),
+            "{name}: {checked} objects compared"
+        );
+    }
 }

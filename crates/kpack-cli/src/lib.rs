@@ -47,6 +47,10 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Which packages to install so that a GPU finds its device code (from the .kpm indexes).
     Which(cmd::which::Args),
+    /// Split a fat Python wheel into a host wheel and per-GPU device wheels.
+    SplitWheel(cmd::split_wheel::Args),
+    /// Show this machine's AMD GPUs and the device wheel extra each needs.
+    Detect(cmd::detect::Args),
 }
 
 pub use output::error_message;
@@ -75,6 +79,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Recombine(args) => cmd::recombine::run(args),
         Command::Verify(args) => cmd::verify::run(args),
         Command::Which(args) => cmd::which::run(args),
+        Command::SplitWheel(args) => cmd::split_wheel::run(args),
+        Command::Detect(args) => cmd::detect::run(args),
     };
     let status = match result {
         // The commands end in success or failure, nothing finer.

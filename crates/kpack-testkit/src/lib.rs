@@ -154,6 +154,26 @@ pub fn jax_wheel_dir(version: &str) -> PathBuf {
         })
 }
 
+/// The PyPI wheel `<name>-<version>-*.whl` of the corpus (`name` as the file spells it,
+/// `cupy_rocm_7_0`).
+pub fn corpus_wheel(name: &str, version: &str) -> PathBuf {
+    let dir = corpus().join("wheels");
+    let prefix = format!("{name}-{version}-");
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}; run scripts/setup.sh", dir.display()))
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with(&prefix) && n.ends_with(".whl")
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} {version} is not in {}: run scripts/setup.sh",
+                dir.display()
+            )
+        })
+}
+
 /// Runs an external witness tool, which the test suite's set-up installs; its absence is a
 /// failure, not a skip, so a green run always means the witness was consulted. Returns its
 /// standard output.

@@ -1,11 +1,13 @@
 //! One module per subcommand.
 
+pub mod detect;
 pub mod extract;
 pub mod inspect;
 pub mod list;
 pub mod pack;
 pub mod recombine;
 pub mod split;
+pub mod split_wheel;
 pub mod transform;
 pub mod unbundle;
 pub mod verify;

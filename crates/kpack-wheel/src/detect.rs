@@ -1,0 +1,115 @@
+//! Which GPUs this machine has, from the amdkfd topology in sysfs, and which device wheel
+//! each needs.
+//!
+//! amdkfd (Linux `drivers/gpu/drm/amd/amdkfd/kfd_topology.c`, `node_show`) writes one
+//! `properties` file per topology node under `/sys/class/kfd/kfd/topology/nodes/<n>/`:
+//! one `name value` pair per line, values in decimal. CPU nodes have `simd_count 0` and
+//! `gfx_target_version 0`; a GPU's `gfx_target_version` is `major*10000 + minor*100 +
+//! stepping` (`90010` is gfx90a: the stepping is written in hex in the processor name).
+//! `capability` carries `HSA_CAP_SRAM_EDCSUPPORTED` (`0x04000000`, kfd_topology.h) when
+//! SRAM ECC is on, which decides `:sramecc±` on the processors that have the feature.
+//! XNACK is a per-process mode (`AMDKFD_IOC_SET_XNACK_MODE`), not a node property, so the
+//! target is reported without `:xnack` (any), which is also what picks the wheel: features
+//! fold into the processor's device wheel.
+
+use std::path::Path;
+
+use kpack_target::TargetId;
+
+use crate::error::{WheelError, io};
+use crate::hierarchy::BundleKey;
+
+/// `HSA_CAP_SRAM_EDCSUPPORTED` of kfd_topology.h.
+const HSA_CAP_SRAM_EDCSUPPORTED: u64 = 0x0400_0000;
+
+/// Processors with an SRAM ECC mode (LLVM AMDGPUUsage, "Processors" table).
+const SRAMECC_PROCESSORS: &[&str] = &["gfx906", "gfx908", "gfx90a", "gfx942", "gfx950"];
+
+/// One GPU found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Gpu {
+    /// The topology node number.
+    pub node: u32,
+    pub gfx_target_version: u64,
+    /// The target id (`gfx942:sramecc+`).
+    pub target: String,
+    /// Its device wheels, nearest first: target, sub-family, family.
+    pub chain: Vec<BundleKey>,
+    /// The host wheel's extra that installs them (`device-gfx1100`).
+    pub extra: String,
+}
+
+/// The processor name of a `gfx_target_version`.
+pub fn processor_name(gfx_target_version: u64) -> String {
+    let (major, minor, stepping) = (
+        gfx_target_version / 10_000,
+        gfx_target_version / 100 % 100,
+        gfx_target_version % 100,
+    );
+    format!("gfx{major}{minor}{stepping:x}")
+}
+
+/// The GPUs of the topology under `sysfs_root` (normally `/sys`), by node number. A
+/// machine without amdkfd has none.
+pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, WheelError> {
+    let nodes = sysfs_root.join("class/kfd/kfd/topology/nodes");
+    let entries = match std::fs::read_dir(&nodes) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&nodes)(e)),
+    };
+    let mut gpus = Vec::new();
+    for e in entries {
+        let e = e.map_err(io(&nodes))?;
+        let Some(node) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let path = e.path().join("properties");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let prop = |name: &str| -> Result<Option<u64>, WheelError> {
+            let Some(v) = text.lines().find_map(|l| {
+                l.split_once(' ')
+                    .filter(|(k, _)| *k == name)
+                    .map(|(_, v)| v.trim())
+            }) else {
+                return Ok(None);
+            };
+            v.parse().map(Some).map_err(|_| {
+                WheelError::Usage(format!(
+                    "{}: {name} {v:?} is not a decimal number",
+                    path.display()
+                ))
+            })
+        };
+        let version = prop("gfx_target_version")?.unwrap_or(0);
+        if version == 0 {
+            continue;
+        }
+        let processor = processor_name(version);
+        let mut target = processor.clone();
+        if SRAMECC_PROCESSORS.contains(&processor.as_str()) {
+            let on = prop("capability")?.unwrap_or(0) & HSA_CAP_SRAM_EDCSUPPORTED != 0;
+            target.push_str(if on { ":sramecc+" } else { ":sramecc-" });
+        }
+        let id = TargetId::parse(&target).map_err(|e| {
+            WheelError::Usage(format!(
+                "{}: gfx_target_version {version} gives {target:?}: {e}",
+                path.display()
+            ))
+        })?;
+        let key = BundleKey::of_target(&id).map_err(WheelError::Usage)?;
+        gpus.push(Gpu {
+            node,
+            gfx_target_version: version,
+            target,
+            extra: format!("device-{key}"),
+            chain: key.chain(),
+        });
+    }
+    gpus.sort_by_key(|g| g.node);
+    Ok(gpus)
+}

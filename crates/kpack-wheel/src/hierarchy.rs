@@ -1,0 +1,214 @@
+//! The packaging hierarchy of device wheels (reference spec §3.6): target → sub-family →
+//! family, and the bundle key every architecture found in a wheel belongs to.
+//!
+//! Unlike the reference, which aborts on any key it does not know (§5.2, TheRock#5858):
+//! every feature (`:xnack±`, `:sramecc±`) folds into its processor (§3.5), a processor
+//! outside the table is still a target wheel (with no parents), and a generic ISA
+//! (`gfx11-generic`, `gfx9-4-generic`) goes to the family or sub-family it runs on.
+
+use kpack_target::TargetId;
+
+/// The level of a bundle key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Level {
+    Target,
+    SubFamily,
+    Family,
+}
+
+/// One sub-family: its key, the family it belongs to, its display name and its members.
+struct SubFamily {
+    key: &'static str,
+    family: &'static str,
+    display: &'static str,
+    members: &'static [&'static str],
+}
+
+const SUB_FAMILIES: &[SubFamily] = &[
+    SubFamily {
+        key: "gfx9_0",
+        family: "gfx9",
+        display: "Vega",
+        members: &[
+            "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c",
+        ],
+    },
+    SubFamily {
+        key: "gfx9_4",
+        family: "gfx9",
+        display: "MI300",
+        members: &["gfx942"],
+    },
+    SubFamily {
+        key: "gfx9_5",
+        family: "gfx9",
+        display: "MI350",
+        members: &["gfx950"],
+    },
+    SubFamily {
+        key: "gfx10_1",
+        family: "gfx10",
+        display: "RDNA1",
+        members: &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
+    },
+    SubFamily {
+        key: "gfx10_3",
+        family: "gfx10",
+        display: "RDNA2",
+        members: &[
+            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+        ],
+    },
+    SubFamily {
+        key: "gfx110x",
+        family: "gfx11",
+        display: "RDNA3",
+        members: &["gfx1100", "gfx1101", "gfx1102", "gfx1103"],
+    },
+    SubFamily {
+        key: "gfx115x",
+        family: "gfx11",
+        display: "RDNA3.5",
+        members: &["gfx1150", "gfx1151", "gfx1152", "gfx1153"],
+    },
+    SubFamily {
+        key: "gfx12_0",
+        family: "gfx12",
+        display: "RDNA4",
+        members: &["gfx1200", "gfx1201"],
+    },
+    SubFamily {
+        key: "gfx12_5",
+        family: "gfx12",
+        display: "GFX12.5",
+        members: &["gfx1250", "gfx1251"],
+    },
+];
+
+/// Families and their display names.
+const FAMILIES: &[(&str, &str)] = &[
+    ("gfx9", "GFX9"),
+    ("gfx10", "GFX10"),
+    ("gfx11", "RDNA3"),
+    ("gfx12", "RDNA4"),
+];
+
+/// Other spellings of sub-family and family keys: the reference's aliases (`gfx11_0`,
+/// `gfx11_5`) and the `x`-wildcard directory names of AOTriton (`gfx11xx`, `gfx120x`).
+const ALIASES: &[(&str, &str)] = &[
+    ("gfx11_0", "gfx110x"),
+    ("gfx11_5", "gfx115x"),
+    ("gfx90x", "gfx9_0"),
+    ("gfx94x", "gfx9_4"),
+    ("gfx95x", "gfx9_5"),
+    ("gfx101x", "gfx10_1"),
+    ("gfx103x", "gfx10_3"),
+    ("gfx120x", "gfx12_0"),
+    ("gfx125x", "gfx12_5"),
+    ("gfx9xx", "gfx9"),
+    ("gfx10xx", "gfx10"),
+    ("gfx11xx", "gfx11"),
+    ("gfx12xx", "gfx12"),
+];
+
+/// A bundle key: the unit one device wheel holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct BundleKey(String);
+
+impl BundleKey {
+    /// The key as the reference spells it (`gfx1100`, `gfx110x`, `gfx12_0`, `gfx11`).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key in a distribution name (`_` → `-`: `gfx12-0`).
+    pub fn dist_suffix(&self) -> String {
+        self.0.replace('_', "-")
+    }
+
+    pub fn level(&self) -> Level {
+        if FAMILIES.iter().any(|(f, _)| *f == self.0) {
+            Level::Family
+        } else if SUB_FAMILIES.iter().any(|s| s.key == self.0) {
+            Level::SubFamily
+        } else {
+            Level::Target
+        }
+    }
+
+    /// The name in a device wheel's `Summary` (the target itself for targets).
+    pub fn display_name(&self) -> &str {
+        if let Some((_, d)) = FAMILIES.iter().find(|(f, _)| *f == self.0) {
+            return d;
+        }
+        match SUB_FAMILIES.iter().find(|s| s.key == self.0) {
+            Some(s) => s.display,
+            None => &self.0,
+        }
+    }
+
+    /// This key and the keys above it, nearest first (`gfx1100` → `gfx110x` → `gfx11`).
+    pub fn chain(&self) -> Vec<BundleKey> {
+        let mut chain = vec![self.clone()];
+        match self.level() {
+            Level::Target => {
+                if let Some(s) = SUB_FAMILIES.iter().find(|s| s.members.contains(&&*self.0)) {
+                    chain.push(BundleKey(s.key.to_owned()));
+                    chain.push(BundleKey(s.family.to_owned()));
+                }
+            }
+            Level::SubFamily => {
+                if let Some(s) = SUB_FAMILIES.iter().find(|s| s.key == self.0) {
+                    chain.push(BundleKey(s.family.to_owned()));
+                }
+            }
+            Level::Family => {}
+        }
+        chain
+    }
+
+    /// The bundle key of a GPU target (features folded into the processor; a generic
+    /// processor to the sub-family or family it covers).
+    pub fn of_target(target: &TargetId) -> Result<BundleKey, String> {
+        let processor = target.processor();
+        if let Some(groups) = processor.strip_suffix("-generic") {
+            // `gfx9-4-generic` → gfx9_4, `gfx11-generic` → gfx11.
+            let key = groups.replacen('-', "_", 1);
+            return match BundleKey::of_family(&key) {
+                Some(k) => Ok(k),
+                None => Err(format!(
+                    "generic processor {processor} covers no known family"
+                )),
+            };
+        }
+        Ok(BundleKey(processor.to_owned()))
+    }
+
+    /// The key of a family or sub-family spelling (`gfx11`, `gfx110x`, `gfx12_0`,
+    /// `gfx11xx`, `gfx120x`), or `None` when it names none.
+    pub fn of_family(name: &str) -> Option<BundleKey> {
+        let name = ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == name)
+            .map_or(name, |(_, key)| key);
+        (FAMILIES.iter().any(|(f, _)| *f == name) || SUB_FAMILIES.iter().any(|s| s.key == name))
+            .then(|| BundleKey(name.to_owned()))
+    }
+
+    /// The key named by `s` as printed by [`BundleKey::as_str`] (a target, sub-family or
+    /// family key).
+    pub fn parse(s: &str) -> Result<BundleKey, String> {
+        if let Some(k) = BundleKey::of_family(s) {
+            return Ok(k);
+        }
+        let t = TargetId::parse(s).map_err(|e| format!("{s:?} is not a GPU target: {e}"))?;
+        BundleKey::of_target(&t)
+    }
+}
+
+impl std::fmt::Display for BundleKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}

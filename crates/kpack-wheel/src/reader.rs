@@ -1,0 +1,373 @@
+//! Reading a wheel (a `.whl` zip or an unpacked directory) into a staging tree, refusing
+//! anything that would write outside it or that lies about itself.
+//!
+//! A wheel comes from an index or a build machine, so its zip is untrusted: every entry
+//! name is checked before anything is written (no `..`, no absolute or drive paths, no
+//! `\`, no empty or `.` components, no duplicates, no file that is also a directory),
+//! symlink entries are refused (pip would write them as files holding the link text; a
+//! wheel that carries one is broken or hostile), the sum of declared sizes is bounded by
+//! [`Limits::max_unpacked`] before anything is decompressed, and each entry is read
+//! through a bound of its declared size: one byte more is an error, as is one byte less.
+//! The zip crate checks each entry's CRC-32 at its end.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{WheelError, io};
+
+/// Bounds on what a wheel may unpack to.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The most bytes all entries together may declare (default 64 GiB: the largest fat
+    /// ROCm wheels unpack to about 10 GB).
+    pub max_unpacked: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_unpacked: 64 << 30,
+        }
+    }
+}
+
+/// One regular file of a wheel as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// `/`-separated path inside the wheel.
+    pub path: String,
+    /// Unix permission bits (`0o644` when the wheel records none).
+    pub mode: u32,
+    pub size: u64,
+    pub sha256: [u8; 32],
+}
+
+const S_IFMT: u32 = 0o170000;
+const S_IFLNK: u32 = 0o120000;
+const S_IFREG: u32 = 0o100000;
+const S_IFDIR: u32 = 0o040000;
+
+fn entry_error(wheel: &Path, entry: &str, problem: impl Into<String>) -> WheelError {
+    WheelError::Entry {
+        wheel: wheel.to_owned(),
+        entry: entry.to_owned(),
+        problem: problem.into(),
+    }
+}
+
+/// Checks that `name` (a file or, with a trailing `/`, a directory entry) is a plain
+/// relative path inside the wheel; returns it without the trailing `/`.
+pub fn check_entry_name<'a>(wheel: &Path, name: &'a str) -> Result<&'a str, WheelError> {
+    let bad = |why: &str| Err(entry_error(wheel, name, why));
+    let trimmed = name.strip_suffix('/').unwrap_or(name);
+    if trimmed.is_empty() {
+        return bad("empty name");
+    }
+    if trimmed.starts_with('/') {
+        return bad("absolute path: it would be written outside the install directory");
+    }
+    if trimmed.contains('\\') {
+        return bad("backslash in the name (a Windows path separator)");
+    }
+    if trimmed.contains('\0') {
+        return bad("NUL byte in the name");
+    }
+    let b = trimmed.as_bytes();
+    if b.len() >= 2 && b[1] == b':' && b[0].is_ascii_alphabetic() {
+        return bad("drive-letter path: it would be written outside the install directory");
+    }
+    for part in trimmed.split('/') {
+        match part {
+            ".." => {
+                return bad(
+                    "`..` component: it would be written outside the install directory (zip slip)",
+                );
+            }
+            "." | "" => return bad("empty or `.` path component"),
+            _ => {}
+        }
+    }
+    Ok(trimmed)
+}
+
+/// Tracks names seen so far: no duplicates, no file that is also a directory.
+#[derive(Default)]
+struct Names {
+    /// name → is a directory
+    seen: BTreeMap<String, bool>,
+}
+
+impl Names {
+    fn add(&mut self, wheel: &Path, name: &str, dir: bool) -> Result<(), WheelError> {
+        // Every ancestor is a directory.
+        let mut end = 0;
+        while let Some(i) = name[end..].find('/') {
+            let ancestor = &name[..end + i];
+            if self.seen.get(ancestor) == Some(&false) {
+                return Err(entry_error(
+                    wheel,
+                    name,
+                    format!("{ancestor:?} is a file in this wheel, not a directory"),
+                ));
+            }
+            self.seen.insert(ancestor.to_owned(), true);
+            end += i + 1;
+        }
+        match self.seen.insert(name.to_owned(), dir) {
+            Some(true) if dir => Ok(()),
+            Some(true) => Err(entry_error(wheel, name, "also a directory in this wheel")),
+            Some(false) => Err(entry_error(wheel, name, "duplicate entry name")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The zip crate keeps one entry per name, silently dropping earlier duplicates, so the
+/// central directory is walked here (hand-written for that reason alone) for the first
+/// name seen twice.
+fn duplicate_name<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    wheel: &Path,
+) -> Result<Option<String>, WheelError> {
+    use std::io::SeekFrom;
+    let len = r.seek(SeekFrom::End(0)).map_err(io(wheel))?;
+    let mut pos = start;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut header = [0u8; 46];
+    // Every central header is at least 46 bytes: the walk is bounded by the file size.
+    while pos + 46 <= len {
+        r.seek(SeekFrom::Start(pos)).map_err(io(wheel))?;
+        if r.read_exact(&mut header).is_err() || header[..4] != *b"PK\x01\x02" {
+            break;
+        }
+        let u16_at = |o: usize| u16::from_le_bytes([header[o], header[o + 1]]) as u64;
+        let (n, m, k) = (u16_at(28), u16_at(30), u16_at(32));
+        let mut name = vec![0u8; n as usize];
+        if r.read_exact(&mut name).is_err() {
+            break;
+        }
+        let name = String::from_utf8_lossy(&name).into_owned();
+        if !seen.insert(name.clone()) {
+            return Ok(Some(name));
+        }
+        pos += 46 + n + m + k;
+    }
+    Ok(None)
+}
+
+/// Copies exactly `size` bytes from `src` to `dst`, hashing them; more or fewer is an error.
+fn copy_exact(
+    wheel: &Path,
+    entry: &str,
+    src: &mut dyn Read,
+    dst: &mut dyn Write,
+    size: u64,
+) -> Result<[u8; 32], WheelError> {
+    let mut hasher = Sha256::new();
+    let mut bounded = src.take(size.saturating_add(1));
+    let mut buf = vec![0u8; 1 << 16];
+    let mut total = 0u64;
+    loop {
+        let n = match bounded.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(entry_error(wheel, entry, format!("reading: {e}"))),
+        };
+        total += n as u64;
+        if total > size {
+            return Err(entry_error(
+                wheel,
+                entry,
+                format!("decompresses to more than its declared {size} bytes"),
+            ));
+        }
+        hasher.update(&buf[..n]);
+        dst.write_all(&buf[..n])
+            .map_err(|e| entry_error(wheel, entry, format!("writing: {e}")))?;
+    }
+    if total != size {
+        return Err(entry_error(
+            wheel,
+            entry,
+            format!("decompresses to {total} bytes, not its declared {size}"),
+        ));
+    }
+    Ok(hasher.finalize().into())
+}
+
+/// Creates the file `dest/rel` (and its parents) with `mode`, filled by `fill`.
+fn write_file(
+    dest: &Path,
+    rel: &str,
+    mode: u32,
+    fill: impl FnOnce(&mut dyn Write) -> Result<[u8; 32], WheelError>,
+) -> Result<[u8; 32], WheelError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dest.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    let file = std::fs::File::create(&path).map_err(io(&path))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let digest = fill(&mut out)?;
+    let file = out.into_inner().map_err(|e| io(&path)(e.into_error()))?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(io(&path))?;
+    Ok(digest)
+}
+
+/// Reads every entry of the wheel zip `reader` (`wheel` names it in errors), writing the
+/// files under `dest` (nothing is written with `None`). Returns the regular files in
+/// archive order.
+pub fn read_zip<R: Read + Seek>(
+    wheel: &Path,
+    reader: R,
+    limits: &Limits,
+    dest: Option<&Path>,
+) -> Result<Vec<InputFile>, WheelError> {
+    let not_a_wheel = |problem: String| WheelError::NotAWheel {
+        wheel: wheel.to_owned(),
+        problem,
+    };
+    let open = |reader: R| {
+        zip::ZipArchive::new(reader)
+            .map_err(|e| not_a_wheel(format!("not a readable zip archive: {e}")))
+    };
+    let zip = open(reader)?;
+    let start = zip.central_directory_start();
+    let mut reader = zip.into_inner();
+    if let Some(dup) = duplicate_name(&mut reader, start, wheel)? {
+        return Err(entry_error(wheel, &dup, "duplicate entry name"));
+    }
+    let mut zip = open(reader)?;
+    // First pass, on the central directory only: names, kinds and declared sizes.
+    let mut names = Names::default();
+    let mut plan = Vec::with_capacity(zip.len());
+    let mut declared = 0u64;
+    for i in 0..zip.len() {
+        let entry = zip
+            .by_index_raw(i)
+            .map_err(|e| not_a_wheel(format!("central directory entry {i}: {e}")))?;
+        let raw_name = entry.name().to_owned();
+        let name = check_entry_name(wheel, &raw_name)?.to_owned();
+        let mode = entry.unix_mode().unwrap_or(0);
+        let kind = mode & S_IFMT;
+        if kind == S_IFLNK {
+            return Err(entry_error(
+                wheel,
+                &raw_name,
+                "symlink entry: wheels carry regular files only",
+            ));
+        }
+        let dir = raw_name.ends_with('/') || kind == S_IFDIR;
+        if !dir && kind != 0 && kind != S_IFREG {
+            return Err(entry_error(
+                wheel,
+                &raw_name,
+                format!("not a regular file (mode {mode:o})"),
+            ));
+        }
+        if entry.encrypted() {
+            return Err(entry_error(wheel, &raw_name, "encrypted entry"));
+        }
+        names.add(wheel, &name, dir)?;
+        if dir {
+            continue;
+        }
+        declared = declared.saturating_add(entry.size());
+        if declared > limits.max_unpacked {
+            return Err(entry_error(
+                wheel,
+                &raw_name,
+                format!(
+                    "the entries so far declare {declared} bytes, more than the limit of {} (a zip bomb?)",
+                    limits.max_unpacked
+                ),
+            ));
+        }
+        let perm = mode & 0o7777;
+        plan.push((i, name, if perm == 0 { 0o644 } else { perm }, entry.size()));
+    }
+    let mut files = Vec::with_capacity(plan.len());
+    for (i, name, mode, size) in plan {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| entry_error(wheel, &name, format!("cannot be read: {e}")))?;
+        let sha256 = match dest {
+            Some(dest) => write_file(dest, &name, mode, |out| {
+                copy_exact(wheel, &name, &mut entry, out, size)
+            })?,
+            None => copy_exact(wheel, &name, &mut entry, &mut std::io::sink(), size)?,
+        };
+        files.push(InputFile {
+            path: name,
+            mode,
+            size,
+            sha256,
+        });
+    }
+    Ok(files)
+}
+
+/// Copies the unpacked wheel `dir` into `dest`, with the same checks as [`read_zip`]
+/// (symlinks and special files refused). Returns the regular files sorted by path.
+pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut files = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let here = if rel.is_empty() {
+            dir.to_owned()
+        } else {
+            dir.join(&rel)
+        };
+        let mut entries: Vec<_> = std::fs::read_dir(&here)
+            .and_then(|rd| rd.collect::<Result<Vec<_>, _>>())
+            .map_err(io(&here))?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries.into_iter().rev() {
+            let name = e
+                .file_name()
+                .into_string()
+                .map_err(|n| entry_error(dir, &n.to_string_lossy(), "file name is not UTF-8"))?;
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            check_entry_name(dir, &child)?;
+            let meta = std::fs::symlink_metadata(e.path()).map_err(io(e.path()))?;
+            if meta.file_type().is_symlink() {
+                return Err(entry_error(
+                    dir,
+                    &child,
+                    "symlink: wheels carry regular files only",
+                ));
+            } else if meta.is_dir() {
+                stack.push(child);
+            } else if meta.is_file() {
+                let mode = meta.permissions().mode() & 0o7777;
+                let mut src = std::fs::File::open(e.path()).map_err(io(e.path()))?;
+                let size = meta.len();
+                let sha256 = write_file(dest, &child, mode, |out| {
+                    copy_exact(dir, &child, &mut src, out, size)
+                })?;
+                files.push(InputFile {
+                    path: child,
+                    mode,
+                    size,
+                    sha256,
+                });
+            } else {
+                return Err(entry_error(dir, &child, "not a regular file"));
+            }
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}

@@ -1,0 +1,716 @@
+//! `split_wheel`: a fat ROCm wheel becomes a host wheel plus one device wheel per bundle
+//! key (reference spec §1.2, done with kpack's transform and database handlers).
+//!
+//! Everything is staged beside (or inside) the output directory and published only when
+//! every output is complete; an error leaves no output (see `kpack_artifact::Staging`).
+//!
+//! **Archives.** Each fat binary is transformed on its own (`kpack_pipeline::transform`),
+//! so its archives are `<overlay>/.kpack/<module>_<target>.kpack`, the module named as
+//! `kpack split` names it (file name up to the first `.`, without `lib`; the path when
+//! two binaries share it). The reference packs all binaries of a wheel into one archive
+//! per target; one per binary and target keeps each binary's code in its own file (the
+//! runtime opens only what a loaded binary names) and needs no second packing pass. The
+//! marker's `kernel_name` is the binary's path below the overlay root and its search path
+//! `[../…]/.kpack/<module>_@GFXARCH@.kpack`, relative to the binary's directory, exactly
+//! as the reference writes it (§2.3).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use kpack_archive::Compression;
+use kpack_artifact::handlers::{self, Handler};
+use kpack_pipeline::transform::{self, HostState, Outcome, TransformOptions};
+use kpack_target::TargetId;
+use sha2::Digest;
+
+use crate::error::{WheelError, io};
+use crate::hierarchy::{BundleKey, Level};
+use crate::metadata::{self, DeviceDist, Identity};
+use crate::reader::{self, InputFile, Limits};
+use crate::writer::{self, OutputFormat, Published};
+
+/// How to split a wheel.
+#[derive(Debug, Clone)]
+pub struct SplitOptions {
+    /// The output directory (created if missing; existing outputs are never overwritten).
+    pub output: PathBuf,
+    /// Device dist-name prefix (default `<Name>-device`).
+    pub device_package_prefix: Option<String>,
+    /// The package directory that holds the fat binaries and gets `.kpack/` (default: the
+    /// one top-level directory holding every fat binary).
+    pub overlay_root: Option<String>,
+    /// Extra `Requires-Dist` of every device wheel; `@GFXARCH@` becomes the bundle key (such
+    /// entries are left out of family and sub-family wheels).
+    pub device_requires_dist: Vec<String>,
+    /// Database handlers, tried in this order.
+    pub handlers: Vec<Handler>,
+    pub output_format: OutputFormat,
+    /// Also write the PEP 817/825 variant copy of the host wheel (spec §4.2).
+    pub variants: bool,
+    /// The variant wheel's file-name label.
+    pub variant_label: String,
+    /// Compression of the code objects inside the `.kpack` archives.
+    pub compression: Compression,
+    pub limits: Limits,
+}
+
+impl SplitOptions {
+    /// Defaults for writing into `output`.
+    pub fn new(output: impl Into<PathBuf>) -> SplitOptions {
+        SplitOptions {
+            output: output.into(),
+            device_package_prefix: None,
+            overlay_root: None,
+            device_requires_dist: Vec::new(),
+            handlers: Vec::new(),
+            output_format: OutputFormat::Wheel,
+            variants: false,
+            variant_label: "variant".into(),
+            compression: Compression::zstd(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// One fat binary rewritten.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FatBinary {
+    /// Path inside the wheel.
+    pub path: String,
+    pub module: String,
+    pub code_objects: usize,
+    pub input_size: u64,
+    pub output_size: u64,
+    /// Full target ids of its archives.
+    pub targets: Vec<String>,
+}
+
+/// One output wheel.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OutputWheel {
+    pub dist: String,
+    /// Where it is once published.
+    pub path: PathBuf,
+    #[serde(flatten)]
+    pub published: Published,
+}
+
+/// One device wheel.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceWheel {
+    pub key: BundleKey,
+    pub level: Level,
+    /// Full target ids (archives) and database architectures it holds.
+    pub architectures: Vec<String>,
+    pub archives: usize,
+    pub database_files: usize,
+    #[serde(flatten)]
+    pub wheel: OutputWheel,
+}
+
+/// What [`split_wheel`] did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Summary {
+    pub input: PathBuf,
+    pub name: String,
+    pub version: String,
+    pub overlay_root: String,
+    pub fat_binaries: Vec<FatBinary>,
+    pub database_files: usize,
+    /// Every architecture found (archives and databases), sorted.
+    pub architectures: Vec<String>,
+    pub host: OutputWheel,
+    pub variant: Option<OutputWheel>,
+    pub devices: Vec<DeviceWheel>,
+}
+
+/// Progress: (phase, done, total).
+pub type Progress<'a> = &'a (dyn Fn(&str, u64, u64) + Sync);
+
+/// Splits the wheel `input` (a `.whl` or an unpacked wheel directory) per `opts`.
+pub fn split_wheel(input: &Path, opts: &SplitOptions) -> Result<Summary, WheelError> {
+    split_wheel_with_progress(input, opts, &|_, _, _| {})
+}
+
+/// [`split_wheel`], reporting progress as it goes.
+pub fn split_wheel_with_progress(
+    input: &Path,
+    opts: &SplitOptions,
+    progress: Progress<'_>,
+) -> Result<Summary, WheelError> {
+    let meta = std::fs::metadata(input).map_err(io(input))?;
+    let staging = kpack_artifact::Staging::new(&opts.output, "split-wheel")?;
+    let work = staging.path().join(".work");
+    let host_root = work.join("host");
+    std::fs::create_dir_all(&host_root).map_err(io(&host_root))?;
+
+    progress("read", 0, 1);
+    let (files, input_stem) = if meta.is_dir() {
+        (reader::read_dir(input, &host_root)?, None)
+    } else {
+        let file = std::fs::File::open(input).map_err(io(input))?;
+        let files = reader::read_zip(
+            input,
+            std::io::BufReader::with_capacity(1 << 20, file),
+            &opts.limits,
+            Some(&host_root),
+        )?;
+        let stem = input
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".whl"))
+            .filter(|s| matches!(s.split('-').count(), 5 | 6))
+            .map(str::to_owned);
+        (files, stem)
+    };
+    progress("read", 1, 1);
+
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let read_text = |p: &str| -> Result<String, WheelError> {
+        let full = host_root.join(p);
+        let bytes = std::fs::read(&full).map_err(io(&full))?;
+        String::from_utf8(bytes).map_err(|_| WheelError::Entry {
+            wheel: input.to_owned(),
+            entry: p.to_owned(),
+            problem: "not UTF-8 text".into(),
+        })
+    };
+    let id = metadata::identity(input, &paths, read_text)?;
+    verify_record(input, &host_root, &id, &files)?;
+
+    // The file-name tags of every output: the input's own when its name is a wheel name.
+    let (host_stem, tag_part) = match input_stem {
+        Some(stem) => {
+            let parts: Vec<&str> = stem.split('-').collect();
+            let tags = parts[2..].join("-");
+            (stem.clone(), tags)
+        }
+        None => {
+            let tags = id.tag_part();
+            (id.stem_for(&id.name, &tags), tags)
+        }
+    };
+
+    let fat = find_fat(input, &host_root, &files, &id)?;
+    let overlay = overlay_root(input, opts, &fat, &files)?;
+    let prefix = format!("{overlay}/");
+    let fat: Vec<&str> = fat.into_iter().filter(|p| p.starts_with(&prefix)).collect();
+    if fat.is_empty() {
+        return Err(WheelError::NoFatBinaries {
+            wheel: input.to_owned(),
+            overlay_root: overlay,
+        });
+    }
+    let rels: Vec<&str> = fat.iter().map(|p| &p[prefix.len()..]).collect();
+    let modules =
+        kpack_artifact::split::module_names(&rels).map_err(|(a, b, name)| WheelError::Entry {
+            wheel: input.to_owned(),
+            entry: fat[a].to_owned(),
+            problem: format!(
+                "its archives would be named {name:?} like those of {}",
+                fat[b]
+            ),
+        })?;
+
+    // Per bundle key: the staged tree and what it holds.
+    #[derive(Default)]
+    struct Device {
+        architectures: BTreeSet<String>,
+        archives: usize,
+        database_files: usize,
+    }
+    let dev_root = |key: &BundleKey| work.join("dev").join(key.as_str());
+    let mut devices: BTreeMap<BundleKey, Device> = BTreeMap::new();
+    let mut fat_done = Vec::with_capacity(fat.len());
+    for (i, ((path, rel), module)) in fat.iter().zip(&rels).zip(&modules).enumerate() {
+        progress("transform", i as u64, fat.len() as u64);
+        let depth = rel.matches('/').count();
+        let search = format!("{}.kpack/{module}_@GFXARCH@.kpack", "../".repeat(depth));
+        let binary = host_root.join(path);
+        let kpacks = work.join("kpacks").join(i.to_string());
+        let t = transform::transform(
+            &binary,
+            &TransformOptions {
+                output: binary.clone(),
+                kpack_dir: kpacks.clone(),
+                group: Some(module.clone()),
+                kernel_name: Some((*rel).to_owned()),
+                search_paths: vec![search],
+                compression: opts.compression,
+            },
+        )
+        .map_err(|source| WheelError::Transform {
+            wheel: input.to_owned(),
+            entry: (*path).to_owned(),
+            source: Box::new(source),
+        })?;
+        let Outcome::Transformed(t) = t else {
+            return Err(WheelError::Entry {
+                wheel: input.to_owned(),
+                entry: (*path).to_owned(),
+                problem: "already kpacked: it changed while being split".into(),
+            });
+        };
+        let mut targets = Vec::new();
+        for a in &t.archives {
+            let target = TargetId::parse(&a.target).map_err(|e| WheelError::Entry {
+                wheel: input.to_owned(),
+                entry: (*path).to_owned(),
+                problem: format!("target {:?}: {e}", a.target),
+            })?;
+            let key = BundleKey::of_target(&target).map_err(|problem| WheelError::Entry {
+                wheel: input.to_owned(),
+                entry: (*path).to_owned(),
+                problem,
+            })?;
+            let name = a.path.file_name().expect("archives have names");
+            let to = dev_root(&key).join(&overlay).join(".kpack").join(name);
+            move_file(&a.path, &to)?;
+            let d = devices.entry(key).or_default();
+            d.architectures.insert(a.target.clone());
+            d.archives += 1;
+            targets.push(a.target.clone());
+        }
+        fat_done.push(FatBinary {
+            path: (*path).to_owned(),
+            module: module.clone(),
+            code_objects: t.code_objects,
+            input_size: t.input_size,
+            output_size: t.output_size,
+            targets,
+        });
+    }
+    progress("transform", fat.len() as u64, fat.len() as u64);
+
+    // Database files move to their architecture's device wheel, at the same path.
+    let mut database_files = 0;
+    if !opts.handlers.is_empty() {
+        for f in files.iter().filter(|f| f.path.starts_with(&prefix)) {
+            let Some(arch) = handlers::classify(&opts.handlers, &f.path[prefix.len()..]) else {
+                continue;
+            };
+            let key = match handlers::parse_family(&arch.artifact) {
+                Some(family) => BundleKey::of_family(family).ok_or_else(|| WheelError::Entry {
+                    wheel: input.to_owned(),
+                    entry: f.path.clone(),
+                    problem: format!("database family {family:?} is no known packaging family"),
+                })?,
+                None => TargetId::parse(&arch.target)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| BundleKey::of_target(&t))
+                    .map_err(|problem| WheelError::Entry {
+                        wheel: input.to_owned(),
+                        entry: f.path.clone(),
+                        problem,
+                    })?,
+            };
+            move_file(&host_root.join(&f.path), &dev_root(&key).join(&f.path))?;
+            remove_empty_parents(&host_root, &f.path, &overlay)?;
+            let d = devices.entry(key).or_default();
+            d.architectures.insert(arch.target.clone());
+            d.database_files += 1;
+            database_files += 1;
+        }
+    }
+
+    let device_prefix = opts
+        .device_package_prefix
+        .clone()
+        .unwrap_or_else(|| format!("{}-device", id.name));
+    let dists: Vec<DeviceDist> = devices
+        .keys()
+        .map(|key| DeviceDist {
+            key: key.clone(),
+            dist: format!("{device_prefix}-{}", key.dist_suffix()),
+        })
+        .collect();
+
+    // Host METADATA gains the extras.
+    let host_metadata_path = host_root.join(&id.dist_info).join("METADATA");
+    let original = std::fs::read_to_string(&host_metadata_path).map_err(io(&host_metadata_path))?;
+    let host_metadata =
+        metadata::insert_headers(&original, &metadata::host_extras_block(&id.version, &dists));
+    std::fs::write(&host_metadata_path, &host_metadata).map_err(io(&host_metadata_path))?;
+
+    let ext = match opts.output_format {
+        OutputFormat::Wheel => ".whl",
+        OutputFormat::Directory => "",
+    };
+    // (tree, dist-info, destination, dist) of every output.
+    let mut jobs: Vec<(PathBuf, String, PathBuf, String)> = Vec::new();
+    let variant = if opts.variants {
+        let label = &opts.variant_label;
+        if label.is_empty()
+            || !label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        {
+            return Err(WheelError::Usage(format!(
+                "variant label {label:?}: use letters, digits, `_` and `.`"
+            )));
+        }
+        let root = work.join("variant");
+        copy_tree(&host_root, &root)?;
+        let di = root.join(&id.dist_info);
+        let m = di.join("METADATA");
+        std::fs::write(&m, metadata::add_variant_markers(&host_metadata)).map_err(io(&m))?;
+        let targets: Vec<&str> = dists
+            .iter()
+            .filter(|d| d.key.level() == Level::Target)
+            .map(|d| d.key.as_str())
+            .collect();
+        let v = di.join("variant.json");
+        std::fs::write(&v, metadata::variant_json(&targets)).map_err(io(&v))?;
+        let dest = format!("{host_stem}-{label}{ext}");
+        jobs.push((root, id.dist_info.clone(), dest.into(), id.name.clone()));
+        true
+    } else {
+        false
+    };
+    jobs.insert(
+        0,
+        (
+            host_root.clone(),
+            id.dist_info.clone(),
+            format!("{host_stem}{ext}").into(),
+            id.name.clone(),
+        ),
+    );
+    for d in &dists {
+        let root = dev_root(&d.key);
+        let stem = id.stem_for(&d.dist, &tag_part);
+        let dist_info = format!(
+            "{}-{}.dist-info",
+            metadata::escape_name(&d.dist),
+            id.version.replace('-', "_")
+        );
+        let di = root.join(&dist_info);
+        std::fs::create_dir_all(&di).map_err(io(&di))?;
+        let m = di.join("METADATA");
+        std::fs::write(
+            &m,
+            metadata::device_metadata(&id, d, &dists, &opts.device_requires_dist),
+        )
+        .map_err(io(&m))?;
+        let w = di.join("WHEEL");
+        std::fs::write(&w, metadata::device_wheel_file(&id)).map_err(io(&w))?;
+        jobs.push((
+            root,
+            dist_info,
+            format!("{stem}{ext}").into(),
+            d.dist.clone(),
+        ));
+    }
+
+    let zstd = matches!(opts.compression, Compression::Zstd { .. });
+    let stored = |p: &str| zstd && p.ends_with(".kpack") && p.contains("/.kpack/");
+    let published = publish_all(
+        input,
+        staging.path(),
+        &jobs,
+        opts.output_format,
+        &stored,
+        progress,
+    )?;
+    let mut outputs = jobs
+        .iter()
+        .zip(published)
+        .map(|((_, _, dest, dist), published)| OutputWheel {
+            dist: dist.clone(),
+            path: opts.output.join(dest),
+            published,
+        });
+    let host = outputs.next().expect("the host is first");
+    let variant = if variant { outputs.next() } else { None };
+    let devices: Vec<DeviceWheel> = devices
+        .into_iter()
+        .zip(outputs)
+        .map(|((key, d), wheel)| DeviceWheel {
+            level: key.level(),
+            key,
+            architectures: d.architectures.into_iter().collect(),
+            archives: d.archives,
+            database_files: d.database_files,
+            wheel,
+        })
+        .collect();
+    std::fs::remove_dir_all(&work).map_err(io(&work))?;
+    staging.commit()?;
+    let architectures: BTreeSet<String> = devices
+        .iter()
+        .flat_map(|d| d.architectures.iter().cloned())
+        .collect();
+    Ok(Summary {
+        input: input.to_owned(),
+        name: id.name,
+        version: id.version,
+        overlay_root: overlay,
+        fat_binaries: fat_done,
+        database_files,
+        architectures: architectures.into_iter().collect(),
+        host,
+        variant,
+        devices,
+    })
+}
+
+/// Publishes every (tree, dist-info, file name) into `dir`, a few at a time; the result
+/// does not depend on the order or the thread count.
+fn publish_all(
+    wheel: &Path,
+    dir: &Path,
+    jobs: &[(PathBuf, String, PathBuf, String)],
+    format: OutputFormat,
+    stored: &(dyn Fn(&str) -> bool + Sync),
+    progress: Progress<'_>,
+) -> Result<Vec<Published>, WheelError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Published, WheelError>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len());
+    let total = jobs.len() as u64;
+    progress("write", 0, total);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((root, dist_info, dest)) =
+                        jobs.get(i).map(|(r, d, f, _)| (r, d, dir.join(f)))
+                    else {
+                        break;
+                    };
+                    let r = writer::publish(wheel, root, dist_info, format, &dest, stored);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    progress("write", n as u64, total);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// Checks the input RECORD against the files read: every file listed with its right hash
+/// and size, nothing unlisted (as `installer` validates a wheel before installing it).
+fn verify_record(
+    wheel: &Path,
+    root: &Path,
+    id: &Identity,
+    files: &[InputFile],
+) -> Result<(), WheelError> {
+    let record = format!("{}/RECORD", id.dist_info);
+    let entry_err = |entry: &str, problem: String| WheelError::Entry {
+        wheel: wheel.to_owned(),
+        entry: entry.to_owned(),
+        problem,
+    };
+    let Some(rf) = files.iter().find(|f| f.path == record) else {
+        return Err(WheelError::NotAWheel {
+            wheel: wheel.to_owned(),
+            problem: format!("no {record}"),
+        });
+    };
+    let text = std::fs::read(root.join(&rf.path)).map_err(io(root.join(&rf.path)))?;
+    let rows = metadata::parse_record(&text).map_err(|e| entry_err(&record, e))?;
+    let by_path: BTreeMap<&str, &InputFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let mut listed = BTreeSet::new();
+    for row in &rows {
+        if !listed.insert(row.path.as_str()) {
+            return Err(entry_err(&record, format!("lists {:?} twice", row.path)));
+        }
+        let unsigned = row.path == record
+            || (row.path.starts_with(&id.dist_info)
+                && (row.path.ends_with("RECORD.jws") || row.path.ends_with("RECORD.p7s")));
+        let Some(f) = by_path.get(row.path.as_str()) else {
+            return Err(entry_err(
+                &row.path,
+                format!("listed in {record} but not in the wheel"),
+            ));
+        };
+        if unsigned {
+            continue;
+        }
+        let Some((algo, digest)) = row.hash.split_once('=') else {
+            return Err(entry_err(&row.path, format!("{record} gives it no hash")));
+        };
+        let got = match algo {
+            "sha256" => f.sha256.to_vec(),
+            "sha384" => hash_file::<sha2::Sha384>(&root.join(&f.path))?,
+            "sha512" => hash_file::<sha2::Sha512>(&root.join(&f.path))?,
+            other => {
+                return Err(entry_err(
+                    &row.path,
+                    format!("{record}: unsupported hash algorithm {other:?}"),
+                ));
+            }
+        };
+        use base64::Engine;
+        let want = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(digest.trim_end_matches('='))
+            .map_err(|_| {
+                entry_err(
+                    &row.path,
+                    format!("{record}: hash {digest:?} is not urlsafe base64"),
+                )
+            })?;
+        if want != got {
+            return Err(entry_err(
+                &row.path,
+                format!("content does not match its {algo} hash in {record}"),
+            ));
+        }
+        if let Some(size) = row.size
+            && size != f.size
+        {
+            return Err(entry_err(
+                &row.path,
+                format!("{} bytes, but {record} says {size}", f.size),
+            ));
+        }
+    }
+    if let Some(f) = files.iter().find(|f| !listed.contains(f.path.as_str())) {
+        return Err(entry_err(&f.path, format!("not listed in {record}")));
+    }
+    Ok(())
+}
+
+fn hash_file<D: Digest>(path: &Path) -> Result<Vec<u8>, WheelError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    let mut h = D::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io(path))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().to_vec())
+}
+
+/// The fat binaries among `files` (outside the dist-info), by path.
+fn find_fat<'a>(
+    wheel: &Path,
+    root: &Path,
+    files: &'a [InputFile],
+    id: &Identity,
+) -> Result<Vec<&'a str>, WheelError> {
+    let mut fat = Vec::new();
+    for f in files {
+        if f.path.starts_with(&id.dist_info) || f.size < 64 {
+            continue;
+        }
+        let path = root.join(&f.path);
+        let file = std::fs::File::open(&path).map_err(io(&path))?;
+        let mut magic = [0u8; 4];
+        if (&file).read_exact(&mut magic).is_err() || magic != *b"\x7fELF" {
+            continue;
+        }
+        let bytes = kpack_pipeline::map_file(&file, &path).map_err(|e| WheelError::Entry {
+            wheel: wheel.to_owned(),
+            entry: f.path.clone(),
+            problem: e.to_string(),
+        })?;
+        // An ELF file kpack cannot read is not a fat binary kpack can split: it stays as is.
+        if let Ok(HostState::Fat) = transform::check(&bytes) {
+            fat.push(f.path.as_str());
+        }
+    }
+    Ok(fat)
+}
+
+/// The overlay root: given (slashes trimmed, must be a directory of the wheel), or the one
+/// top-level directory holding every fat binary.
+fn overlay_root(
+    wheel: &Path,
+    opts: &SplitOptions,
+    fat: &[&str],
+    files: &[InputFile],
+) -> Result<String, WheelError> {
+    if let Some(given) = &opts.overlay_root {
+        let root = given.trim_matches('/').to_owned();
+        let prefix = format!("{root}/");
+        if root.is_empty() || !files.iter().any(|f| f.path.starts_with(&prefix)) {
+            return Err(WheelError::Usage(format!(
+                "{}: overlay root {given:?} is not a directory of the wheel",
+                wheel.display()
+            )));
+        }
+        return Ok(root);
+    }
+    let tops: BTreeSet<&str> = fat
+        .iter()
+        .map(|p| p.split_once('/').map_or("", |(t, _)| t))
+        .collect();
+    match tops.into_iter().collect::<Vec<_>>().as_slice() {
+        [] => Err(WheelError::NoFatBinaries {
+            wheel: wheel.to_owned(),
+            overlay_root: String::new(),
+        }),
+        [""] | ["", ..] => Err(WheelError::Usage(format!(
+            "{}: a fat binary lies at the top level of the wheel; give --overlay-root",
+            wheel.display()
+        ))),
+        [one] => Ok((*one).to_owned()),
+        many => Err(WheelError::Usage(format!(
+            "{}: fat binaries lie under several top-level directories ({}); give --overlay-root",
+            wheel.display(),
+            many.join(", ")
+        ))),
+    }
+}
+
+fn move_file(from: &Path, to: &Path) -> Result<(), WheelError> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    std::fs::rename(from, to).map_err(io(to))
+}
+
+/// Removes the directories of `rel` (below `root`) left empty, up to the overlay root.
+fn remove_empty_parents(root: &Path, rel: &str, overlay: &str) -> Result<(), WheelError> {
+    let mut dir = Path::new(rel).parent();
+    while let Some(d) = dir {
+        if d.as_os_str().is_empty() || d == Path::new(overlay) {
+            break;
+        }
+        let full = root.join(d);
+        let empty = std::fs::read_dir(&full)
+            .map_err(io(&full))?
+            .next()
+            .is_none();
+        if !empty {
+            break;
+        }
+        std::fs::remove_dir(&full).map_err(io(&full))?;
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// Copies the tree `from` to `to`, modes kept.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), WheelError> {
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    for e in std::fs::read_dir(from).map_err(io(from))? {
+        let e = e.map_err(io(from))?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type().map_err(io(&src))?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst).map_err(io(&dst))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! Publishing a staged wheel tree: RECORD regenerated, then either a deterministic `.whl`
+//! or the tree itself (`--output-format directory`).
+//!
+//! The zip is reproducible: entries sorted by path (the `.dist-info` files last, RECORD
+//! the very last, as PEP 427 recommends), every timestamp `SOURCE_DATE_EPOCH` or
+//! 1980-01-01 00:00:00, each file's Unix mode kept, no directory entries, and nothing
+//! that depends on the file system or the thread count. Files already compressed by
+//! kpack (zstd archives) are stored; everything else is deflated.
+
+use std::io::{BufReader, Read, Write};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use zip::write::SimpleFileOptions;
+
+use crate::error::{WheelError, io};
+use crate::metadata;
+
+/// How outputs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputFormat {
+    /// `.whl` files.
+    #[default]
+    Wheel,
+    /// Unpacked wheel directories named like the wheel's stem.
+    Directory,
+}
+
+/// What one published wheel holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Published {
+    /// Files, RECORD included.
+    pub files: usize,
+    /// Bytes of the files (uncompressed).
+    pub bytes: u64,
+    /// Size of the `.whl` (or of the files, for a directory).
+    pub size: u64,
+}
+
+/// The regular files below `root` (paths `/`-separated) with their modes, in wheel order:
+/// sorted, `dist_info/` last, RECORD excluded (it is regenerated).
+fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = root.join(&rel);
+        for e in std::fs::read_dir(&dir).map_err(io(&dir))? {
+            let e = e.map_err(io(&dir))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            let meta = std::fs::symlink_metadata(e.path()).map_err(io(e.path()))?;
+            if meta.is_dir() {
+                stack.push(child);
+            } else {
+                out.push((child, meta.permissions().mode() & 0o7777));
+            }
+        }
+    }
+    let record = format!("{dist_info}/RECORD");
+    out.retain(|(p, _)| *p != record);
+    let prefix = format!("{dist_info}/");
+    out.sort_by(|(a, _), (b, _)| {
+        (a.starts_with(&prefix), a.as_bytes()).cmp(&(b.starts_with(&prefix), b.as_bytes()))
+    });
+    Ok(out)
+}
+
+/// The timestamp of every entry: `SOURCE_DATE_EPOCH` (clamped to what zip can store) or
+/// 1980-01-01 00:00:00.
+pub fn entry_time() -> zip::DateTime {
+    let epoch = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    let Some(secs) = epoch else {
+        return zip::DateTime::default();
+    };
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    if y < 1980 {
+        return zip::DateTime::default();
+    }
+    let (y, m, d, h, mi, s) = if y > 2107 {
+        (2107, 12, 31, 23, 59, 58)
+    } else {
+        (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
+    };
+    zip::DateTime::from_date_and_time(y as u16, m as u8, d as u8, h as u8, mi as u8, s as u8)
+        .unwrap_or_default()
+}
+
+/// Streams `path` into `sink`, returning its SHA-256 and size.
+fn hash_into(path: &Path, sink: &mut dyn Write) -> Result<([u8; 32], u64), WheelError> {
+    let mut file = BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io(path))?);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = file.read(&mut buf).map_err(io(path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        sink.write_all(&buf[..n]).map_err(io(path))?;
+        size += n as u64;
+    }
+    Ok((hasher.finalize().into(), size))
+}
+
+/// Writes RECORD for the staged tree `root` and publishes it at `dest`: a `.whl` (the
+/// tree is left as it was) or, for [`OutputFormat::Directory`], the tree renamed to
+/// `dest`. `stored(path)` says which files go into the zip uncompressed. `wheel` names
+/// the input in errors.
+pub fn publish(
+    wheel: &Path,
+    root: &Path,
+    dist_info: &str,
+    format: OutputFormat,
+    dest: &Path,
+    stored: &dyn Fn(&str) -> bool,
+) -> Result<Published, WheelError> {
+    let files = tree_files(root, dist_info)?;
+    let mut rows = Vec::with_capacity(files.len());
+    let record_path = format!("{dist_info}/RECORD");
+    let zip_err = |source| WheelError::Zip {
+        wheel: wheel.to_owned(),
+        output: dest.to_owned(),
+        source,
+    };
+    let (bytes, size) = match format {
+        OutputFormat::Directory => {
+            for (path, _) in &files {
+                let (digest, size) = hash_into(&root.join(path), &mut std::io::sink())?;
+                rows.push((path.clone(), digest, size));
+            }
+            let record = metadata::write_record(dist_info, &rows);
+            let rp = root.join(&record_path);
+            std::fs::write(&rp, &record).map_err(io(&rp))?;
+            std::fs::rename(root, dest).map_err(io(dest))?;
+            let bytes = rows.iter().map(|r| r.2).sum::<u64>() + record.len() as u64;
+            (bytes, bytes)
+        }
+        OutputFormat::Wheel => {
+            let out = std::fs::File::create(dest).map_err(io(dest))?;
+            let mut zip = zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, out));
+            let time = entry_time();
+            let options = |mode: u32, compressed: bool, size: u64| {
+                SimpleFileOptions::default()
+                    .compression_method(if compressed {
+                        zip::CompressionMethod::Deflated
+                    } else {
+                        zip::CompressionMethod::Stored
+                    })
+                    .last_modified_time(time)
+                    .unix_permissions(mode)
+                    .large_file(size >= u32::MAX as u64)
+            };
+            for (path, mode) in &files {
+                let full = root.join(path);
+                let len = std::fs::metadata(&full).map_err(io(&full))?.len();
+                zip.start_file(path.as_str(), options(*mode, !stored(path), len))
+                    .map_err(zip_err)?;
+                let (digest, size) = hash_into(&full, &mut zip)?;
+                rows.push((path.clone(), digest, size));
+            }
+            let record = metadata::write_record(dist_info, &rows);
+            zip.start_file(record_path.as_str(), options(0o644, true, 0))
+                .map_err(zip_err)?;
+            zip.write_all(&record).map_err(io(dest))?;
+            let out = zip.finish().map_err(zip_err)?;
+            let file = out.into_inner().map_err(|e| io(dest)(e.into_error()))?;
+            file.sync_all().map_err(io(dest))?;
+            let size = file.metadata().map_err(io(dest))?.len();
+            (
+                rows.iter().map(|r| r.2).sum::<u64>() + record.len() as u64,
+                size,
+            )
+        }
+    };
+    Ok(Published {
+        files: files.len() + 1,
+        bytes,
+        size,
+    })
+}

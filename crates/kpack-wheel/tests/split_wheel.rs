@@ -1,0 +1,498 @@
+//! `split_wheel` on the fixture wheel (fixtures/wheels, built by build_wheel.sh from the
+//! hipcc fixtures), checked by an independent reader (tests/support/check_wheels.py:
+//! Python's zipfile + hashlib + csv), and on hostile or broken wheels.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kpack_artifact::handlers::Handler;
+use kpack_testkit::{fixture, run_tool};
+use kpack_wheel::{OutputFormat, SplitOptions, Summary, WheelError, split_wheel};
+
+const DEMO: &str = "wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl";
+
+fn split(input: &Path, out: &Path, tweak: impl FnOnce(&mut SplitOptions)) -> Summary {
+    let mut opts = SplitOptions::new(out);
+    opts.handlers = vec![Handler::Rocblas, Handler::Aotriton];
+    tweak(&mut opts);
+    split_wheel(input, &opts).unwrap_or_else(|e| panic!("split_wheel: {e}"))
+}
+
+/// What the independent reader says of each wheel.
+fn check(wheels: &[PathBuf]) -> Vec<serde_json::Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/check_wheels.py");
+    let mut args = vec![script.to_str().unwrap().to_owned()];
+    args.extend(wheels.iter().map(|w| w.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_tool("python3", &args);
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn zip_entries(wheel: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut z = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+    (0..z.len())
+        .map(|i| {
+            let mut f = z.by_index(i).unwrap();
+            let mut data = Vec::new();
+            std::io::copy(&mut f, &mut data).unwrap();
+            (f.name().to_owned(), data)
+        })
+        .collect()
+}
+
+#[test]
+fn fixture_wheel_splits_into_valid_host_and_device_wheels() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let s = split(&fixture(DEMO), &out, |_| {});
+    let keys: Vec<&str> = s.devices.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "gfx1030", "gfx11", "gfx1100", "gfx110x", "gfx900", "gfx906", "gfx908", "gfx90a",
+            "gfx942"
+        ]
+    );
+    assert_eq!(s.fat_binaries.len(), 3);
+    assert_eq!(s.database_files, 2);
+    // xnack variants fold into their processor's wheel, each keeping its own archive.
+    let gfx90a = s
+        .devices
+        .iter()
+        .find(|d| d.key.as_str() == "gfx90a")
+        .unwrap();
+    assert_eq!(gfx90a.architectures, ["gfx90a:xnack+", "gfx90a:xnack-"]);
+
+    let mut wheels = vec![s.host.path.clone()];
+    wheels.extend(s.devices.iter().map(|d| d.wheel.path.clone()));
+    wheels.push(fixture(DEMO));
+    let reports = check(&wheels);
+    for r in &reports {
+        assert_eq!(r["record_ok"], true, "{r}");
+    }
+    assert_eq!(
+        reports[0]["bundles"], 0,
+        "the host wheel holds no device code"
+    );
+    assert!(
+        reports.last().unwrap()["bundles"].as_u64().unwrap() >= 3,
+        "the scan finds bundles in the fat wheel"
+    );
+
+    // Everything but the binaries, the databases moved out, METADATA and RECORD is byte
+    // for byte the input's, with the same modes.
+    let input = zip_entries(&fixture(DEMO));
+    let host = zip_entries(&s.host.path);
+    let modes_in = &reports.last().unwrap()["entries"];
+    let modes_out = &reports[0]["entries"];
+    let rewritten: Vec<&str> = s.fat_binaries.iter().map(|f| f.path.as_str()).collect();
+    for (name, data) in &input {
+        assert_eq!(
+            modes_in.get(name),
+            modes_out.get(name).or(modes_in.get(name)),
+            "{name}"
+        );
+        if name.contains("TensileLibrary_gfx1030") || name.contains("aotriton.images") {
+            assert!(!host.contains_key(name), "{name} moved to its device wheel");
+            continue;
+        }
+        assert_eq!(modes_in[name], modes_out[name], "mode of {name}");
+        if rewritten.contains(&name.as_str()) {
+            assert_ne!(&host[name], data, "{name} is rewritten");
+        } else if !name.ends_with("METADATA") && !name.ends_with("RECORD") {
+            assert_eq!(&host[name], data, "{name} is unchanged");
+        }
+    }
+    assert_eq!(modes_out["kpack_demo/bin/exe_pie"], 0o751);
+
+    // Device wheels: their archives under the overlay root, the database at its path.
+    let d1030 = zip_entries(&s.devices[0].wheel.path);
+    assert!(d1030.contains_key("kpack_demo/.kpack/one_gfx1030.kpack"));
+    assert_eq!(
+        d1030["kpack_demo/lib/rocblas/library/TensileLibrary_gfx1030.co"],
+        input["kpack_demo/lib/rocblas/library/TensileLibrary_gfx1030.co"]
+    );
+    let meta = String::from_utf8(d1030["kpack_demo_device_gfx1030-1.0.dist-info/METADATA"].clone())
+        .unwrap();
+    assert!(meta.contains("Name: kpack-demo-device-gfx1030\n"));
+    assert!(meta.contains("Requires-Dist: kpack-demo == 1.0\n"));
+    let wheel =
+        String::from_utf8(d1030["kpack_demo_device_gfx1030-1.0.dist-info/WHEEL"].clone()).unwrap();
+    assert!(wheel.contains("Tag: py3-none-linux_x86_64\n"));
+}
+
+#[test]
+fn host_metadata_gains_device_extras_before_the_body_and_targets_require_their_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = split(&fixture(DEMO), &dir.path().join("out"), |o| {
+        o.device_requires_dist = vec![
+            "rocm-sdk-device-@GFXARCH@ == 7.1".into(),
+            "static-dep == 1.0".into(),
+        ];
+    });
+    let host = zip_entries(&s.host.path);
+    let meta = String::from_utf8(host["kpack_demo-1.0.dist-info/METADATA"].clone()).unwrap();
+    let (headers, body) = meta.split_once("\n\n").unwrap();
+    assert_eq!(body, "A description body.\n");
+    assert!(headers.starts_with("Metadata-Version: 2.1\nName: kpack-demo\nVersion: 1.0\nSummary: kpack wheel test package\nProvides-Extra: device-gfx1030\n"));
+    for line in [
+        "Requires-Dist: kpack-demo-device-gfx1100 == 1.0; extra == \"device-gfx1100\"",
+        "Requires-Dist: kpack-demo-device-gfx110x == 1.0; extra == \"device-gfx1100\"",
+        "Requires-Dist: kpack-demo-device-gfx11 == 1.0; extra == \"device-gfx1100\"",
+        "Provides-Extra: device-all",
+        "Requires-Dist: kpack-demo-device-gfx11 == 1.0; extra == \"device-all\"",
+    ] {
+        assert!(
+            headers.lines().any(|l| l == line),
+            "{line} missing:\n{headers}"
+        );
+    }
+    assert!(
+        !headers.contains("Provides-Extra: device-gfx11\n"),
+        "families get no extra"
+    );
+    let dev = |key: &str| {
+        let d = s.devices.iter().find(|d| d.key.as_str() == key).unwrap();
+        let e = zip_entries(&d.wheel.path);
+        let (_, m) = e.iter().find(|(n, _)| n.ends_with("/METADATA")).unwrap();
+        String::from_utf8(m.clone()).unwrap()
+    };
+    let m1100 = dev("gfx1100");
+    assert!(m1100.contains("Requires-Dist: rocm-sdk-device-gfx1100 == 7.1\n"));
+    assert!(m1100.ends_with("Requires-Dist: kpack-demo-device-gfx110x == 1.0\nRequires-Dist: kpack-demo-device-gfx11 == 1.0\n"));
+    let m11 = dev("gfx11");
+    assert!(
+        !m11.contains("rocm-sdk-device"),
+        "no @GFXARCH@ deps on families"
+    );
+    assert!(m11.contains("Requires-Dist: static-dep == 1.0\n"));
+    assert!(m11.contains("Summary: AMD device kernels (RDNA3) for kpack-demo\n"));
+}
+
+#[test]
+fn variant_wheel_has_variant_json_and_markers_as_the_spec_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = split(&fixture(DEMO), &dir.path().join("out"), |o| {
+        o.variants = true
+    });
+    let v = s.variant.as_ref().unwrap();
+    assert!(
+        v.path
+            .to_string_lossy()
+            .ends_with("kpack_demo-1.0-py3-none-linux_x86_64-variant.whl")
+    );
+    let e = zip_entries(&v.path);
+    let json: serde_json::Value =
+        serde_json::from_slice(&e["kpack_demo-1.0.dist-info/variant.json"]).unwrap();
+    let targets = [
+        "gfx1030", "gfx1100", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942",
+    ];
+    assert_eq!(
+        json["providers"]["amd"],
+        serde_json::json!({"install-time": true, "plugin-api": "amd_variant_provider.plugin:AMDVariantPlugin", "requires": ["amd-variant-provider >= 1.0"]})
+    );
+    assert_eq!(
+        json["default-priorities"]["namespace"],
+        serde_json::json!(["amd"])
+    );
+    assert_eq!(
+        json["default-priorities"]["property"]["amd"]["gfx_arch"],
+        serde_json::json!(targets)
+    );
+    let variants = json["variants"].as_object().unwrap();
+    assert_eq!(variants.keys().collect::<Vec<_>>(), targets);
+    assert_eq!(
+        variants["gfx90a"],
+        serde_json::json!({"amd": {"gfx_arch": ["gfx90a"]}})
+    );
+    let meta = String::from_utf8(e["kpack_demo-1.0.dist-info/METADATA"].clone()).unwrap();
+    let lines: Vec<&str> = meta.lines().collect();
+    // Each target-extra line is followed by its variant twin; the chain lines get the
+    // target's marker; device-all gets none.
+    let at = lines
+        .iter()
+        .position(|l| {
+            *l == "Requires-Dist: kpack-demo-device-gfx110x == 1.0; extra == \"device-gfx1100\""
+        })
+        .unwrap();
+    assert_eq!(
+        lines[at + 1],
+        "Requires-Dist: kpack-demo-device-gfx110x == 1.0; \"amd :: gfx_arch :: gfx1100\" in variant_properties"
+    );
+    assert!(!meta.contains("gfx_arch :: all"));
+    assert_eq!(check(std::slice::from_ref(&v.path))[0]["record_ok"], true);
+}
+
+#[test]
+fn output_is_the_same_bytes_on_every_run_and_as_a_directory_holds_the_same_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = split(&fixture(DEMO), &dir.path().join("a"), |_| {});
+    let b = split(&fixture(DEMO), &dir.path().join("b"), |_| {});
+    let bytes = |s: &Summary| {
+        let mut v = vec![std::fs::read(&s.host.path).unwrap()];
+        v.extend(
+            s.devices
+                .iter()
+                .map(|d| std::fs::read(&d.wheel.path).unwrap()),
+        );
+        v
+    };
+    assert!(bytes(&a) == bytes(&b), "two runs differ");
+    let d = split(&fixture(DEMO), &dir.path().join("d"), |o| {
+        o.output_format = OutputFormat::Directory
+    });
+    assert!(d.host.path.is_dir());
+    for (name, data) in zip_entries(&a.host.path) {
+        assert_eq!(
+            std::fs::read(d.host.path.join(&name)).unwrap(),
+            data,
+            "{name}"
+        );
+    }
+}
+
+/// A wheel zip of `entries` (name, bytes, unix mode) written with Python's zipfile, which
+/// (unlike the zip crate) writes whatever it is told: duplicates, `..`, symlinks.
+fn hostile_wheel(dir: &Path, entries: &[(&str, &[u8], u32)]) -> PathBuf {
+    let path = dir.join("bad-1.0-py3-none-any.whl");
+    let spec: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|(n, d, m)| serde_json::json!([n, String::from_utf8_lossy(d), m]))
+        .collect();
+    let spec_path = dir.join("spec.json");
+    std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let script = "import json,sys,zipfile,warnings\nwarnings.simplefilter('ignore')\nz=zipfile.ZipFile(sys.argv[2],'w')\nfor n,d,m in json.load(open(sys.argv[1])):\n  i=zipfile.ZipInfo(n,(1980,1,1,0,0,0)); i.external_attr=m<<16; z.writestr(i,d)\nz.close()\n";
+    run_tool(
+        "python3",
+        &[
+            "-c",
+            script,
+            spec_path.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ],
+    );
+    path
+}
+
+fn good_dist_info(record_extra: &str) -> Vec<(String, Vec<u8>, u32)> {
+    let meta = b"Metadata-Version: 2.1\nName: bad\nVersion: 1.0\n".to_vec();
+    let wheel = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec();
+    let h = |d: &[u8]| kpack_wheel::metadata::record_hash(&sha2_digest(d));
+    let record = format!(
+        "bad-1.0.dist-info/METADATA,{},{}\nbad-1.0.dist-info/WHEEL,{},{}\n{record_extra}bad-1.0.dist-info/RECORD,,\n",
+        h(&meta),
+        meta.len(),
+        h(&wheel),
+        wheel.len()
+    );
+    vec![
+        ("bad-1.0.dist-info/METADATA".into(), meta, 0o100644),
+        ("bad-1.0.dist-info/WHEEL".into(), wheel, 0o100644),
+        (
+            "bad-1.0.dist-info/RECORD".into(),
+            record.into_bytes(),
+            0o100644,
+        ),
+    ]
+}
+
+fn sha2_digest(d: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(d).into()
+}
+
+/// Splitting `wheel` fails with an error naming `needle`, and nothing appears at -o.
+fn refused(wheel: &Path, needle: &str) -> String {
+    let out = wheel.parent().unwrap().join("out");
+    let err = split_wheel(wheel, &SplitOptions::new(&out)).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(needle), "{text:?} does not name {needle:?}");
+    assert!(!out.exists(), "output written for a refused wheel");
+    text
+}
+
+fn with_payload(name: &str, data: &[u8], mode: u32) -> Vec<(String, Vec<u8>, u32)> {
+    let mut e = vec![(name.to_owned(), data.to_vec(), mode)];
+    e.extend(good_dist_info(""));
+    e
+}
+
+fn write(dir: &Path, entries: &[(String, Vec<u8>, u32)]) -> PathBuf {
+    let refs: Vec<(&str, &[u8], u32)> = entries
+        .iter()
+        .map(|(n, d, m)| (n.as_str(), d.as_slice(), *m))
+        .collect();
+    hostile_wheel(dir, &refs)
+}
+
+#[test]
+fn zip_slip_absolute_backslash_and_symlink_entries_are_refused_by_name() {
+    for (name, mode, why) in [
+        ("../evil.py", 0o100644, "zip slip"),
+        ("pkg/../../evil.py", 0o100644, "zip slip"),
+        ("/etc/evil.py", 0o100644, "absolute path"),
+        ("pkg\\..\\evil.py", 0o100644, "backslash"),
+        ("pkg/link", 0o120777, "symlink entry"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let wheel = write(dir.path(), &with_payload(name, b"x", mode));
+        let text = refused(&wheel, why);
+        assert!(text.contains(&format!("{name:?}")), "{text}");
+    }
+}
+
+#[test]
+fn duplicate_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = with_payload("pkg/a.py", b"1", 0o100644);
+    e.push(("pkg/a.py".into(), b"2".to_vec(), 0o100644));
+    let wheel = write(dir.path(), &e);
+    let out = dir.path().join("out");
+    let err = split_wheel(&wheel, &SplitOptions::new(&out))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("pkg/a.py") && err.contains("uplicate"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn an_entry_larger_than_declared_or_past_the_global_cap_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = write(
+        dir.path(),
+        &with_payload("pkg/data.bin", &[b'a'; 4096], 0o100644),
+    );
+    // Make the central directory and local header declare 100 bytes for 4096.
+    let mut bytes = std::fs::read(&wheel).unwrap();
+    let name = b"pkg/data.bin";
+    let mut patched = 0;
+    for sig in [&b"PK\x01\x02"[..], &b"PK\x03\x04"[..]] {
+        let mut i = 0;
+        while let Some(at) = bytes[i..].windows(4).position(|w| w == sig) {
+            let h = i + at;
+            let (size_at, name_at) = if sig[2] == 1 {
+                (h + 24, h + 46)
+            } else {
+                (h + 22, h + 30)
+            };
+            if bytes[name_at..].starts_with(name) {
+                bytes[size_at..size_at + 4].copy_from_slice(&100u32.to_le_bytes());
+                patched += 1;
+            }
+            i = h + 4;
+        }
+    }
+    assert_eq!(patched, 2);
+    let lying = dir.path().join("lying-1.0-py3-none-any.whl");
+    std::fs::write(&lying, &bytes).unwrap();
+    refused(&lying, "pkg/data.bin");
+    let text = refused(&lying, "more than its declared 100 bytes");
+    assert!(text.contains("pkg/data.bin"));
+
+    // The global cap is checked on the declared sizes, before anything is decompressed.
+    let out = dir.path().join("out2");
+    let mut opts = SplitOptions::new(&out);
+    opts.limits.max_unpacked = 1000;
+    let err = split_wheel(&wheel, &opts).unwrap_err().to_string();
+    assert!(
+        err.contains("pkg/data.bin") && err.contains("zip bomb"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_record_that_does_not_match_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = b"print('hi')\n";
+    let wrong = kpack_wheel::metadata::record_hash(&sha2_digest(b"something else"));
+    let mut e = vec![("pkg/a.py".to_owned(), data.to_vec(), 0o100644)];
+    e.extend(good_dist_info(&format!(
+        "pkg/a.py,{wrong},{}\n",
+        data.len()
+    )));
+    let wheel = write(dir.path(), &e);
+    let text = refused(&wheel, "pkg/a.py");
+    assert!(text.contains("does not match its sha256 hash"), "{text}");
+
+    let unlisted = write(dir.path(), &with_payload("pkg/b.py", b"b", 0o100644));
+    refused(&unlisted, "not listed in bad-1.0.dist-info/RECORD");
+}
+
+#[test]
+fn zips_that_are_not_wheels_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_dist_info = write(dir.path(), &[("pkg/a.py".into(), b"a".to_vec(), 0o100644)]);
+    refused(&no_dist_info, "no top-level .dist-info directory");
+    let not_zip = dir.path().join("x-1.0-py3-none-any.whl");
+    std::fs::File::create(&not_zip)
+        .unwrap()
+        .write_all(b"not a zip at all")
+        .unwrap();
+    refused(&not_zip, "not a readable zip archive");
+    // A valid wheel without device code: nothing to split.
+    let h = kpack_wheel::metadata::record_hash(&sha2_digest(b"a"));
+    let mut e = vec![("pkg/a.py".to_owned(), b"a".to_vec(), 0o100644)];
+    e.extend(good_dist_info(&format!("pkg/a.py,{h},1\n")));
+    let pure = write(dir.path(), &e);
+    let err = split_wheel(&pure, &SplitOptions::new(dir.path().join("o"))).unwrap_err();
+    assert!(matches!(err, WheelError::NoFatBinaries { .. }), "{err}");
+}
+
+#[test]
+fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let unpacked = dir.path().join("unpacked");
+    run_tool(
+        "unzip",
+        &[
+            "-q",
+            fixture(DEMO).to_str().unwrap(),
+            "-d",
+            unpacked.to_str().unwrap(),
+        ],
+    );
+    let from_zip = split(&fixture(DEMO), &dir.path().join("a"), |_| {});
+    let from_dir = split(&unpacked, &dir.path().join("b"), |_| {});
+    let names = |s: &Summary| {
+        let mut v = vec![s.host.path.file_name().unwrap().to_owned()];
+        v.extend(
+            s.devices
+                .iter()
+                .map(|d| d.wheel.path.file_name().unwrap().to_owned()),
+        );
+        v
+    };
+    assert_eq!(names(&from_zip), names(&from_dir));
+    for (a, b) in [(&from_zip.host, &from_dir.host)].into_iter().chain(
+        from_zip
+            .devices
+            .iter()
+            .map(|d| &d.wheel)
+            .zip(from_dir.devices.iter().map(|d| &d.wheel)),
+    ) {
+        assert!(
+            std::fs::read(&a.path).unwrap() == std::fs::read(&b.path).unwrap(),
+            "{}",
+            a.path.display()
+        );
+    }
+    std::os::unix::fs::symlink("version.py", unpacked.join("kpack_demo/alias.py")).unwrap();
+    let out = dir.path().join("c");
+    let err = split_wheel(&unpacked, &SplitOptions::new(&out))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kpack_demo/alias.py") && err.contains("symlink"),
+        "{err}"
+    );
+    assert!(!out.exists());
+}

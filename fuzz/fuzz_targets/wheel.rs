@@ -1,0 +1,24 @@
+//! Wheel zips: entry-name checks, duplicate detection, bounded decompression, and the
+//! RECORD / METADATA readers on whatever text the bytes hold.
+#![no_main]
+
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let limits = kpack_wheel::Limits {
+        max_unpacked: 1 << 24,
+    };
+    let wheel = Path::new("fuzz.whl");
+    if let Ok(files) = kpack_wheel::reader::read_zip(wheel, std::io::Cursor::new(data), &limits, None) {
+        assert!(files.iter().map(|f| f.size).sum::<u64>() <= limits.max_unpacked);
+    }
+    let _ = kpack_wheel::metadata::parse_record(data);
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = kpack_wheel::metadata::header_values(text, "Name");
+        let block = kpack_wheel::metadata::insert_headers(text, "Provides-Extra: device-all\n");
+        assert!(block.len() >= text.len());
+        let _ = kpack_wheel::metadata::add_variant_markers(text);
+    }
+});
