@@ -43,13 +43,21 @@ impl DbArch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Handler {
+    /// rocBLAS Tensile libraries (`library/*.co`, `*.hsaco`, `*.dat`).
     Rocblas,
+    /// hipBLASLt kernel libraries.
     Hipblaslt,
+    /// hipSPARSELt kernel libraries.
     Hipsparselt,
+    /// AOTriton kernel images.
     Aotriton,
+    /// MIOpen kernel databases.
     Miopen,
+    /// Composable Kernel code objects.
     Composablekernel,
+    /// hipKernelProvider kernel files.
     Hipkernelprovider,
+    /// The hot-swap kernel cache.
     HotswapCache,
 }
 

@@ -31,12 +31,14 @@ use kpack_archive::kpm::{KpmEntry, KpmManifest};
 use serde_json::Value;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
-use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, Staging, TreeEntry, manifest};
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, TreeEntry, manifest};
 
 /// One architecture group of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ArchGroup {
+    /// The group name (`C_<name>` artifacts).
     pub name: String,
+    /// Its human-readable name.
     pub display_name: String,
     /// Processors (`gfx90a`), in configuration order.
     pub architectures: Vec<String>,
@@ -45,8 +47,11 @@ pub struct ArchGroup {
 /// The `validation` section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Validation {
+    /// Two shards providing device code for one architecture is an error.
     pub error_on_duplicate_device_code: bool,
+    /// Every shard's generic artifact must equal the primary's.
     pub verify_generic_artifacts_match: bool,
+    /// A group architecture no shard provides is an error.
     pub error_on_missing_architecture: bool,
 }
 
@@ -63,8 +68,11 @@ impl Default for Validation {
 /// `packaging.json` (spec §5.4).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PackagingConfig {
+    /// The shard whose generic artifacts are used.
     pub primary_shard: String,
+    /// The groups to package, in configuration order.
     pub architecture_groups: Vec<ArchGroup>,
+    /// What to check.
     pub validation: Validation,
 }
 
@@ -169,23 +177,32 @@ pub struct RecombineOptions {
 /// One group package written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupSummary {
+    /// The group name.
     pub group: String,
+    /// The artifact written (`C_<group>`).
     pub artifact: String,
     /// The architectures packaged and the shard each came from.
     pub architectures: BTreeMap<String, String>,
     /// Group architectures no shard provided.
     pub missing: Vec<String>,
+    /// Regular files written.
     pub files: usize,
+    /// `.kpack` archives among them.
     pub archives: usize,
+    /// `.kpm` indexes among them.
     pub indexes: usize,
 }
 
 /// One component recombined.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ComponentSummary {
+    /// The component.
     pub component: String,
+    /// The shard whose generic artifact was used.
     pub generic_from: String,
+    /// No device code anywhere: only the generic artifact.
     pub generic_only: bool,
+    /// The group packages written.
     pub groups: Vec<GroupSummary>,
     /// Arch artifacts left out because an earlier shard provided the same architecture.
     pub ignored_duplicates: Vec<String>,
@@ -194,6 +211,7 @@ pub struct ComponentSummary {
 /// What [`recombine`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RecombineSummary {
+    /// Per component, in name order.
     pub components: Vec<ComponentSummary>,
 }
 
@@ -213,16 +231,10 @@ pub fn recombine(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineSummary, ArtifactError> {
-    let mut shard_names: Vec<String> = Vec::new();
-    for e in std::fs::read_dir(shards).map_err(ArtifactError::io(shards))? {
-        let e = e.map_err(ArtifactError::io(shards))?;
-        if e.path().is_dir() {
-            if let Some(n) = e.file_name().to_str() {
-                shard_names.push(n.to_owned());
-            }
-        }
-    }
-    shard_names.sort();
+    let shard_names: Vec<String> = crate::sorted_subdirs(shards)?
+        .iter()
+        .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
+        .collect();
     if !shard_names.contains(&config.primary_shard) {
         return Err(ArtifactError::invalid(
             shards.join(&config.primary_shard),
@@ -353,7 +365,7 @@ pub fn recombine(
             }
         }
     }
-    let staging = Staging::new(out, "recombine")?;
+    let (stage, root) = crate::stage_output(out)?;
     let threads = crate::thread_count(opts.threads);
     let mut summary = RecombineSummary {
         components: Vec::new(),
@@ -361,7 +373,7 @@ pub fn recombine(
     for (component, c) in &components {
         let primary = &c.generic[&config.primary_shard];
         let record = ArtifactRecord::read(primary)?;
-        let generic_out = staging.path().join(format!("{component}_generic"));
+        let generic_out = root.join(format!("{component}_generic"));
         copy_artifact(primary, &generic_out, threads)?;
         let mut cs = ComponentSummary {
             component: component.clone(),
@@ -394,7 +406,7 @@ pub fn recombine(
                 continue;
             }
             let name = format!("{component}_{}", g.name);
-            let dest = staging.path().join(&name);
+            let dest = root.join(&name);
             std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
             let mut prefixes: BTreeSet<String> = BTreeSet::new();
             let mut files = 0;
@@ -429,7 +441,7 @@ pub fn recombine(
         }
         summary.components.push(cs);
     }
-    staging.commit()?;
+    stage.publish()?;
     Ok(summary)
 }
 

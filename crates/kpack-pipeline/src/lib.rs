@@ -5,6 +5,8 @@
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
 //! prints what these functions return.
 
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod pack;
 pub mod report;

@@ -11,7 +11,7 @@ pub mod unbundle;
 pub mod verify;
 pub mod verify_elf;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kpack_archive::Compression;
 
@@ -44,35 +44,22 @@ impl CompressionArgs {
     }
 }
 
-/// Expands directories into the files below them (sorted, symlinks not followed); files are
-/// kept as given.
+/// Expands directories into the regular files below them (sorted, symlinks not followed,
+/// [`kpack_fs::walk`]); files are kept as given. An entry that cannot be read is an error.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         if meta.is_dir() {
-            collect_dir(path, &mut files)?;
+            for e in kpack_fs::walk(path) {
+                let e = e?;
+                if e.file_type.is_file() {
+                    files.push(e.path);
+                }
+            }
         } else {
             files.push(path.clone());
         }
     }
     Ok(files)
-}
-
-fn collect_dir(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Error> {
-    let mut entries = std::fs::read_dir(dir)
-        .and_then(|rd| rd.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let kind = entry
-            .file_type()
-            .map_err(|e| format!("{}: {e}", entry.path().display()))?;
-        if kind.is_dir() {
-            collect_dir(&entry.path(), files)?;
-        } else if kind.is_file() {
-            files.push(entry.path());
-        }
-    }
-    Ok(())
 }
