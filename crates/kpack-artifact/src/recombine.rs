@@ -350,6 +350,8 @@ pub fn recombine(
         }
     }
 
+    // Staging first: its sweep completes what a run killed while publishing began.
+    let (stage, root) = crate::stage_output(out)?;
     for component in components.keys() {
         for name in std::iter::once(format!("{component}_generic")).chain(
             config
@@ -365,7 +367,6 @@ pub fn recombine(
             }
         }
     }
-    let (stage, root) = crate::stage_output(out)?;
     let threads = crate::thread_count(opts.threads);
     let mut summary = RecombineSummary {
         components: Vec::new(),

@@ -107,8 +107,9 @@ pub fn split(
     progress: Progress<'_>,
 ) -> Result<SplitSummary, ArtifactError> {
     check_component(component)?;
-    refuse_existing(out, component)?;
+    // Staging first: its sweep completes what a run killed while publishing began.
     let (stage, root) = crate::stage_output(out)?;
+    refuse_existing(out, component)?;
     let summary = split_into(input, &root, component, opts, progress)?;
     stage.publish()?;
     Ok(summary)
@@ -123,6 +124,8 @@ pub fn split_batch(
     opts: &SplitOptions,
     progress: Progress<'_>,
 ) -> Result<Vec<SplitSummary>, ArtifactError> {
+    // Staging first: its sweep completes what a run killed while publishing began.
+    let (stage, root) = crate::stage_output(out)?;
     let mut jobs: Vec<(String, PathBuf)> = Vec::new();
     for (name, dir) in crate::artifact_dirs(parent)? {
         let Some((component, suffix)) = crate::split_artifact_name(&name) else {
@@ -147,7 +150,6 @@ pub fn split_batch(
         refuse_existing(out, component)?;
         jobs.push((component.to_owned(), dir));
     }
-    let (stage, root) = crate::stage_output(out)?;
     let mut summaries = Vec::new();
     for (component, dir) in &jobs {
         summaries.push(split_into(dir, &root, component, opts, progress)?);

@@ -166,7 +166,8 @@ fn transform_killed_before_publishing_leaves_nothing_at_a_final_path() {
 }
 
 #[test]
-fn transform_killed_while_publishing_leaves_only_complete_archives_and_no_host_binary() {
+fn transform_killed_while_publishing_leaves_only_complete_archives_and_the_sweep_completes_the_job()
+{
     let reference = Transform::reference();
     let t = Transform::new();
     let args = t.args();
@@ -176,6 +177,11 @@ fn transform_killed_while_publishing_leaves_only_complete_archives_and_no_host_b
     );
     t.check_partial(&reference, "publish-partial");
     assert!(!t.lib().join("libtwo.so").exists());
+    // The job was committed (its journal written): a sweep of either directory completes it.
+    kpack_fs::sweep(&t.kpack_dir()).unwrap();
+    assert_eq!(finals(t.dir.path()), reference, "completed by the sweep");
+    assert!(temporaries(&t.lib()).is_empty());
+    assert!(temporaries(&t.kpack_dir()).is_empty());
     t.check_recovers(&reference, "publish-partial");
 }
 
@@ -274,6 +280,35 @@ fn split_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
             }
         }
     }
+}
+
+#[test]
+fn split_killed_while_publishing_into_an_existing_output_is_completed_by_the_next_run() {
+    let reference = {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        kpack_ok(&as_strs(&split_args(&out)));
+        snapshot(&out)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("other_generic")).unwrap();
+    killed_at("publish-partial", &as_strs(&split_args(&out)));
+    // The generic artifact (it names the others' archives) is published last.
+    assert!(!out.join("demo_lib_generic").exists());
+    assert_eq!(temporaries(&out).len(), 1);
+    // The next run's sweep completes the killed run's publishing, then refuses to replace it.
+    let res = kpack_cmd(&as_strs(&split_args(&out))).output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("demo_lib_generic") && stderr.contains("already exists"),
+        "{stderr}"
+    );
+    assert!(temporaries(&out).is_empty());
+    let mut got = snapshot(&out);
+    got.retain(|e| !e.0.starts_with("other_generic"));
+    assert_eq!(got, reference);
 }
 
 #[test]

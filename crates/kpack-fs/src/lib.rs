@@ -10,7 +10,8 @@
 //!   `.kpack-tmp-<pid>-<random>` ([`TEMP_PREFIX`], then the id of the creating process), so a
 //!   later run can tell its own leftovers from anything else, and a dead run's from a live
 //!   one's: an entry is swept only when its process is gone or it is older than
-//!   [`STALE_AFTER`].
+//!   [`STALE_AFTER`]. A killed run's job that had begun publishing is completed, not
+//!   discarded (see [`Stage`]).
 //! * [`walk`]: every entry below a directory, sorted by file name (`walkdir`), errors reported.
 //! * [`fault_point`]: the test hook that lets crash tests kill the real binary at a named
 //!   point.
@@ -25,6 +26,7 @@
 
 mod atomic;
 mod fault;
+mod journal;
 mod stage;
 mod sweep;
 mod walk;

@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use crate::{fault_point, parent_dir, sweep, temp_builder, temp_name_prefix};
+use std::io::Write;
+
+use crate::{fault_point, journal, parent_dir, sweep, temp_builder, temp_name_prefix};
 
 /// Whether publishing may replace what is at a final path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,11 +63,14 @@ enum Output {
 /// everything staged.
 ///
 /// Publishing renames the outputs in the order they were added. Several renames cannot be
-/// one atomic step; so add what refers to other outputs last (a host binary after the archives
-/// its marker names, a generic artifact after the per-architecture ones): a kill between the
-/// renames can then leave only complete outputs that nothing published refers to yet, which
-/// the next run to the same paths replaces. An output staged as a whole new directory
-/// ([`Stage::add_tree`] on a missing path) appears in one rename.
+/// one atomic step, so before the first of several, the stage writes a journal (the renames,
+/// in order) into each of its staging directories: the job is then committed, and a
+/// [sweep](crate::sweep) that finds a killed run's journal completes its renames rather than
+/// discarding them. Add what refers to other outputs last (a host binary after the archives
+/// its marker names, a generic artifact after the per-architecture ones): until a sweep has
+/// run, a kill between the renames can leave only complete outputs that nothing published
+/// refers to yet. An output staged as a whole new directory ([`Stage::add_tree`] on a missing
+/// path) appears in one rename and needs no journal.
 #[derive(Default)]
 pub struct Stage {
     /// Staging directories, one per destination directory (kept as `TempDir`s so that they
@@ -96,8 +101,10 @@ impl Stage {
         }
         std::fs::create_dir_all(dir).map_err(at(dir))?;
         self.sweep_once(dir);
+        // Absolute, so that a publish journal means the same from any working directory.
+        let abs = std::path::absolute(dir).map_err(at(dir))?;
         let prefix = temp_name_prefix();
-        let t = temp_builder(&prefix).tempdir_in(dir).map_err(at(dir))?;
+        let t = temp_builder(&prefix).tempdir_in(&abs).map_err(at(dir))?;
         let path = t.path().to_owned();
         self.dirs.push((dir.to_owned(), t));
         fault_point("stage-created");
@@ -181,6 +188,20 @@ impl Stage {
                         "already exists; refusing to replace it",
                     ),
                 });
+            }
+        }
+        if renames.len() > 1 {
+            // From here on the job is committed: a sweep finding this journal in a killed
+            // run's staging directory completes the renames instead of discarding them.
+            let journal =
+                journal::encode(renames.iter().map(|(s, t, _)| (s.as_path(), t.as_path())));
+            for (_, staging) in &self.dirs {
+                let path = staging.path().join(journal::NAME);
+                crate::write_atomic(
+                    &path,
+                    |f| f.write_all(&journal).map_err(at(&path)),
+                    |p, e| at(p)(e),
+                )?;
             }
         }
         for (i, (staged, to, _)) in renames.iter().enumerate() {

@@ -24,7 +24,10 @@ pub fn temp_owner(name: &OsStr) -> Option<u32> {
 /// Removes from `dir` (not below it) the temporary entries of kpack runs that are gone:
 /// those whose owner process no longer exists, and those older than [`STALE_AFTER`]. Another
 /// live run's temporaries, and this process's, are kept; so is every name that is not one of
-/// ours. A missing `dir` has nothing to sweep. Returns what was removed.
+/// ours. A staging directory holding a publish journal (its run was killed while publishing,
+/// see [`crate::Stage`]) is first completed: its job's remaining outputs are renamed into
+/// place, in order, from every staging directory of that job. A missing `dir` has nothing to
+/// sweep. Returns the temporaries removed.
 pub fn sweep(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
@@ -53,7 +56,12 @@ pub fn sweep(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             continue;
         }
         let gone = if meta.is_dir() {
-            std::fs::remove_dir_all(&path)
+            crate::journal::roll_forward(&path).and_then(|()| {
+                match std::fs::remove_dir_all(&path) {
+                    Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                    other => other,
+                }
+            })
         } else {
             std::fs::remove_file(&path)
         };
