@@ -14,11 +14,34 @@ pub const TEMP_PREFIX: &str = ".kpack-tmp-";
 pub const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The process id in one of kpack's temporary names (`.kpack-tmp-<pid>-…`), or `None` for any
-/// other name.
+/// other name. The names earlier kpack versions used are recognised too, so that what they
+/// left is swept as well: `.<out>.kpack-split-tmp-<pid>-<n>`, `.kpack-recombine-tmp-<pid>-<n>`
+/// (staged artifact trees) and `.<file>.kpack-tmp-<pid>` (a file being written).
 pub fn temp_owner(name: &OsStr) -> Option<u32> {
-    let rest = name.to_str()?.strip_prefix(TEMP_PREFIX)?;
-    let (pid, _) = rest.split_once('-')?;
-    pid.parse().ok()
+    let name = name.to_str()?;
+    if let Some(rest) = name.strip_prefix(TEMP_PREFIX) {
+        let (pid, _) = rest.split_once('-')?;
+        return number(pid);
+    }
+    if !name.starts_with('.') {
+        return None;
+    }
+    for legacy in [".kpack-split-tmp-", ".kpack-recombine-tmp-"] {
+        if let Some((_, rest)) = name.split_once(legacy) {
+            let (pid, n) = rest.split_once('-')?;
+            return number(n).and(number(pid));
+        }
+    }
+    let (_, pid) = name.rsplit_once(".kpack-tmp-")?;
+    number(pid)
+}
+
+/// `s` as a decimal number, digits only.
+fn number(s: &str) -> Option<u32> {
+    s.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| s.parse().ok())
+        .flatten()
 }
 
 /// Removes from `dir` (not below it) the temporary entries of kpack runs that are gone:

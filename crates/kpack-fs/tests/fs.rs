@@ -49,7 +49,7 @@ fn failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary() {
 }
 
 #[test]
-fn sweep_removes_dead_runs_temporaries_and_keeps_live_ones() {
+fn sweep_removes_dead_runs_temporaries_old_names_included_and_keeps_live_ones() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let dead = dead_pid();
@@ -63,13 +63,32 @@ fn sweep_removes_dead_runs_temporaries_and_keeps_live_ones() {
     std::fs::create_dir(&live_dir).unwrap();
     let own = d.join(format!("{TEMP_PREFIX}{}-jkl", std::process::id()));
     std::fs::write(&own, b"mine").unwrap();
-    for other in [".kpack", ".kpack-tmp-notapid-x", "C_generic", ".hidden"] {
+    // What earlier kpack versions left, with the same owner rule.
+    let legacy = [
+        format!(".out.kpack-split-tmp-{dead}-0"),
+        format!(".kpack-recombine-tmp-{dead}-3"),
+        format!(".libtwo.so.kpack-tmp-{dead}"),
+    ];
+    for l in &legacy {
+        std::fs::create_dir(d.join(l)).unwrap();
+    }
+    for other in [
+        ".kpack",
+        ".kpack-tmp-notapid-x",
+        "C_generic",
+        ".hidden",
+        "a.kpack-split-tmp-1-2",
+    ] {
         std::fs::create_dir(d.join(other)).unwrap();
     }
 
     let removed = sweep(d).unwrap();
-    assert_eq!(removed, [dead_dir, dead_file]);
+    let mut expected = vec![dead_dir, dead_file];
+    expected.extend(legacy.iter().map(|l| d.join(l)));
+    expected.sort();
+    assert_eq!(removed, expected);
     let mut kept = vec![
+        "a.kpack-split-tmp-1-2".to_owned(),
         ".hidden".to_owned(),
         ".kpack".to_owned(),
         format!("{TEMP_PREFIX}{}-ghi", live.id()),
