@@ -43,21 +43,21 @@ impl DbArch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Handler {
-    /// rocBLAS Tensile libraries (`library/*.co`, `*.hsaco`, `*.dat`).
+    /// rocBLAS Tensile libraries (`rocblas/library/`, see the module docs).
     Rocblas,
-    /// hipBLASLt kernel libraries.
+    /// hipBLASLt kernel libraries (`hipblaslt/library/`).
     Hipblaslt,
-    /// hipSPARSELt kernel libraries.
+    /// hipSPARSELt kernel libraries (`hipsparselt/library/`).
     Hipsparselt,
-    /// AOTriton kernel images.
+    /// AOTriton kernel images (`aotriton.images/amd-<target>/`).
     Aotriton,
-    /// MIOpen kernel databases.
+    /// MIOpen databases (`miopen/db/`) and CK libraries.
     Miopen,
-    /// Composable Kernel code objects.
+    /// Composable Kernel device libraries (`libdevice_*_<target>.a`).
     Composablekernel,
-    /// hipKernelProvider kernel files.
+    /// hipKernelProvider engines (`engines/arch_content/`).
     Hipkernelprovider,
-    /// The hot-swap kernel cache.
+    /// rocjitsu hot-swap translations (`share/rocjitsu/translations/`).
     HotswapCache,
 }
 

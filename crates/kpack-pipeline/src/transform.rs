@@ -64,26 +64,26 @@ pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TransformError {
+    /// Reading the input or writing an output failed, or the device code is malformed.
     #[error(transparent)]
-    /// The input could not be read as a fat binary.
     Source(#[from] SourceError),
-    #[error(transparent)]
     /// The host rewrite was refused.
-    Rewrite(#[from] RewriteError),
     #[error(transparent)]
+    Rewrite(#[from] RewriteError),
     /// An archive could not be written.
+    #[error(transparent)]
     Archive(#[from] kpack_archive::ArchiveError),
-    #[error("the rewritten binary fails verification:\n{}", .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
     /// The rewritten binary failed verification.
+    #[error("the rewritten binary fails verification:\n{}", .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
     Verify(Vec<VerifyIssue>),
-    #[error("wrapper {0} points at no bundle of .hip_fatbin")]
     /// A wrapper points at no bundle.
+    #[error("wrapper {0} points at no bundle of .hip_fatbin")]
     WrapperWithoutBundle(usize),
-    #[error("bundle {0} of .hip_fatbin has no wrapper: its code could never be loaded")]
     /// A bundle no wrapper points at.
+    #[error("bundle {0} of .hip_fatbin has no wrapper: its code could never be loaded")]
     BundleWithoutWrapper(usize),
-    #[error("{0}")]
     /// Invalid options.
+    #[error("{0}")]
     Options(String),
 }
 
