@@ -26,6 +26,26 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install -q cargo-fuzz --locked
 fi
 
+# --- Python package (issue 8) ---------------------------------------------------------------
+# A venv of the tools that build and test the wheel: maturin, ziglang (zig links the wheel
+# against glibc 2.28's symbols, so it is manylinux_2_28 without a manylinux container) and
+# pytest. The test venv itself is made fresh by test.sh.
+PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
+PY_TOOL_PKGS="maturin==1.16.0 ziglang==0.17.1 pytest==9.2.0"
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "setup: installing python3-venv"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+fi
+if [ "$(cat "$PY_TOOLS/.kpack-tools" 2>/dev/null)" != "$PY_TOOL_PKGS" ]; then
+  echo "setup: installing $PY_TOOL_PKGS into $PY_TOOLS"
+  rm -rf "$PY_TOOLS"
+  python3 -m venv "$PY_TOOLS"
+  "$PY_TOOLS/bin/pip" install -q $PY_TOOL_PKGS
+  echo "$PY_TOOL_PKGS" > "$PY_TOOLS/.kpack-tools"
+fi
+# ----------------------------------------------------------------------------------------------
+
 mkdir -p "$CORPUS/debs" "$CORPUS/x" "$CORPUS/wheels" "$CORPUS/wx"
 # Real-world tier inputs: bookworm librocsparse0 5.3 (1.31 GB library, 111 bundles, 7 targets).
 ROCSPARSE="$CORPUS/x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"

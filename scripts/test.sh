@@ -20,6 +20,24 @@ tests cargo test --workspace --release
 tests cargo test --workspace --release -- --ignored
 # Every interleaving of concurrent loads on one runtime cache (loom model).
 tests cargo test -p kpack-runtime --features loom-model --release --test loom_cache
+
+# --- Python package (issue 8) ---------------------------------------------------------------
+# The wheel as users get it (manylinux_2_28, abi3), installed into a fresh venv, whose `kpack`
+# command and package the pytest suite then exercise on the fixtures. pytest's exit status
+# fails the run, 5 (no test collected) included.
+PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
+rm -f target/wheels/kpack-*.whl
+PATH="$PY_TOOLS/bin:$PATH" maturin build --release --zig --compatibility manylinux_2_28
+wheel=$(ls target/wheels/kpack-*.whl)
+echo "wheel: $wheel"
+pyenv_dir=$(mktemp -d)
+trap 'rm -f "$results"; rm -rf "$pyenv_dir"' EXIT
+python3 -m venv "$pyenv_dir/venv"
+"$pyenv_dir/venv/bin/pip" install -q "$wheel" pytest==9.2.0
+"$pyenv_dir/venv/bin/kpack" --version
+"$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python/tests
+# ----------------------------------------------------------------------------------------------
+
 scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
 cargo bench --workspace --benches --quiet
 

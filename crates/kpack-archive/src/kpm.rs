@@ -1,5 +1,10 @@
-//! The historical `.kpm` manifest (spec §6): a msgpack map naming one `.kpack` file per arch.
-//! Read for old artifacts; written only to reproduce them.
+//! The `.kpm` index (spec §6): a msgpack map naming one `.kpack` file per arch.
+//!
+//! The reference dropped it; kpack's `recombine` writes it again, one per module in the
+//! generic package, listing every architecture packaged in any group. It keeps the legacy
+//! keys, so old readers still work, and adds one optional entry key, `package`: the package
+//! that provides the archive. Old indexes (without `package`) decode and re-encode byte for
+//! byte.
 
 use crate::error::MetadataError;
 use crate::msgpack::schema::{Fields, Path};
@@ -21,22 +26,28 @@ pub struct KpmEntry {
     /// Archive size in bytes.
     pub size: u64,
     pub kernel_count: u64,
+    /// The package providing the archive (`<component>_<group>`); absent in legacy files.
+    pub package: Option<String>,
 }
 
 impl KpmManifest {
     /// The exact bytes Python's `msgpack.pack` wrote: keys `format_version`, `component_name`,
-    /// `prefix`, `kpack_files`, entries keyed `file`, `size`, `kernel_count`.
+    /// `prefix`, `kpack_files`, entries keyed `file`, `size`, `kernel_count` (then `package`,
+    /// when known).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let files = self
             .kpack_files
             .iter()
             .map(|(arch, e)| {
-                let entry = Value::Map(vec![
+                let mut entry = vec![
                     ("file".into(), e.file.as_str().into()),
                     ("size".into(), e.size.into()),
                     ("kernel_count".into(), e.kernel_count.into()),
-                ]);
-                (arch.as_str().into(), entry)
+                ];
+                if let Some(package) = &e.package {
+                    entry.push(("package".into(), package.as_str().into()));
+                }
+                (arch.as_str().into(), Value::Map(entry))
             })
             .collect();
         msgpack::encode(&Value::Map(vec![
@@ -48,7 +59,8 @@ impl KpmManifest {
     }
 
     /// Decodes a whole `.kpm` file. All four top-level keys and all three entry keys are
-    /// required (as `PackManifest.from_file` required them); extra keys are ignored.
+    /// required (as `PackManifest.from_file` required them), `package` is optional; other keys
+    /// are ignored.
     pub fn decode(bytes: &[u8]) -> Result<KpmManifest, MetadataError> {
         let mut d = Decoder::new(bytes);
         let mut m = Fields::new();
@@ -69,6 +81,11 @@ impl KpmManifest {
                     file: e.str::<MetadataError>(&path, "file")?.into_owned(),
                     size: e.uint::<MetadataError>(&path, "size")?,
                     kernel_count: e.uint::<MetadataError>(&path, "kernel_count")?,
+                    package: e
+                        .get("package")
+                        .map(|n| n.str::<MetadataError>(&Path::Field(&path, "package")))
+                        .transpose()?
+                        .map(|s| s.into_owned()),
                 };
                 Ok((arch.into_owned(), entry))
             })

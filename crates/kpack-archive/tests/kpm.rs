@@ -42,3 +42,70 @@ fn missing_and_mistyped_manifest_fields_are_named() {
             .contains("expected end of input")
     );
 }
+
+#[test]
+fn the_package_of_each_entry_round_trips_and_is_optional() {
+    use kpack_archive::kpm::KpmEntry;
+    let entry = |target: &str, package: Option<&str>| {
+        (
+            target.to_owned(),
+            KpmEntry {
+                file: format!("m_{target}.kpack"),
+                size: 100,
+                kernel_count: 2,
+                package: package.map(str::to_owned),
+            },
+        )
+    };
+    let index = KpmManifest {
+        format_version: 1,
+        component_name: "blas_lib".to_owned(),
+        prefix: ".".to_owned(),
+        kpack_files: vec![
+            entry("gfx1030", Some("blas_lib_gfx103X")),
+            entry("gfx900", None),
+        ],
+    };
+    let bytes = index.encode().unwrap();
+    assert_eq!(KpmManifest::decode(&bytes).unwrap(), index);
+    // The legacy keys come first, in the legacy order; `package` only where known.
+    let doc = msgpack::decode_exact(&bytes).unwrap();
+    let files = doc.get("kpack_files").unwrap().as_map().unwrap();
+    let keys = |v: &Value| -> Vec<String> {
+        v.as_map()
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        keys(&files[0].1),
+        ["file", "size", "kernel_count", "package"]
+    );
+    assert_eq!(keys(&files[1].1), ["file", "size", "kernel_count"]);
+    // A package that is not a string is named.
+    let bad = msgpack::encode(&Value::Map(vec![
+        ("format_version".into(), Value::UInt(1)),
+        ("component_name".into(), "c".into()),
+        ("prefix".into(), ".".into()),
+        (
+            "kpack_files".into(),
+            Value::Map(vec![(
+                "gfx900".into(),
+                Value::Map(vec![
+                    ("file".into(), "x.kpack".into()),
+                    ("size".into(), Value::UInt(1)),
+                    ("kernel_count".into(), Value::UInt(1)),
+                    ("package".into(), Value::UInt(7)),
+                ]),
+            )]),
+        ),
+    ]))
+    .unwrap();
+    let e = KpmManifest::decode(&bad).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidMetadata);
+    assert_eq!(
+        e.to_string(),
+        "kpack_files[\"gfx900\"].package: expected str, found unsigned int"
+    );
+}

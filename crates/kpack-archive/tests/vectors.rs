@@ -170,6 +170,7 @@ fn legacy_kpm_decodes_and_reencodes_byte_identically() {
         file: "test_zstd.kpack".to_owned(),
         size: 518,
         kernel_count,
+        package: None,
     };
     assert_eq!(
         m,

@@ -93,6 +93,17 @@ impl Handler {
         Handler::ALL.into_iter().find(|h| h.name() == name)
     }
 
+    /// The handler called `name`, or an error listing the handlers there are.
+    pub fn parse(name: &str) -> Result<Handler, String> {
+        Handler::from_name(name).ok_or_else(|| {
+            let names: Vec<_> = Handler::ALL.iter().map(|h| h.name()).collect();
+            format!(
+                "unknown database handler {name:?}; expected one of {}",
+                names.join(", ")
+            )
+        })
+    }
+
     /// The architecture of the file at `relpath` (relative to its prefix, `/`-separated), or
     /// `None` when this handler does not claim it.
     pub fn classify(self, relpath: &str) -> Option<DbArch> {

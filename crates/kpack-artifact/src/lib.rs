@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod handlers;
+pub mod index;
 pub mod manifest;
 pub mod recombine;
 pub mod split;
@@ -92,6 +93,14 @@ pub enum ArtifactError {
     /// The request itself is invalid (a bad component name, a missing option).
     #[error("{0}")]
     Usage(String),
+    /// A packaging configuration that does not parse or does not make sense.
+    #[error("{}: {source}", path.display())]
+    Config {
+        /// The configuration file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: recombine::ConfigError,
+    },
     /// A recombine validation failed; one line per problem.
     #[error("{what}:\n{}", .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Validation {

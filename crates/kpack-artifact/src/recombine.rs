@@ -3,15 +3,20 @@
 //!
 //! Shards are the sub-directories of the shards directory, each holding split outputs
 //! `C_generic` and `C_<processor>` (or `C_<family>`). For every component:
-//! * `C_generic` is copied from the primary shard (symlinks kept);
+//! * `C_generic` is copied from the primary shard (symlinks kept), plus, per module with
+//!   archives in any group, the [index](crate::index) `<dir>/.kpack/<module>.kpm` listing
+//!   every architecture packaged and the group package providing it;
 //! * for each group of the configuration (in order) with at least one architecture
 //!   available, `C_<group>` gets every file of the arch artifacts of its architectures
 //!   (a family artifact such as AOTriton's `gfx11xx` joins every group holding an
-//!   architecture it covers) — archives and database files only, never host code — and,
-//!   per prefix and module, an index `<prefix>/.kpack/<module>.kpm` (spec §6: msgpack,
-//!   `format_version` 1, `component_name`, `prefix` = the install prefix, `kpack_files`:
-//!   target → `{file, size, kernel_count}` for every archive packaged, sorted by target).
-//!   Binaries keep finding archives by `@GFXARCH@`; the index is for tools and people.
+//!   architecture it covers) — archives and database files only, never host code, and no
+//!   index. Binaries keep finding archives by `@GFXARCH@`; the index is for tools and people.
+//!
+//! The packages install side by side: the contents of every manifest prefix install at one
+//! install root, and no installed path (file or symlink; a directory may be shared) belongs
+//! to two packages of one recombine. That is checked before anything is written.
+//! `artifact_manifest.txt` and `kpack_artifact.json` sit beside the prefixes: they describe
+//! the artifact and are never installed.
 //!
 //! The configuration's `validation` flags are enforced (spec §5.4 ignores them), all
 //! checked before anything is written:
@@ -26,11 +31,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_archive::Archive;
-use kpack_archive::kpm::{KpmEntry, KpmManifest};
-use serde_json::Value;
+use serde::Deserialize;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
+use crate::index::{self, IndexedArchive};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, TreeEntry, manifest};
 
 /// One architecture group of the configuration.
@@ -45,7 +49,8 @@ pub struct ArchGroup {
 }
 
 /// The `validation` section.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Validation {
     /// Two shards providing device code for one architecture is an error.
     pub error_on_duplicate_device_code: bool,
@@ -76,91 +81,173 @@ pub struct PackagingConfig {
     pub validation: Validation,
 }
 
+/// Why a packaging configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Not JSON, an unknown or missing field, a value of the wrong type, a group defined
+    /// twice; `path` is where (`validation.error_on_missing_architecture`).
+    #[error("{path}: {source}")]
+    Schema {
+        /// Where in the file.
+        path: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// `primary_shard` is not a directory name.
+    #[error("primary_shard: {0:?} is not a shard directory name (non-empty, no '/')")]
+    PrimaryShard(String),
+    /// No architecture group.
+    #[error("architecture_groups: expected at least one group")]
+    NoGroups,
+    /// A group name that cannot name a package.
+    #[error(
+        "architecture_groups.{0}: invalid group name (expected ASCII letters, digits, '-' or '.', \
+         not \"generic\": it names the package <component>_<group>)"
+    )]
+    GroupName(String),
+    /// A group without architectures.
+    #[error("architecture_groups.{0}.architectures: expected at least one architecture")]
+    EmptyGroup(String),
+    /// An architecture that is not a GPU processor name.
+    #[error(
+        "architecture_groups.{group}.architectures: expected GPU processor names (gfx90a, \
+         gfx1100, gfx11-generic), got {architecture:?}"
+    )]
+    Architecture {
+        /// The group.
+        group: String,
+        /// The architecture as written.
+        architecture: String,
+    },
+    /// An architecture listed twice in one group.
+    #[error("architecture_groups.{group}.architectures: {architecture} listed twice")]
+    RepeatedArchitecture {
+        /// The group.
+        group: String,
+        /// The architecture.
+        architecture: String,
+    },
+}
+
+/// The file as written; [`PackagingConfig::parse`] checks what the types cannot.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    primary_shard: String,
+    architecture_groups: GroupsFile,
+    #[serde(default)]
+    validation: Validation,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupFile {
+    display_name: Option<String>,
+    architectures: Vec<String>,
+}
+
+/// The groups in file order (the packages are written in it); a group named twice is an
+/// error where a map would keep the last silently.
+struct GroupsFile(Vec<(String, GroupFile)>);
+
+impl<'de> Deserialize<'de> for GroupsFile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = GroupsFile;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of groups")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<GroupsFile, A::Error> {
+                let mut groups: Vec<(String, GroupFile)> = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    if groups.iter().any(|(n, _)| *n == name) {
+                        return Err(serde::de::Error::custom(format!(
+                            "group {name:?} defined twice"
+                        )));
+                    }
+                    let group = map.next_value()?;
+                    groups.push((name, group));
+                }
+                Ok(GroupsFile(groups))
+            }
+        }
+        d.deserialize_map(Visitor)
+    }
+}
+
 impl PackagingConfig {
     /// Reads and checks a configuration file.
     pub fn load(path: &Path) -> Result<PackagingConfig, ArtifactError> {
         let text = std::fs::read_to_string(path).map_err(ArtifactError::io(path))?;
-        Self::parse(&text).map_err(|problem| ArtifactError::invalid(path, problem))
+        Self::parse(&text).map_err(|source| ArtifactError::Config {
+            path: path.to_owned(),
+            source,
+        })
     }
 
-    /// Parses a configuration; the error says which key is wrong and what was expected.
-    pub fn parse(text: &str) -> Result<PackagingConfig, String> {
-        let root: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-        let root = root.as_object().ok_or("expected a JSON object")?;
-        let primary_shard = root
-            .get("primary_shard")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty() && !s.contains('/'))
-            .ok_or("primary_shard: expected a non-empty shard directory name")?
-            .to_owned();
-        let groups = root
-            .get("architecture_groups")
-            .and_then(Value::as_object)
-            .filter(|g| !g.is_empty())
-            .ok_or("architecture_groups: expected a non-empty object")?;
+    /// Parses and checks a configuration; the error says which key is wrong and what was
+    /// expected.
+    pub fn parse(text: &str) -> Result<PackagingConfig, ConfigError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let file: ConfigFile =
+            serde_path_to_error::deserialize(&mut de).map_err(|e| ConfigError::Schema {
+                path: e.path().to_string(),
+                source: e.into_inner(),
+            })?;
+        de.end().map_err(|source| ConfigError::Schema {
+            path: ".".to_owned(),
+            source,
+        })?;
+        if file.primary_shard.is_empty() || file.primary_shard.contains('/') {
+            return Err(ConfigError::PrimaryShard(file.primary_shard));
+        }
+        if file.architecture_groups.0.is_empty() {
+            return Err(ConfigError::NoGroups);
+        }
         let mut architecture_groups = Vec::new();
-        for (name, g) in groups {
-            let at = format!("architecture_groups.{name}");
-            if name.is_empty() || name.contains('/') || name == "generic" {
-                return Err(format!("{at}: invalid group name"));
+        for (name, g) in file.architecture_groups.0 {
+            let valid_name = !name.is_empty()
+                && name != "generic"
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+            if !valid_name {
+                return Err(ConfigError::GroupName(name));
             }
-            let g = g.as_object().ok_or(format!("{at}: expected an object"))?;
-            let display_name = match g.get("display_name") {
-                None => name.clone(),
-                Some(v) => v
-                    .as_str()
-                    .ok_or(format!("{at}.display_name: expected a string"))?
-                    .to_owned(),
-            };
-            let list = g
-                .get("architectures")
-                .and_then(Value::as_array)
-                .filter(|a| !a.is_empty())
-                .ok_or(format!("{at}.architectures: expected a non-empty array"))?;
-            let mut architectures = Vec::new();
-            for a in list {
-                let arch = a
-                    .as_str()
-                    .filter(|s| parse_target(s).is_some_and(|t| t.features().is_empty()))
-                    .ok_or(format!(
-                        "{at}.architectures: expected GPU processor names (gfx90a, gfx1100, gfx11-generic), got {a}"
-                    ))?;
-                if architectures.iter().any(|x| x == arch) {
-                    return Err(format!("{at}.architectures: {arch} listed twice"));
+            if g.architectures.is_empty() {
+                return Err(ConfigError::EmptyGroup(name));
+            }
+            let mut architectures: Vec<String> = Vec::new();
+            for arch in g.architectures {
+                if !parse_target(&arch).is_some_and(|t| t.features().is_empty()) {
+                    return Err(ConfigError::Architecture {
+                        group: name,
+                        architecture: arch,
+                    });
                 }
-                architectures.push(arch.to_owned());
+                if architectures.contains(&arch) {
+                    return Err(ConfigError::RepeatedArchitecture {
+                        group: name,
+                        architecture: arch,
+                    });
+                }
+                architectures.push(arch);
             }
             architecture_groups.push(ArchGroup {
-                name: name.clone(),
-                display_name,
+                display_name: g.display_name.unwrap_or_else(|| name.clone()),
+                name,
                 architectures,
             });
         }
-        let mut validation = Validation::default();
-        if let Some(v) = root.get("validation") {
-            let v = v.as_object().ok_or("validation: expected an object")?;
-            for (key, value) in v {
-                let flag = value
-                    .as_bool()
-                    .ok_or(format!("validation.{key}: expected true or false"))?;
-                match key.as_str() {
-                    "error_on_duplicate_device_code" => {
-                        validation.error_on_duplicate_device_code = flag
-                    }
-                    "verify_generic_artifacts_match" => {
-                        validation.verify_generic_artifacts_match = flag
-                    }
-                    "error_on_missing_architecture" => {
-                        validation.error_on_missing_architecture = flag
-                    }
-                    _ => return Err(format!("validation.{key}: unknown flag")),
-                }
-            }
-        }
         Ok(PackagingConfig {
-            primary_shard,
+            primary_shard: file.primary_shard,
             architecture_groups,
-            validation,
+            validation: file.validation,
         })
     }
 }
@@ -189,8 +276,6 @@ pub struct GroupSummary {
     pub files: usize,
     /// `.kpack` archives among them.
     pub archives: usize,
-    /// `.kpm` indexes among them.
-    pub indexes: usize,
 }
 
 /// One component recombined.
@@ -204,6 +289,8 @@ pub struct ComponentSummary {
     pub generic_only: bool,
     /// The group packages written.
     pub groups: Vec<GroupSummary>,
+    /// The indexes written into the generic package, as `<artifact>/<prefix>/<path>`.
+    pub indexes: Vec<String>,
     /// Arch artifacts left out because an earlier shard provided the same architecture.
     pub ignored_duplicates: Vec<String>,
 }
@@ -222,6 +309,139 @@ struct Collected {
     generic: BTreeMap<String, PathBuf>,
     /// Arch artifact suffix → (shard, dir), shards in name order.
     arch: BTreeMap<String, Vec<(String, PathBuf)>>,
+}
+
+/// One entry of a package to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Item {
+    Dir,
+    Symlink(PathBuf),
+    /// A regular file copied from this source.
+    File(PathBuf),
+    /// A file written with these bytes (an index).
+    Bytes(Vec<u8>),
+}
+
+/// Where a package's manifest and record come from.
+enum Meta {
+    /// Copied from this artifact (the primary's generic artifact).
+    CopiedFrom(PathBuf),
+    Written {
+        prefixes: Vec<String>,
+        record: Box<ArtifactRecord>,
+    },
+}
+
+/// A package (artifact) planned in full before anything is written.
+struct Package {
+    name: String,
+    meta: Meta,
+    /// By (manifest prefix, path below it; empty for the prefix itself).
+    items: BTreeMap<(String, String), Item>,
+}
+
+impl Package {
+    fn new(name: String, meta: Meta) -> Package {
+        Package {
+            name,
+            meta,
+            items: BTreeMap::new(),
+        }
+    }
+
+    /// Adds every entry of the artifact `from`'s prefix trees. An entry already planned
+    /// must be the same (two artifacts of a group may ship the same file, never different
+    /// ones).
+    fn add_artifact(&mut self, from: &Path) -> Result<Vec<String>, ArtifactError> {
+        let prefixes = manifest::read(from)?;
+        for prefix in &prefixes {
+            let root = from.join(prefix);
+            if !root.is_dir() {
+                continue;
+            }
+            self.add(prefix, String::new(), Item::Dir, &root)?;
+            for (rel, entry) in crate::walk_tree(&root)? {
+                let src = root.join(&rel);
+                let item = match entry {
+                    TreeEntry::Dir => Item::Dir,
+                    TreeEntry::Symlink(t) => Item::Symlink(t),
+                    TreeEntry::File => Item::File(src.clone()),
+                };
+                self.add(prefix, rel, item, &src)?;
+            }
+        }
+        Ok(prefixes)
+    }
+
+    fn add(
+        &mut self,
+        prefix: &str,
+        rel: String,
+        item: Item,
+        src: &Path,
+    ) -> Result<(), ArtifactError> {
+        let key = (prefix.to_owned(), rel);
+        let Some(planned) = self.items.get(&key) else {
+            self.items.insert(key, item);
+            return Ok(());
+        };
+        let same = match (planned, &item) {
+            (Item::File(a), Item::File(b)) => {
+                std::fs::read(a).map_err(ArtifactError::io(a))?
+                    == std::fs::read(b).map_err(ArtifactError::io(b))?
+            }
+            (a, b) => a == b,
+        };
+        if same {
+            return Ok(());
+        }
+        let shown = match planned {
+            Item::File(p) => p.display().to_string(),
+            _ => format!("{}/{}", key.0, key.1),
+        };
+        Err(ArtifactError::invalid(
+            src,
+            format!("differs from {shown}, already packaged in {}", self.name),
+        ))
+    }
+
+    /// Writes the package under `dir`; returns the number of files.
+    fn write(&self, dir: &Path, threads: usize) -> Result<usize, ArtifactError> {
+        let dest = dir.join(&self.name);
+        std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
+        match &self.meta {
+            Meta::CopiedFrom(from) => {
+                crate::copy_file(
+                    &from.join(manifest::MANIFEST),
+                    &dest.join(manifest::MANIFEST),
+                )?;
+                if from.join(RECORD).exists() {
+                    crate::copy_file(&from.join(RECORD), &dest.join(RECORD))?;
+                }
+            }
+            Meta::Written { prefixes, record } => {
+                manifest::write(&dest, prefixes)?;
+                record.write(&dest)?;
+            }
+        }
+        let mut files = Vec::new();
+        for ((prefix, rel), item) in &self.items {
+            let to = dest.join(prefix).join(rel);
+            match item {
+                Item::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
+                Item::Symlink(t) => crate::copy_symlink(t, &to)?,
+                Item::File(from) => files.push((from, to)),
+                Item::Bytes(bytes) => std::fs::write(&to, bytes).map_err(ArtifactError::io(&to))?,
+            }
+        }
+        crate::parallel_map(&files, threads, |_, (from, to)| crate::copy_file(from, to))?;
+        Ok(files.len()
+            + self
+                .items
+                .values()
+                .filter(|i| matches!(i, Item::Bytes(_)))
+                .count())
+    }
 }
 
 /// Recombines the shards under `shards` per `config` into `out`.
@@ -350,100 +570,229 @@ pub fn recombine(
         }
     }
 
-    // Staging first: its sweep completes what a run killed while publishing began.
-    let (stage, root) = crate::stage_output(out)?;
-    for component in components.keys() {
-        for name in std::iter::once(format!("{component}_generic")).chain(
-            config
-                .architecture_groups
-                .iter()
-                .map(|g| format!("{component}_{}", g.name)),
-        ) {
-            if out.join(&name).exists() {
-                return Err(ArtifactError::invalid(
-                    out.join(name),
-                    "already exists; refusing to overwrite an artifact",
-                ));
-            }
-        }
-    }
-    let threads = crate::thread_count(opts.threads);
+    // Every package planned in full, its installed paths checked, before anything is written.
     let mut summary = RecombineSummary {
         components: Vec::new(),
     };
+    let mut packages: Vec<Package> = Vec::new();
+    let mut index_problems = Vec::new();
     for (component, c) in &components {
-        let primary = &c.generic[&config.primary_shard];
-        let record = ArtifactRecord::read(primary)?;
-        let generic_out = root.join(format!("{component}_generic"));
-        copy_artifact(primary, &generic_out, threads)?;
-        let mut cs = ComponentSummary {
-            component: component.clone(),
-            generic_from: config.primary_shard.clone(),
-            generic_only: record.as_ref().is_some_and(|r| r.generic_only) || c.arch.is_empty(),
-            groups: Vec::new(),
-            ignored_duplicates: Vec::new(),
-        };
-        for (suffix, from) in &c.arch {
-            for (shard, _) in from.iter().skip(1) {
-                cs.ignored_duplicates
-                    .push(format!("{component}_{suffix} of {shard}"));
-            }
-        }
-        for g in &config.architecture_groups {
-            let mut suffixes: BTreeSet<String> = BTreeSet::new();
-            let mut packaged = BTreeMap::new();
-            let mut missing = Vec::new();
-            for a in &g.architectures {
-                let found = provider_suffixes(c, a);
-                if found.is_empty() {
-                    missing.push(a.clone());
-                }
-                for s in found {
-                    packaged.insert(s.clone(), c.arch[&s][0].0.clone());
-                    suffixes.insert(s);
-                }
-            }
-            if suffixes.is_empty() {
-                continue;
-            }
-            let name = format!("{component}_{}", g.name);
-            let dest = root.join(&name);
-            std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
-            let mut prefixes: BTreeSet<String> = BTreeSet::new();
-            let mut files = 0;
-            for s in &suffixes {
-                let dir = &c.arch[s][0].1;
-                prefixes.extend(manifest::read(dir)?);
-                files += copy_artifact_files(dir, &dest, threads)?;
-            }
-            let prefixes: Vec<String> = prefixes.into_iter().collect();
-            manifest::write(&dest, &prefixes)?;
-            let (archives, indexes) = write_indexes(&dest, component, &prefixes)?;
-            ArtifactRecord {
-                format_version: 1,
-                component: component.clone(),
-                kind: ArtifactKind::Group,
-                generic_only: false,
-                split_databases: Vec::new(),
-                binaries: Vec::new(),
-                group: Some(g.name.clone()),
-                architectures: suffixes.iter().cloned().collect(),
-            }
-            .write(&dest)?;
-            cs.groups.push(GroupSummary {
-                group: g.name.clone(),
-                artifact: name,
-                architectures: packaged,
-                missing,
-                files,
-                archives,
-                indexes,
-            });
-        }
+        let (cs, planned, problems) = plan_component(component, c, config)?;
         summary.components.push(cs);
+        packages.extend(planned);
+        index_problems.extend(problems);
+    }
+    let collisions = shared_paths(packages.iter().map(|p| {
+        let entries = p.items.iter().filter(|((_, rel), _)| !rel.is_empty());
+        let entries = entries.map(|((_, rel), item)| (rel.as_str(), *item == Item::Dir));
+        (p.name.as_str(), entries)
+    }));
+    if !collisions.is_empty() {
+        return Err(ArtifactError::Validation {
+            what: "installed paths shared by two packages (packages must install side by side)",
+            problems: collisions,
+        });
+    }
+    if !index_problems.is_empty() {
+        return Err(ArtifactError::Validation {
+            what: "one module's archive for one target in two packages",
+            problems: index_problems,
+        });
+    }
+    // Staging first: its sweep completes what a run killed while publishing began.
+    let (stage, root) = crate::stage_output(out)?;
+    for p in &packages {
+        if out.join(&p.name).exists() {
+            return Err(ArtifactError::invalid(
+                out.join(&p.name),
+                "already exists; refusing to overwrite an artifact",
+            ));
+        }
+    }
+    let threads = crate::thread_count(opts.threads);
+    let mut files: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in &packages {
+        files.insert(&p.name, p.write(&root, threads)?);
+    }
+    for g in summary
+        .components
+        .iter_mut()
+        .flat_map(|c| c.groups.iter_mut())
+    {
+        g.files = files[g.artifact.as_str()];
     }
     stage.publish()?;
     Ok(summary)
+}
+
+/// Plans the packages of one component: its generic package (with the indexes) and one
+/// package per group with at least one architecture available. Also returns the archives
+/// that two packages provide for one module and target (no index is planned for those; the
+/// caller reports the installed paths they share first, the likelier cause).
+fn plan_component(
+    component: &str,
+    c: &Collected,
+    config: &PackagingConfig,
+) -> Result<(ComponentSummary, Vec<Package>, Vec<String>), ArtifactError> {
+    let primary = &c.generic[&config.primary_shard];
+    let record = ArtifactRecord::read(primary)?;
+    let mut generic = Package::new(
+        format!("{component}_generic"),
+        Meta::CopiedFrom(primary.clone()),
+    );
+    generic.add_artifact(primary)?;
+    let mut cs = ComponentSummary {
+        component: component.to_owned(),
+        generic_from: config.primary_shard.clone(),
+        generic_only: record.as_ref().is_some_and(|r| r.generic_only) || c.arch.is_empty(),
+        groups: Vec::new(),
+        indexes: Vec::new(),
+        ignored_duplicates: Vec::new(),
+    };
+    for (suffix, from) in &c.arch {
+        for (shard, _) in from.iter().skip(1) {
+            cs.ignored_duplicates
+                .push(format!("{component}_{suffix} of {shard}"));
+        }
+    }
+    let mut packages = Vec::new();
+    let mut archives: Vec<(String, IndexedArchive)> = Vec::new();
+    for g in &config.architecture_groups {
+        let mut suffixes: BTreeSet<String> = BTreeSet::new();
+        let mut packaged = BTreeMap::new();
+        let mut missing = Vec::new();
+        for a in &g.architectures {
+            let found = provider_suffixes(c, a);
+            if found.is_empty() {
+                missing.push(a.clone());
+            }
+            for s in found {
+                packaged.insert(s.clone(), c.arch[&s][0].0.clone());
+                suffixes.insert(s);
+            }
+        }
+        if suffixes.is_empty() {
+            continue;
+        }
+        let name = format!("{component}_{}", g.name);
+        let mut package = Package::new(
+            name.clone(),
+            Meta::Written {
+                prefixes: Vec::new(),
+                record: Box::new(ArtifactRecord {
+                    format_version: 1,
+                    component: component.to_owned(),
+                    kind: ArtifactKind::Group,
+                    generic_only: false,
+                    split_databases: Vec::new(),
+                    binaries: Vec::new(),
+                    group: Some(g.name.clone()),
+                    architectures: suffixes.iter().cloned().collect(),
+                }),
+            },
+        );
+        let mut prefixes: BTreeSet<String> = BTreeSet::new();
+        for s in &suffixes {
+            prefixes.extend(package.add_artifact(&c.arch[s][0].1)?);
+        }
+        if let Meta::Written { prefixes: p, .. } = &mut package.meta {
+            *p = prefixes.into_iter().collect();
+        }
+        let before = archives.len();
+        for ((prefix, rel), item) in &package.items {
+            if let (Item::File(src), Some(_)) = (item, index::archive_dir(rel)) {
+                archives.push((prefix.clone(), index::describe_archive(src, rel, &name)?));
+            }
+        }
+        cs.groups.push(GroupSummary {
+            group: g.name.clone(),
+            artifact: name,
+            architectures: packaged,
+            missing,
+            files: 0,
+            archives: archives.len() - before,
+        });
+        packages.push(package);
+    }
+    // One index per (prefix, module), into the generic package.
+    let mut by_prefix: BTreeMap<String, Vec<IndexedArchive>> = BTreeMap::new();
+    for (prefix, a) in archives {
+        by_prefix.entry(prefix).or_default().push(a);
+    }
+    let mut problems = Vec::new();
+    for (prefix, archives) in by_prefix {
+        let indexes = match index::build(component, archives) {
+            Ok(indexes) => indexes,
+            Err(p) => {
+                problems.extend(p);
+                continue;
+            }
+        };
+        for (rel, kpm) in indexes {
+            let bytes = kpm.encode().map_err(|e| {
+                ArtifactError::invalid(primary.join(&prefix).join(&rel), format!("encoding: {e}"))
+            })?;
+            let kpack_dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+            let mut dir = String::new();
+            for part in kpack_dir.split('/') {
+                dir = if dir.is_empty() {
+                    part.to_owned()
+                } else {
+                    format!("{dir}/{part}")
+                };
+                let key = (prefix.clone(), dir.clone());
+                generic.items.entry(key).or_insert(Item::Dir);
+            }
+            let key = (prefix.clone(), rel.clone());
+            if generic.items.contains_key(&key) {
+                return Err(ArtifactError::invalid(
+                    primary.join(&prefix).join(&rel),
+                    "already in the generic artifact, where recombine writes the index",
+                ));
+            }
+            generic.items.insert(key, Item::Bytes(bytes));
+            cs.indexes.push(format!("{}/{prefix}/{rel}", generic.name));
+        }
+    }
+    packages.insert(0, generic);
+    Ok((cs, packages, problems))
+}
+
+/// Installed paths that two packages would both install, one line each naming the path and
+/// the packages: a file or symlink in two packages, or a directory in one and something
+/// else in another. `packages`: each package's name and its entries as (installed path, is
+/// a directory).
+pub(crate) fn shared_paths<'a, P, E>(packages: P) -> Vec<String>
+where
+    P: IntoIterator<Item = (&'a str, E)>,
+    E: IntoIterator<Item = (&'a str, bool)>,
+{
+    let mut owners: BTreeMap<&str, Vec<(&str, bool)>> = BTreeMap::new();
+    for (name, entries) in packages {
+        for (rel, dir) in entries {
+            let o = owners.entry(rel).or_default();
+            if !o.iter().any(|(n, d)| *n == name && *d == dir) {
+                o.push((name, dir));
+            }
+        }
+    }
+    owners
+        .into_iter()
+        .filter(|(_, o)| o.len() > 1 && o.iter().any(|(_, dir)| !dir))
+        .map(|(rel, o)| {
+            let names: Vec<String> = o
+                .iter()
+                .map(|(n, dir)| {
+                    if *dir {
+                        format!("{n} (a directory)")
+                    } else {
+                        (*n).to_owned()
+                    }
+                })
+                .collect();
+            format!("{rel}: installed by {}", names.join(" and "))
+        })
+        .collect()
 }
 
 /// The arch artifact suffixes of `c` that hold files for processor `arch`: its own and any
@@ -454,126 +803,6 @@ fn provider_suffixes(c: &Collected, arch: &str) -> Vec<String> {
         .filter(|s| *s == arch || (parse_family(s).is_some() && family_covers(s, arch)))
         .cloned()
         .collect()
-}
-
-/// Copies a whole artifact (manifest, record and prefix trees; symlinks kept).
-fn copy_artifact(from: &Path, to: &Path, threads: usize) -> Result<usize, ArtifactError> {
-    std::fs::create_dir_all(to).map_err(ArtifactError::io(to))?;
-    crate::copy_file(&from.join(manifest::MANIFEST), &to.join(manifest::MANIFEST))?;
-    if from.join(RECORD).exists() {
-        crate::copy_file(&from.join(RECORD), &to.join(RECORD))?;
-    }
-    copy_artifact_files(from, to, threads)
-}
-
-/// Copies the prefix trees of an artifact into `to`; a file already there must be
-/// identical (two artifacts of a group may ship the same file, never different ones).
-fn copy_artifact_files(from: &Path, to: &Path, threads: usize) -> Result<usize, ArtifactError> {
-    let mut files = Vec::new();
-    for prefix in manifest::read(from)? {
-        let root = from.join(&prefix);
-        if !root.is_dir() {
-            continue;
-        }
-        std::fs::create_dir_all(to.join(&prefix)).map_err(ArtifactError::io(to.join(&prefix)))?;
-        for (rel, entry) in crate::walk_tree(&root)? {
-            let src = root.join(&rel);
-            let dst = to.join(&prefix).join(&rel);
-            match entry {
-                TreeEntry::Dir => std::fs::create_dir_all(&dst).map_err(ArtifactError::io(&dst))?,
-                TreeEntry::Symlink(t) => {
-                    if std::fs::symlink_metadata(&dst).is_err() {
-                        crate::copy_symlink(&t, &dst)?;
-                    } else if std::fs::read_link(&dst).ok().as_ref() != Some(&t) {
-                        return Err(ArtifactError::invalid(
-                            &src,
-                            format!("conflicts with {}", dst.display()),
-                        ));
-                    }
-                }
-                TreeEntry::File => files.push((src, dst)),
-            }
-        }
-    }
-    let n = files.len();
-    crate::parallel_map(&files, threads, |_, (src, dst)| {
-        if dst.exists() {
-            let same = std::fs::read(src).map_err(ArtifactError::io(src))?
-                == std::fs::read(dst).map_err(ArtifactError::io(dst))?;
-            if !same {
-                return Err(ArtifactError::invalid(
-                    src,
-                    format!("differs from {} already packaged", dst.display()),
-                ));
-            }
-            return Ok(());
-        }
-        crate::copy_file(src, dst).map(|_| ())
-    })?;
-    Ok(n)
-}
-
-/// Writes `<prefix>/.kpack/<module>.kpm` for every module with archives in `dest`; returns
-/// (archives, indexes).
-fn write_indexes(
-    dest: &Path,
-    component: &str,
-    prefixes: &[String],
-) -> Result<(usize, usize), ArtifactError> {
-    let (mut archives, mut indexes) = (0, 0);
-    for prefix in prefixes {
-        let dir = dest.join(prefix).join(".kpack");
-        if !dir.is_dir() {
-            continue;
-        }
-        let mut modules: BTreeMap<String, Vec<(String, KpmEntry)>> = BTreeMap::new();
-        for (rel, entry) in crate::walk_tree(&dir)? {
-            if entry != TreeEntry::File || rel.contains('/') || !rel.ends_with(".kpack") {
-                continue;
-            }
-            let path = dir.join(&rel);
-            let a = Archive::open(&path).map_err(|source| ArtifactError::Archive {
-                path: path.clone(),
-                source: Box::new(source),
-            })?;
-            let [target] = a.gfx_arches() else {
-                return Err(ArtifactError::invalid(
-                    &path,
-                    format!(
-                        "expected one architecture in gfx_arches, found {:?}",
-                        a.gfx_arches()
-                    ),
-                ));
-            };
-            let size = std::fs::metadata(&path)
-                .map_err(ArtifactError::io(&path))?
-                .len();
-            modules.entry(a.group_name().to_owned()).or_default().push((
-                target.clone(),
-                KpmEntry {
-                    file: rel.clone(),
-                    size,
-                    kernel_count: a.entries().count() as u64,
-                },
-            ));
-            archives += 1;
-        }
-        for (module, mut kpack_files) in modules {
-            kpack_files.sort_by(|a, b| a.0.cmp(&b.0));
-            let bytes = KpmManifest {
-                format_version: 1,
-                component_name: component.to_owned(),
-                prefix: prefix.clone(),
-                kpack_files,
-            }
-            .encode()
-            .map_err(|e| ArtifactError::invalid(&dir, format!("encoding {module}.kpm: {e}")))?;
-            let path = dir.join(format!("{module}.kpm"));
-            std::fs::write(&path, bytes).map_err(ArtifactError::io(&path))?;
-            indexes += 1;
-        }
-    }
-    Ok((archives, indexes))
 }
 
 /// How two generic artifacts of one component (from different shards) differ, one line per

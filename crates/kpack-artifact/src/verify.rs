@@ -14,7 +14,14 @@
 //! 4. per-arch and group artifacts hold only archives, `.kpm` indexes and database files,
 //!    all of their own architectures;
 //! 5. every archive opens and validates; every `.kpm` decodes and names existing archives;
-//! 6. with the original (unsplit) artifacts, strict identity: every original code object
+//! 6. no installed path (below a manifest prefix: every prefix installs at one root) is a
+//!    file or symlink in two artifacts, or a directory in one and not in another: the
+//!    packages install side by side;
+//! 7. the generic artifact's `.kpm` indexes (required once a component has a group
+//!    package) list exactly the archives present across the component's other artifacts:
+//!    each target with its file, size, kernel count and package, `prefix` the directory
+//!    holding `.kpack/` relative to the install root;
+//! 8. with the original (unsplit) artifacts, strict identity: every original code object
 //!    is read back byte for byte through the marker of the rewritten binary, every other
 //!    original file (database files included) is present byte for byte, every symlink
 //!    with its link text, and every rewritten binary equals the host rewrite of its
@@ -30,10 +37,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use kpack_archive::Archive;
-use kpack_archive::kpm::KpmManifest;
+use kpack_archive::kpm::{KpmEntry, KpmManifest};
 use kpack_archive::marker::MarkerMetadata;
 
 use crate::handlers::{self, Handler, parse_family, parse_target};
+use crate::index::{self, IndexedArchive};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry, manifest};
 use kpack_pipeline::source::{self, DeviceCode, Visitor};
 use kpack_pipeline::transform::{self, HostState};
@@ -73,6 +81,7 @@ impl VerifyReport {
 
 struct ArtifactInfo {
     name: String,
+    component: String,
     dir: PathBuf,
     kind: ArtifactKind,
     /// Architectures (processors or families) a non-generic artifact may hold.
@@ -200,8 +209,14 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                     .collect()
             })
             .unwrap_or_default();
+        let component = match (&record, crate::split_artifact_name(&name)) {
+            (Some(r), _) => r.component.clone(),
+            (None, Some((c, _))) => c.to_owned(),
+            (None, None) => name.clone(),
+        };
         artifacts.push(ArtifactInfo {
             name,
+            component,
             dir: d,
             kind,
             arches,
@@ -210,7 +225,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     }
     report.artifacts = artifacts.len();
     let mut overlay: Overlay = BTreeMap::new();
+    // Per artifact: (prefix, path below it, entry).
+    let mut installed: Vec<Vec<(String, String, TreeEntry)>> = Vec::new();
     for (i, a) in artifacts.iter().enumerate() {
+        let mut entries_of = Vec::new();
         for prefix in manifest::read(&a.dir).unwrap_or_default() {
             let root = a.dir.join(&prefix);
             if !root.is_dir() {
@@ -222,13 +240,25 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                         overlay
                             .entry(format!("{prefix}/{rel}"))
                             .or_default()
-                            .push((i, e));
+                            .push((i, e.clone()));
+                        entries_of.push((prefix.clone(), rel, e));
                     }
                 }
                 Err(e) => failures.push(e.to_string()),
             }
         }
+        installed.push(entries_of);
     }
+    // Check 6.
+    for line in crate::recombine::shared_paths(artifacts.iter().zip(&installed).map(|(a, es)| {
+        let es = es
+            .iter()
+            .map(|(_, rel, e)| (rel.as_str(), *e == TreeEntry::Dir));
+        (a.name.as_str(), es)
+    })) {
+        failures.push(format!("packages do not install side by side: {line}"));
+    }
+    check_indexes(&artifacts, &installed, &mut failures);
     let ctx = Ctx {
         artifacts,
         overlay,
@@ -323,6 +353,173 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     failures.dedup();
     report.failures = failures;
     Ok(report)
+}
+
+/// Check 7: per component, the indexes of its generic artifact against the archives of its
+/// other artifacts.
+fn check_indexes(
+    artifacts: &[ArtifactInfo],
+    installed: &[Vec<(String, String, TreeEntry)>],
+    failures: &mut Vec<String>,
+) {
+    let components: BTreeSet<&str> = artifacts.iter().map(|a| a.component.as_str()).collect();
+    for component in components {
+        let of = || {
+            artifacts
+                .iter()
+                .zip(installed)
+                .filter(move |(a, _)| a.component == component)
+        };
+        // (prefix, installed path) → the index found, with its shown path.
+        let mut found: BTreeMap<(String, String), (PathBuf, Option<KpmManifest>)> = BTreeMap::new();
+        let mut generic_dir = None;
+        for (a, entries) in of().filter(|(a, _)| a.kind == ArtifactKind::Generic) {
+            generic_dir.get_or_insert((a.name.as_str(), &a.dir));
+            for (prefix, rel, e) in entries {
+                let in_kpack_dir = rel
+                    .rsplit('/')
+                    .nth(1)
+                    .is_some_and(|d| d == index::KPACK_DIR);
+                if *e == TreeEntry::File && rel.ends_with(".kpm") && in_kpack_dir {
+                    let path = a.dir.join(prefix).join(rel);
+                    let manifest = match index::read(&path) {
+                        Ok(m) => Some(m),
+                        Err(e) => {
+                            failures.push(e.to_string());
+                            None
+                        }
+                    };
+                    found.insert((prefix.clone(), rel.clone()), (path, manifest));
+                }
+            }
+        }
+        let required = of().any(|(a, _)| a.kind == ArtifactKind::Group);
+        if !required && found.is_empty() {
+            continue;
+        }
+        let mut archives: BTreeMap<&str, Vec<IndexedArchive>> = BTreeMap::new();
+        for (a, entries) in of().filter(|(a, _)| a.kind != ArtifactKind::Generic) {
+            for (prefix, rel, e) in entries {
+                if *e != TreeEntry::File || index::archive_dir(rel).is_none() {
+                    continue;
+                }
+                // An archive that does not open is reported by the per-file check.
+                if let Ok(x) = index::describe_archive(&a.dir.join(prefix).join(rel), rel, &a.name)
+                {
+                    archives.entry(prefix).or_default().push(x);
+                }
+            }
+        }
+        let mut expected: BTreeMap<(String, String), KpmManifest> = BTreeMap::new();
+        for (prefix, list) in archives {
+            match index::build(component, list) {
+                Ok(indexes) => expected.extend(
+                    indexes
+                        .into_iter()
+                        .map(|(rel, m)| ((prefix.to_owned(), rel), m)),
+                ),
+                Err(problems) => failures.extend(problems),
+            }
+        }
+        for (key, want) in &expected {
+            let Some((shown, got)) = found.get(key) else {
+                let targets: Vec<&str> = want.kpack_files.iter().map(|(t, _)| t.as_str()).collect();
+                failures.push(match generic_dir {
+                    Some((name, dir)) => format!(
+                        "{}: missing; {name} must index {} ({})",
+                        dir.join(&key.0).join(&key.1).display(),
+                        key.1,
+                        targets.join(", ")
+                    ),
+                    None => format!(
+                        "{component}: no generic artifact holds the index {}/{} ({})",
+                        key.0,
+                        key.1,
+                        targets.join(", ")
+                    ),
+                });
+                continue;
+            };
+            if let Some(got) = got {
+                compare_index(&shown.display().to_string(), got, want, failures);
+            }
+        }
+        for (key, (shown, got)) in &found {
+            if !expected.contains_key(key) {
+                let listed = got.iter().flat_map(|m| &m.kpack_files);
+                for (t, e) in listed {
+                    failures.push(format!(
+                        "{}: lists {t} as {}, but no package holds it",
+                        shown.display(),
+                        describe_entry(e)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn describe_entry(e: &KpmEntry) -> String {
+    format!(
+        "{} in {} ({} bytes, {} kernels)",
+        e.file,
+        e.package.as_deref().unwrap_or("no package"),
+        e.size,
+        e.kernel_count
+    )
+}
+
+/// One failure per difference between an index read and the index the archives make.
+fn compare_index(shown: &str, got: &KpmManifest, want: &KpmManifest, failures: &mut Vec<String>) {
+    for (field, g, w) in [
+        (
+            "format_version",
+            got.format_version.to_string(),
+            want.format_version.to_string(),
+        ),
+        (
+            "component_name",
+            got.component_name.clone(),
+            want.component_name.clone(),
+        ),
+        ("prefix", got.prefix.clone(), want.prefix.clone()),
+    ] {
+        if g != w {
+            failures.push(format!("{shown}: {field} is {g:?}, expected {w:?}"));
+        }
+    }
+    let got_files: BTreeMap<&str, &KpmEntry> = got
+        .kpack_files
+        .iter()
+        .map(|(t, e)| (t.as_str(), e))
+        .collect();
+    let want_files: BTreeMap<&str, &KpmEntry> = want
+        .kpack_files
+        .iter()
+        .map(|(t, e)| (t.as_str(), e))
+        .collect();
+    for (t, g) in &got_files {
+        match want_files.get(t) {
+            None => failures.push(format!(
+                "{shown}: lists {t} as {}, but no package holds it",
+                describe_entry(g)
+            )),
+            Some(w) if w != g => failures.push(format!(
+                "{shown}: lists {t} as {}, but the package holds {}",
+                describe_entry(g),
+                describe_entry(w)
+            )),
+            Some(_) => {}
+        }
+    }
+    for (t, w) in &want_files {
+        if !got_files.contains_key(t) {
+            failures.push(format!(
+                "{shown}: does not list {t}, which {} provides",
+                describe_entry(w)
+            ));
+        }
+    }
 }
 
 #[derive(Default)]

@@ -1,10 +1,13 @@
 //! Real-world tier: Debian ROCm 7.2.4 kernel databases with their fat libraries, arranged as
-//! TheRock artifacts (hard links into the corpus), split, recombined and verified with strict
-//! identity; per-arch file counts match `kerneldb_tables.md` (from the file names).
+//! TheRock artifacts (hard links into the corpus), split, recombined into at least two groups
+//! and verified with strict identity; per-arch file counts match `kerneldb_tables.md` (from
+//! the file names); the generic package indexes every archive of every group, and the
+//! packages install side by side.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use kpack_archive::kpm::KpmManifest;
 use kpack_artifact::handlers::Handler;
 use kpack_artifact::manifest;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
@@ -194,17 +197,13 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
             p.component
         );
 
-        // Recombine into groups by generation, covering every architecture found.
+        // Recombine into groups as TheRock names them (gfx90X, gfx110X, gfx94X), covering
+        // every architecture found: at least two groups per package.
         let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for a in &s.artifacts[1..] {
             let arch = a.name.rsplit('_').next().unwrap().to_owned();
-            let generation = arch
-                .trim_end_matches(|c: char| c.is_ascii_alphanumeric() && !c.is_ascii_digit())
-                .chars()
-                .take(arch.len() - 2)
-                .collect::<String>();
             groups
-                .entry(format!("{generation}X"))
+                .entry(format!("{}X", &arch[..arch.len() - 1]))
                 .or_default()
                 .push(arch);
         }
@@ -222,6 +221,69 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
         )
         .unwrap();
         assert_eq!(r.components[0].groups.len(), groups.len());
+        assert!(groups.len() >= 2, "{}: {groups:?}", p.component);
+        assert_eq!(
+            kpack_testkit::shared_installed_paths(&rec),
+            Vec::<(String, Vec<String>)>::new(),
+            "{}",
+            p.component
+        );
+        // Every archive of every group, as (file, package), and what the generic package's
+        // indexes list: the same, each target in the group of its processor.
+        let mut packaged = BTreeSet::new();
+        for (group, arches) in &groups {
+            let package = format!("{}_{group}", p.component);
+            let kpack_dir = rec.join(&package).join(p.prefix).join(".kpack");
+            if !kpack_dir.exists() {
+                continue; // kernel-database files only
+            }
+            for e in std::fs::read_dir(&kpack_dir).unwrap() {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                assert!(name.ends_with(".kpack"), "{name} in {package}");
+                packaged.insert((name, package.clone()));
+            }
+            assert!(!arches.is_empty());
+        }
+        let generic_kpack = rec
+            .join(format!("{}_generic", p.component))
+            .join(p.prefix)
+            .join(".kpack");
+        // Archives come from fat binaries only (hipBLASLt's library has no device code).
+        assert_eq!(packaged.is_empty(), s.fat_binaries == 0, "{}", p.component);
+        let mut indexed = BTreeSet::new();
+        let mut indexes = 0;
+        let in_generic_kpack = if packaged.is_empty() {
+            assert!(!generic_kpack.exists(), "{}", p.component);
+            Vec::new()
+        } else {
+            std::fs::read_dir(&generic_kpack)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect()
+        };
+        for path in in_generic_kpack {
+            assert_eq!(path.extension().unwrap(), "kpm", "{}", path.display());
+            let kpm = KpmManifest::decode(&std::fs::read(&path).unwrap()).unwrap();
+            assert_eq!(kpm.component_name, p.component);
+            assert_eq!(kpm.prefix, ".");
+            for (target, entry) in kpm.kpack_files {
+                let package = entry.package.unwrap();
+                let processor = target.split(':').next().unwrap();
+                let group = &package[p.component.len() + 1..];
+                assert!(
+                    groups[group].iter().any(|a| a == processor),
+                    "{target} listed in {package}"
+                );
+                indexed.insert((entry.file, package));
+            }
+            indexes += 1;
+        }
+        assert_eq!(
+            indexes, s.fat_binaries,
+            "{}: one index per module",
+            p.component
+        );
+        assert_eq!(indexed, packaged, "{}", p.component);
         let report = verify(
             &rec,
             &VerifyOptions {

@@ -1,14 +1,15 @@
-//! `kpack recombine` and `kpack verify` on the hipcc shards: groups by configuration, every
-//! validation flag both ways, strict identity. (The overlaid install tree loading through the
-//! runtime for every target is kpack-capi's `end_to_end` test.)
+//! `kpack recombine` and `kpack verify` on the hipcc shards: groups by configuration, the
+//! index in the generic package, packages that install side by side, every validation flag
+//! both ways, the configuration's typed errors, strict identity. (The overlaid install tree
+//! loading through the runtime for every target is kpack-capi's `end_to_end` test.)
 
 use std::path::Path;
 
 use kpack_archive::kpm::KpmManifest;
 use kpack_artifact::ArtifactError;
-use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
+use kpack_artifact::recombine::{ConfigError, PackagingConfig, RecombineOptions, recombine};
 use kpack_artifact::verify::{VerifyOptions, verify};
-use kpack_testkit::{copy_tree, fixture, snapshot, split_shards};
+use kpack_testkit::{copy_tree, fixture, shared_installed_paths, snapshot, split_shards};
 
 fn config(validation: &str, groups: &str) -> PackagingConfig {
     PackagingConfig::parse(&format!(
@@ -17,8 +18,10 @@ fn config(validation: &str, groups: &str) -> PackagingConfig {
     .unwrap()
 }
 
-const GROUPS: &str = r#"{"gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
-                        "gfx103X": {"architectures": ["gfx1030"]}}"#;
+/// The groups of issue 14's scenario.
+const GROUPS: &str = r#"{"gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
+                        "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
+                        "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}}"#;
 const STRICT: &str = r#"{"error_on_duplicate_device_code": true, "verify_generic_artifacts_match": true, "error_on_missing_architecture": true}"#;
 
 fn run(
@@ -30,7 +33,7 @@ fn run(
 }
 
 #[test]
-fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() {
+fn the_generic_package_indexes_every_architecture_and_the_packages_install_side_by_side() {
     let tmp = tempfile::tempdir().unwrap();
     let shards = split_shards(&tmp.path().join("shards"));
     let out = tmp.path().join("out");
@@ -40,7 +43,14 @@ fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() 
         .iter()
         .find(|c| c.component == "demo_lib")
         .unwrap();
-    assert_eq!(lib.groups.len(), 2);
+    assert_eq!(lib.groups.len(), 3);
+    assert_eq!(
+        lib.indexes,
+        [
+            "demo_lib_generic/demo/stage/.kpack/bin_demo.kpm",
+            "demo_lib_generic/demo/stage/.kpack/lib_libdemo.so.1.kpm"
+        ]
+    );
     assert!(
         summary
             .components
@@ -58,40 +68,262 @@ fn recombined_groups_verify_with_strict_identity_and_index_every_architecture() 
             "demo_host_generic",
             "demo_lib_generic",
             "demo_lib_gfx103X",
-            "demo_lib_gfx9"
+            "demo_lib_gfx9",
+            "demo_lib_gfx90X"
         ]
     );
-    // The group holds archives and database files only.
-    for (rel, _, bytes) in snapshot(&out.join("demo_lib_gfx9")) {
-        if bytes.starts_with(b"\x7fELF") {
-            assert!(
-                rel.ends_with(".hsaco"),
-                "host code {rel} in a group artifact"
-            );
+    // Groups hold archives and database files only: no host code, no index.
+    for group in ["demo_lib_gfx9", "demo_lib_gfx90X", "demo_lib_gfx103X"] {
+        for (rel, _, bytes) in snapshot(&out.join(group)) {
+            assert!(!rel.ends_with(".kpm"), "an index {rel} in {group}");
+            if bytes.starts_with(b"\x7fELF") {
+                assert!(rel.ends_with(".hsaco"), "host code {rel} in {group}");
+            }
         }
     }
-    let kpm =
-        std::fs::read(out.join("demo_lib_gfx9/demo/stage/.kpack/lib_libdemo.so.1.kpm")).unwrap();
-    let kpm = KpmManifest::decode(&kpm).unwrap();
-    assert_eq!(kpm.component_name, "demo_lib");
-    assert_eq!(kpm.prefix, "demo/stage");
-    let targets: Vec<&str> = kpm.kpack_files.iter().map(|(t, _)| t.as_str()).collect();
+    // The generic package's .kpack/ holds exactly one index per module.
+    let kpack_dir = out.join("demo_lib_generic/demo/stage/.kpack");
+    let mut in_kpack_dir: Vec<_> = std::fs::read_dir(&kpack_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    in_kpack_dir.sort();
+    assert_eq!(in_kpack_dir, ["bin_demo.kpm", "lib_libdemo.so.1.kpm"]);
+    let package_of = [
+        ("gfx1030", "demo_lib_gfx103X"),
+        ("gfx900", "demo_lib_gfx9"),
+        ("gfx906", "demo_lib_gfx9"),
+        ("gfx908", "demo_lib_gfx90X"),
+        ("gfx90a:xnack+", "demo_lib_gfx90X"),
+        ("gfx90a:xnack-", "demo_lib_gfx90X"),
+    ];
+    for (module, kernels) in [("bin_demo", 1), ("lib_libdemo.so.1", 2)] {
+        let kpm = std::fs::read(kpack_dir.join(format!("{module}.kpm"))).unwrap();
+        let kpm = KpmManifest::decode(&kpm).unwrap();
+        assert_eq!(kpm.format_version, 1);
+        assert_eq!(kpm.component_name, "demo_lib");
+        assert_eq!(
+            kpm.prefix, ".",
+            "relative to the install root, not demo/stage"
+        );
+        let listed: Vec<(&str, &str)> = kpm
+            .kpack_files
+            .iter()
+            .map(|(t, e)| (t.as_str(), e.package.as_deref().unwrap()))
+            .collect();
+        assert_eq!(listed, package_of, "{module}");
+        for (target, e) in &kpm.kpack_files {
+            assert_eq!(e.file, format!("{module}_{target}.kpack"));
+            assert_eq!(e.kernel_count, kernels, "{module} {target}");
+            let archive = out
+                .join(e.package.as_deref().unwrap())
+                .join("demo/stage/.kpack")
+                .join(&e.file);
+            assert_eq!(std::fs::metadata(&archive).unwrap().len(), e.size);
+        }
+    }
     assert_eq!(
-        targets,
-        [
-            "gfx900",
-            "gfx906",
-            "gfx908",
-            "gfx90a:xnack+",
-            "gfx90a:xnack-"
-        ]
+        shared_installed_paths(&out),
+        Vec::<(String, Vec<String>)>::new()
     );
-    assert!(kpm.kpack_files.iter().all(|(_, e)| e.kernel_count == 2));
     let report = verify_against_shards(&out);
     assert_eq!(report.failures, Vec::<String>::new());
     // (exe 1 + lib 2 wrappers) × 6 targets; per shard 6 files + 2 per target built
     assert_eq!(report.code_objects, 3 * 6);
     assert_eq!(report.original_files, 3 * 6 + 2 * 6);
+    // Without its index, the recombined tree no longer verifies.
+    std::fs::remove_file(kpack_dir.join("bin_demo.kpm")).unwrap();
+    let report = verify(&out, &VerifyOptions::default()).unwrap();
+    assert_eq!(
+        report.failures,
+        [format!(
+            "{}: missing; demo_lib_generic must index .kpack/bin_demo.kpm (gfx1030, gfx900, gfx906, gfx908, gfx90a:xnack+, gfx90a:xnack-)",
+            kpack_dir.join("bin_demo.kpm").display()
+        )]
+    );
+}
+
+#[test]
+fn packages_that_would_install_one_path_twice_are_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = split_shards(&tmp.path().join("shards"));
+    // gfx906 in two groups: both packages would install its archives and database files.
+    let overlapping = r#"{"gfx9": {"architectures": ["gfx900", "gfx906"]},
+                          "gfx906-908": {"architectures": ["gfx906", "gfx908"]}}"#;
+    let out = tmp.path().join("out");
+    let err = run(&shards, &config(STRICT, overlapping), &out).unwrap_err();
+    let message = err.to_string();
+    let ArtifactError::Validation { what, problems } = err else {
+        panic!("expected a validation error, got {message}");
+    };
+    assert!(
+        what.contains("installed paths shared by two packages"),
+        "{what}"
+    );
+    assert_eq!(
+        problems,
+        [
+            ".kpack/bin_demo_gfx906.kpack: installed by demo_lib_gfx9 and demo_lib_gfx906-908",
+            ".kpack/lib_libdemo.so.1_gfx906.kpack: installed by demo_lib_gfx9 and demo_lib_gfx906-908",
+            "lib/rocblas/library/Kernels.so-000-gfx906.hsaco: installed by demo_lib_gfx9 and demo_lib_gfx906-908",
+            "lib/rocblas/library/TensileLibrary_Type_S_gfx906.dat: installed by demo_lib_gfx9 and demo_lib_gfx906-908",
+        ]
+    );
+    assert!(!out.exists(), "a refused recombine writes nothing");
+    // Into an existing directory: it is left as it was, without a staging directory.
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "kept\n").unwrap();
+    let before = snapshot(&out);
+    run(&shards, &config(STRICT, overlapping), &out).unwrap_err();
+    assert_eq!(snapshot(&out), before);
+    // Two components' generic packages installing one file (every prefix installs at the
+    // install root, so a path is compared below its prefix).
+    for shard in kpack_testkit::SHARDS {
+        let dir = shards
+            .join(shard)
+            .join("demo_host_generic/other/stage/share/demo");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("readme.txt"), "another readme\n").unwrap();
+        let manifest = shards
+            .join(shard)
+            .join("demo_host_generic/artifact_manifest.txt");
+        std::fs::write(&manifest, "demo/stage\nother/stage\n").unwrap();
+    }
+    let err = run(&shards, &config(STRICT, GROUPS), &out).unwrap_err();
+    let ArtifactError::Validation { problems, .. } = err else {
+        panic!("expected a validation error, got {err}");
+    };
+    assert_eq!(
+        problems,
+        ["share/demo/readme.txt: installed by demo_host_generic and demo_lib_generic"]
+    );
+    assert_eq!(snapshot(&out), before);
+}
+
+#[test]
+fn packaging_config_errors_are_typed_and_name_the_field() {
+    let parse = |text: &str| PackagingConfig::parse(text).unwrap_err();
+    let with_groups = |groups: &str| {
+        parse(&format!(
+            r#"{{"primary_shard": "shard-a", "architecture_groups": {groups}}}"#
+        ))
+    };
+    let schema = |e: ConfigError| match e {
+        ConfigError::Schema { path, source } => format!("{path}: {source}"),
+        other => panic!("expected a schema error, got {other:?}"),
+    };
+    // Unknown fields, at every level.
+    let e = schema(parse(
+        r#"{"primary_shard": "a", "architecture_groups": {}, "groups": {}}"#,
+    ));
+    assert!(
+        e.starts_with("groups: unknown field `groups`, expected one of"),
+        "{e}"
+    );
+    let e = schema(with_groups(
+        r#"{"gfx9": {"architectures": ["gfx900"], "colour": "red"}}"#,
+    ));
+    assert!(
+        e.starts_with("architecture_groups.gfx9.colour: unknown field `colour`"),
+        "{e}"
+    );
+    let e = schema(parse(
+        r#"{"primary_shard": "a", "architecture_groups": {"g": {"architectures": ["gfx900"]}},
+            "validation": {"error_on_everything": true}}"#,
+    ));
+    assert!(
+        e.starts_with("validation.error_on_everything: unknown field `error_on_everything`"),
+        "{e}"
+    );
+    // Wrong types and missing fields.
+    let e = schema(parse(
+        r#"{"primary_shard": "a", "architecture_groups": {"g": {"architectures": ["gfx900"]}},
+            "validation": {"error_on_missing_architecture": "yes"}}"#,
+    ));
+    assert!(
+        e.starts_with(
+            "validation.error_on_missing_architecture: invalid type: string \"yes\", expected a boolean"
+        ),
+        "{e}"
+    );
+    let e = schema(with_groups(r#"{"gfx9": {"architectures": "gfx900"}}"#));
+    assert!(
+        e.starts_with("architecture_groups.gfx9.architectures: invalid type: string"),
+        "{e}"
+    );
+    let e = schema(parse(r#"{"architecture_groups": {}}"#));
+    assert!(e.contains("missing field `primary_shard`"), "{e}");
+    let e = schema(with_groups(
+        r#"{"g": {"architectures": ["gfx900"]}, "g": {"architectures": ["gfx906"]}}"#,
+    ));
+    assert!(e.contains("group \"g\" defined twice"), "{e}");
+    let e = schema(parse(
+        r#"{"primary_shard": "a", "architecture_groups": {"g": {"architectures": ["gfx900"]}}} {}"#,
+    ));
+    assert!(e.contains("trailing characters"), "{e}");
+    // Invalid groups.
+    assert!(matches!(with_groups("{}"), ConfigError::NoGroups));
+    for name in ["gfx_9", "generic", "", "a/b"] {
+        let e = with_groups(&format!(r#"{{"{name}": {{"architectures": ["gfx900"]}}}}"#));
+        assert!(
+            matches!(&e, ConfigError::GroupName(n) if n == name),
+            "{e:?}"
+        );
+    }
+    let e = with_groups(r#"{"gfx9": {"architectures": []}}"#);
+    assert!(
+        matches!(&e, ConfigError::EmptyGroup(g) if g == "gfx9"),
+        "{e:?}"
+    );
+    for arch in ["gfx90a:xnack+", "sm_80", "gfx9xx"] {
+        let e = with_groups(&format!(
+            r#"{{"gfx9": {{"architectures": ["gfx900", "{arch}"]}}}}"#
+        ));
+        assert!(
+            matches!(&e, ConfigError::Architecture { group, architecture } if group == "gfx9" && architecture == arch),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("expected GPU processor names"),
+            "{e}"
+        );
+    }
+    let e = with_groups(r#"{"gfx9": {"architectures": ["gfx900", "gfx900"]}}"#);
+    assert_eq!(
+        e.to_string(),
+        "architecture_groups.gfx9.architectures: gfx900 listed twice"
+    );
+    let e = parse(
+        r#"{"primary_shard": "", "architecture_groups": {"g": {"architectures": ["gfx900"]}}}"#,
+    );
+    assert!(matches!(e, ConfigError::PrimaryShard(_)), "{e:?}");
+    // The file's path comes first when loaded.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("packaging.json");
+    std::fs::write(&path, r#"{"primary_shard": 1}"#).unwrap();
+    let e = PackagingConfig::load(&path).unwrap_err();
+    assert!(matches!(e, ArtifactError::Config { .. }), "{e:?}");
+    assert!(
+        e.to_string().starts_with(&format!(
+            "{}: primary_shard: invalid type: integer",
+            path.display()
+        )),
+        "{e}"
+    );
+    // Defaults: validation is optional, display_name defaults to the group name, groups
+    // keep the file's order.
+    let c = PackagingConfig::parse(
+        r#"{"primary_shard": "a", "architecture_groups": {"z": {"architectures": ["gfx900"]},
+            "a": {"display_name": "A", "architectures": ["gfx906"]}}}"#,
+    )
+    .unwrap();
+    assert_eq!(c.validation, Default::default());
+    let groups: Vec<(&str, &str)> = c
+        .architecture_groups
+        .iter()
+        .map(|g| (g.name.as_str(), g.display_name.as_str()))
+        .collect();
+    assert_eq!(groups, [("z", "z"), ("a", "A")]);
 }
 
 fn validation_error(e: ArtifactError) -> String {
@@ -126,7 +358,7 @@ fn duplicate_device_code_is_an_error_or_the_first_shard_wins() {
         .find(|c| c.component == "demo_lib")
         .unwrap();
     assert_eq!(lib.ignored_duplicates, ["demo_lib_gfx1030 of shard-d"]);
-    assert_eq!(lib.groups[1].architectures["gfx1030"], "shard-c");
+    assert_eq!(lib.groups[2].architectures["gfx1030"], "shard-c");
 }
 
 #[test]
@@ -201,16 +433,29 @@ fn verify_lists_every_kind_of_loss_precisely() {
     )
     .unwrap();
     std::fs::remove_file(out.join("demo_host_generic/artifact_manifest.txt")).unwrap();
+    // The index loses gfx908 and names the wrong package for gfx1030.
+    let index = out.join("demo_lib_generic/demo/stage/.kpack/lib_libdemo.so.1.kpm");
+    let mut kpm = KpmManifest::decode(&std::fs::read(&index).unwrap()).unwrap();
+    kpm.kpack_files.retain(|(t, _)| t != "gfx908");
+    for (t, e) in &mut kpm.kpack_files {
+        if t == "gfx1030" {
+            e.package = Some("demo_lib_gfx9".to_owned());
+        }
+    }
+    std::fs::write(&index, kpm.encode().unwrap()).unwrap();
     let report = verify_against_shards(&out);
     let f = report.failures.join("\n");
     for want in [
         "demo_host_generic/artifact_manifest.txt",
         "demo/stage/bin/demo: code object demo/stage/bin/demo#0 for gfx906 is not recovered byte for byte",
-        "bin_demo.kpm: lists bin_demo_gfx906.kpack for gfx906",
+        "demo_lib_generic/demo/stage/.kpack/bin_demo.kpm: lists gfx906 as bin_demo_gfx906.kpack in demo_lib_gfx9",
         "demo/stage/lib/rocblas/library/TensileLibrary_Type_S_gfx900.dat: differs from the original",
         "libhost.so: not an archive, index or database file",
         "Kernels.so-000-gfx1030.hsaco: a file of gfx1030 in demo_lib_gfx9",
         "libfat.so: a fat binary left in a generic artifact",
+        "packages do not install side by side: lib/rocblas/library/Kernels.so-000-gfx1030.hsaco: installed by demo_lib_gfx103X and demo_lib_gfx9",
+        "lib_libdemo.so.1.kpm: does not list gfx908, which lib_libdemo.so.1_gfx908.kpack in demo_lib_gfx90X",
+        "lib_libdemo.so.1.kpm: lists gfx1030 as lib_libdemo.so.1_gfx1030.kpack in demo_lib_gfx9 (",
     ] {
         assert!(f.contains(want), "missing {want:?} in:\n{f}");
     }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kpack_archive::Compression;
+use kpack_archive::kpm::KpmManifest;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_pipeline::source::{DeviceCode, Visitor, device_code_objects, walk};
 use kpack_testkit::{LINKED_FAT, Registration, SHARDS, Standin, fixture, sha256_hex, standin};
@@ -176,21 +177,63 @@ fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
     let rt = runtime(tmp.path());
     let shards = kpack_testkit::split_shards(&tmp.path().join("shards"));
     let out = tmp.path().join("out");
+    // Issue 14's scenario: three groups, the seed's configuration shape.
     let config = PackagingConfig::parse(
         r#"{"primary_shard": "shard-a",
             "architecture_groups": {
-                "gfx9": {"architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
-                "gfx103X": {"architectures": ["gfx1030"]}},
+                "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
+                "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
+                "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}},
             "validation": {"error_on_duplicate_device_code": true,
                            "verify_generic_artifacts_match": true,
                            "error_on_missing_architecture": true}}"#,
     )
     .unwrap();
     recombine(&shards, &config, &out, &RecombineOptions::default()).unwrap();
-    // Overlay: the primary's generic artifact and every group's, prefixes into one root.
+    // Every package installed into one root, as a package manager would: no path is shipped
+    // by two of them (an overwrite would go unnoticed here), so none is overwritten.
+    assert_eq!(
+        kpack_testkit::shared_installed_paths(&out),
+        Vec::<(String, Vec<String>)>::new()
+    );
+    let mut packages: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    packages.sort();
+    assert_eq!(
+        packages,
+        [
+            "demo_host_generic",
+            "demo_lib_generic",
+            "demo_lib_gfx103X",
+            "demo_lib_gfx9",
+            "demo_lib_gfx90X"
+        ]
+    );
     let install = tmp.path().join("install");
-    for a in ["demo_lib_generic", "demo_lib_gfx9", "demo_lib_gfx103X"] {
+    for a in &packages {
         kpack_testkit::copy_tree(&out.join(a).join("demo/stage"), &install);
+    }
+    // The index, installed at `.kpack/` (its prefix "." is the install root), names every
+    // archive of the tree with the package that brought it.
+    for module in ["bin_demo", "lib_libdemo.so.1"] {
+        let path = install.join(format!(".kpack/{module}.kpm"));
+        let kpm = KpmManifest::decode(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(kpm.prefix, ".");
+        assert_eq!(kpm.kpack_files.len(), 6, "{module}");
+        for (target, e) in &kpm.kpack_files {
+            let archive = install.join(&kpm.prefix).join(".kpack").join(&e.file);
+            assert_eq!(
+                std::fs::metadata(&archive).unwrap().len(),
+                e.size,
+                "{target}"
+            );
+            let from = out
+                .join(e.package.as_deref().unwrap())
+                .join("demo/stage/.kpack");
+            assert!(from.join(&e.file).is_file(), "{target}: {from:?}");
+        }
     }
     // Every target's original code objects, by (binary, wrapper, target), from the shards'
     // unsplit artifacts.

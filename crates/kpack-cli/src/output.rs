@@ -8,9 +8,10 @@ use serde::Serialize;
 /// Any error a command reports; printed with its chain of causes.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// Prints `err` and its causes to stderr.
-pub fn print_error(err: &(dyn std::error::Error + 'static)) {
-    let mut msg = format!("kpack: error: {err}");
+/// `err` and those of its causes that its own message does not already show, joined by `: `:
+/// what `kpack` prints after `kpack: error: `, and the message of the Python exceptions.
+pub fn error_message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
         let text = cause.to_string();
@@ -20,7 +21,12 @@ pub fn print_error(err: &(dyn std::error::Error + 'static)) {
         }
         source = cause.source();
     }
-    eprintln!("{msg}");
+    msg
+}
+
+/// Prints `err` and its causes to stderr.
+pub fn print_error(err: &(dyn std::error::Error + 'static)) {
+    eprintln!("kpack: error: {}", error_message(err));
 }
 
 /// Prints `value` as pretty JSON on stdout.

@@ -1,5 +1,5 @@
-//! `kpack split`, `recombine` and `verify` as a CI job runs them, on the hipcc-built shards in
-//! `fixtures/shards` (the same sources built for three target sets).
+//! `kpack split`, `recombine`, `verify` and `which` as a CI job and a user run them, on the
+//! hipcc-built shards in `fixtures/shards` (the same sources built for three target sets).
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{json, kpack, s};
+use common::{json, kpack, kpack_ok, s};
 
 fn shards() -> PathBuf {
     kpack_testkit::fixture("shards")
@@ -16,8 +16,9 @@ fn shards() -> PathBuf {
 const CONFIG: &str = r#"{
   "primary_shard": "shard-a",
   "architecture_groups": {
-    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
-    "gfx10": {"architectures": ["gfx1030"]}
+    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
+    "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
+    "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}
   },
   "validation": {
     "error_on_duplicate_device_code": true,
@@ -94,7 +95,10 @@ fn shards_split_recombine_and_verify_with_strict_identity() {
         .iter()
         .map(|g| g["artifact"].as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["demo_lib_gfx9", "demo_lib_gfx10"]);
+    assert_eq!(
+        groups,
+        ["demo_lib_gfx9", "demo_lib_gfx90X", "demo_lib_gfx103X"]
+    );
 
     let res = kpack(&["verify", s(&out), "--original", s(&shards()), "--json"]);
     assert!(
@@ -103,6 +107,126 @@ fn shards_split_recombine_and_verify_with_strict_identity() {
         String::from_utf8_lossy(&res.stdout),
         String::from_utf8_lossy(&res.stderr)
     );
+}
+
+/// Splits and recombines the shards with [`CONFIG`] into `dir/out`.
+fn recombined(dir: &Path) -> PathBuf {
+    split_all(dir);
+    let config = dir.join("packaging.json");
+    std::fs::write(&config, CONFIG).unwrap();
+    let out = dir.join("out");
+    kpack_ok(&[
+        "recombine",
+        "--shards",
+        s(&dir.join("shards")),
+        "--config",
+        s(&config),
+        "-o",
+        s(&out),
+    ]);
+    out
+}
+
+#[test]
+fn which_names_the_package_to_install_for_a_gpu_from_the_generic_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = recombined(dir.path());
+    // From the recombined packages: the generic one holds the index.
+    let answer = json(&[
+        "which",
+        "gfx1030",
+        s(&out.join("demo_lib_generic")),
+        "--json",
+    ]);
+    assert_eq!(answer["install"], serde_json::json!(["demo_lib_gfx103X"]));
+    assert_eq!(answer["unavailable"], serde_json::json!([]));
+    let modules = answer["modules"].as_array().unwrap();
+    let names: Vec<&str> = modules
+        .iter()
+        .map(|m| m["module"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bin_demo", "lib_libdemo.so.1"]);
+    for m in modules {
+        assert_eq!(m["target"], "gfx1030");
+        assert_eq!(m["package"], "demo_lib_gfx103X");
+        assert_eq!(m["installed"], false);
+        assert_eq!(m["available"].as_array().unwrap().len(), 6);
+    }
+    // An install tree holding the generic package and gfx9.
+    let root = dir.path().join("install");
+    for package in ["demo_lib_generic", "demo_lib_gfx9"] {
+        kpack_testkit::copy_tree(&out.join(package).join("demo/stage"), &root);
+    }
+    // The runtime's ISA name; the index's gfx90a:xnack- serves an sramecc+ xnack- agent.
+    let answer = json(&[
+        "which",
+        "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
+        s(&root),
+        "--json",
+    ]);
+    assert_eq!(answer["gpu"], "gfx90a:sramecc+:xnack-");
+    assert_eq!(answer["install"], serde_json::json!(["demo_lib_gfx90X"]));
+    assert!(
+        answer["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["target"] == "gfx90a:xnack-")
+    );
+    let text = String::from_utf8(kpack_ok(&["which", "gfx906", s(&root)]).stdout).unwrap();
+    assert!(
+        text.contains(
+            "demo_lib lib_libdemo.so.1: gfx906 in demo_lib_gfx9 (lib_libdemo.so.1_gfx906.kpack), installed"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("nothing to install"), "{text}");
+    // A GPU no shard built for: exit status 1, and what there is.
+    let res = kpack(&["which", "gfx1100", s(&root), "--json"]);
+    assert_eq!(res.status.code(), Some(1));
+    let answer: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(
+        answer["unavailable"],
+        serde_json::json!(["demo_lib/bin_demo", "demo_lib/lib_libdemo.so.1"])
+    );
+    let res = kpack(&["which", "gfx1100", s(&root)]);
+    let text = String::from_utf8_lossy(&res.stdout);
+    assert!(
+        text.contains("no package provides it (built for gfx1030, gfx900, gfx906, gfx908, gfx90a:xnack+, gfx90a:xnack-)"),
+        "{text}"
+    );
+    // Not a GPU name: a usage error. No index: an error naming where it looked.
+    assert_eq!(kpack(&["which", "nvidia", s(&root)]).status.code(), Some(2));
+    let res = kpack(&["which", "gfx906", s(&out.join("demo_lib_gfx9"))]);
+    assert_eq!(res.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&res.stderr).contains("no .kpm index under"));
+}
+
+#[test]
+fn recombine_refuses_a_config_with_an_unknown_field_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("packaging.json");
+    std::fs::write(
+        &config,
+        r#"{"primary_shard": "shard-a", "architecture_groups": {"gfx9": {"architectures": ["gfx900"], "arch": []}}}"#,
+    )
+    .unwrap();
+    let res = kpack(&[
+        "recombine",
+        "--shards",
+        s(&shards()),
+        "--config",
+        s(&config),
+        "-o",
+        s(&dir.path().join("out")),
+    ]);
+    assert_eq!(res.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        stderr.contains("packaging.json: architecture_groups.gfx9.arch: unknown field `arch`"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("out").exists());
 }
 
 #[test]

@@ -22,48 +22,94 @@ const HEADER_SIZE: usize = 60;
 
 /// Why an archive could not be read; offsets are file offsets of the member header.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ArError {
+    /// The file does not start with `!<arch>\n`.
     #[error("not an ar archive: expected \"!<arch>\\n\" at offset 0")]
     NotAr,
+    /// A thin archive, whose members live in other files.
     #[error("thin ar archive (\"!<thin>\\n\"): members are not stored in the file")]
     Thin,
+    /// Fewer than 60 bytes left where a member header starts.
     #[error(
         "member header at offset {offset:#x}: only {available} bytes left, expected a 60-byte header"
     )]
-    TruncatedHeader { offset: u64, available: u64 },
+    TruncatedHeader {
+        /// Offset of the header.
+        offset: u64,
+        /// Bytes left in the file.
+        available: u64,
+    },
+    /// A member header not ending in `` `\n ``.
     #[error(
         "member header at offset {offset:#x}: terminator is {found:02x?}, expected 60 0a (\"`\\n\")"
     )]
-    BadTerminator { offset: u64, found: [u8; 2] },
+    BadTerminator {
+        /// Offset of the header.
+        offset: u64,
+        /// The two bytes found instead.
+        found: [u8; 2],
+    },
+    /// A size field that is not a decimal number.
     #[error("member header at offset {offset:#x}: size field {field:?} is not a decimal number")]
-    BadSize { offset: u64, field: String },
+    BadSize {
+        /// Offset of the header.
+        offset: u64,
+        /// The field as found.
+        field: String,
+    },
+    /// Member data extending beyond the end of the file.
     #[error(
         "member {name:?} at offset {offset:#x}: {size} data bytes extend beyond the end of the file ({file_len} bytes)"
     )]
     BeyondEof {
+        /// Offset of the header.
         offset: u64,
+        /// The member's name.
         name: String,
+        /// The member's size field.
         size: u64,
+        /// Length of the file.
         file_len: u64,
     },
+    /// A GNU `/N` name with no entry at `N` in the `//` table.
     #[error(
         "member header at offset {offset:#x}: long name {reference:?} not found in the \"//\" table"
     )]
-    BadLongName { offset: u64, reference: String },
+    BadLongName {
+        /// Offset of the header.
+        offset: u64,
+        /// The `/N` reference.
+        reference: String,
+    },
+    /// A BSD `#1/N` name longer than the member.
     #[error(
         "member header at offset {offset:#x}: BSD name length {name_len} exceeds the member size {size}"
     )]
     BadBsdName {
+        /// Offset of the header.
         offset: u64,
+        /// The name length `N`.
         name_len: u64,
+        /// The member's size field.
         size: u64,
     },
+    /// The padding byte after an odd-sized member is not `\n`.
     #[error("padding byte at offset {offset:#x} is {found:#04x}, expected 0x0a")]
-    BadPadding { offset: u64, found: u8 },
+    BadPadding {
+        /// Offset of the padding byte.
+        offset: u64,
+        /// The byte found.
+        found: u8,
+    },
+    /// An ELF member that does not parse.
     #[error("member {name:?} at offset {offset:#x}: {source}")]
     Elf {
+        /// The member's name.
         name: String,
+        /// Offset of the member's header.
         offset: u64,
+        /// Why it does not parse.
         #[source]
         source: ElfError,
     },
@@ -72,17 +118,20 @@ pub enum ArError {
 /// One regular member of an archive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member<'a> {
+    /// The member's file name (GNU and BSD long names resolved).
     pub name: String,
     /// File offset of the 60-byte member header.
     pub header_offset: u64,
     /// File offset of `data`.
     pub offset: u64,
+    /// The member's bytes.
     pub data: &'a [u8],
 }
 
 /// An archive member and, for ELF members, its inspection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InspectedMember<'a> {
+    /// The member.
     pub member: Member<'a>,
     /// `None` for members that are not ELF files.
     pub fat: Option<FatBinary>,

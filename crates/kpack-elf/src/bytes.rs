@@ -1,8 +1,11 @@
-//! Bounds-checked little-endian access to untrusted bytes.
+//! Bounds-checked access to untrusted bytes, for `object`'s plain-data ELF records.
 //!
-//! Every multi-byte read goes through [`slice`] (which checks the range against the
-//! buffer with overflow-checked arithmetic) and then decodes a fixed-size array, so
-//! no read can index out of range.
+//! `object::pod` casts a byte slice to a record but reports a short slice only as `()`;
+//! every read here first cuts the range with overflow-checked arithmetic, so an error
+//! names what was read and its absolute file offset. With `object`'s `unaligned`
+//! feature the records have alignment 1, so the cast after the cut cannot fail.
+
+use object::pod::{Pod, from_bytes, slice_from_bytes};
 
 use crate::ElfError;
 
@@ -28,31 +31,53 @@ pub(crate) fn slice<'a>(
         .ok_or_else(out_of_bounds)
 }
 
-/// A fixed-size record decoded field by field; reads past its end yield zero
-/// instead of panicking, and records are always cut to their full size first.
-#[derive(Clone, Copy)]
-pub(crate) struct Record<'a>(pub(crate) &'a [u8]);
+/// The size of record type `T` in the file.
+pub(crate) const fn record_size<T>() -> u64 {
+    size_of::<T>() as u64
+}
 
-impl Record<'_> {
-    fn array<const N: usize>(&self, at: usize) -> [u8; N] {
-        let mut out = [0u8; N];
-        if let Some(src) = at.checked_add(N).and_then(|end| self.0.get(at..end)) {
-            out.copy_from_slice(src);
-        }
-        out
+/// The record `T` at `offset`.
+pub(crate) fn record<'a, T: Pod>(
+    data: &'a [u8],
+    offset: u64,
+    what: &str,
+) -> Result<&'a T, ElfError> {
+    let bytes = slice(data, offset, record_size::<T>(), what)?;
+    from_bytes(bytes)
+        .map(|(r, _)| r)
+        .map_err(|()| misfit(data, offset, bytes, what))
+}
+
+/// `count` consecutive records `T` starting at `offset` (`count * size` must not
+/// overflow: callers bound `count` first).
+pub(crate) fn records<'a, T: Pod>(
+    data: &'a [u8],
+    offset: u64,
+    count: u64,
+    what: &str,
+) -> Result<&'a [T], ElfError> {
+    let len = count.saturating_mul(record_size::<T>());
+    let bytes = slice(data, offset, len, what)?;
+    slice_from_bytes(bytes, bytes.len() / size_of::<T>())
+        .map(|(r, _)| r)
+        .map_err(|()| misfit(data, offset, bytes, what))
+}
+
+/// `object::pod` refused a range already cut to size: unreachable with alignment-1
+/// records, reported as the range it was rather than a panic.
+fn misfit(data: &[u8], offset: u64, bytes: &[u8], what: &str) -> ElfError {
+    ElfError::OutOfBounds {
+        what: what.to_string(),
+        offset,
+        len: bytes.len() as u64,
+        file_len: data.len() as u64,
     }
-    pub(crate) fn u8(&self, at: usize) -> u8 {
-        self.0.get(at).copied().unwrap_or(0)
-    }
-    pub(crate) fn u16(&self, at: usize) -> u16 {
-        u16::from_le_bytes(self.array(at))
-    }
-    pub(crate) fn u32(&self, at: usize) -> u32 {
-        u32::from_le_bytes(self.array(at))
-    }
-    pub(crate) fn u64(&self, at: usize) -> u64 {
-        u64::from_le_bytes(self.array(at))
-    }
+}
+
+/// Every whole record `T` in `bytes` (a trailing partial record is ignored).
+pub(crate) fn whole_records<T: Pod>(bytes: &[u8]) -> &[T] {
+    let count = bytes.len() / size_of::<T>();
+    slice_from_bytes(bytes, count).map_or(&[], |(r, _)| r)
 }
 
 /// The NUL-terminated string starting at `offset` inside a string table.

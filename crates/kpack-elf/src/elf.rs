@@ -5,44 +5,90 @@
 //! later accessors only fail on content they decode (symbols, relocations, dynamic
 //! entries). Raw header fields are kept unchanged so that a rewriter can reproduce
 //! them exactly.
+//!
+//! Records are `object::elf`'s plain-data structs, read through [`crate::bytes`]'s
+//! range checks; `object`'s own reader is not used because it is lenient where this
+//! parser must be strict (and its errors carry no file offsets).
+
+use object::LittleEndian as LE;
+use object::elf::{
+    DT_NULL, Dyn64, ELFCLASS32, ELFCLASS64, ELFDATA2LSB, ELFDATA2MSB, ELFMAG, ET_EXEC, ET_REL,
+    FileHeader64, PN_XNUM, PT_DYNAMIC, PT_INTERP, PT_LOAD, ProgramHeader64, Rel64, Rela64, Relr64,
+    SHN_ABS, SHN_LORESERVE, SHN_UNDEF, SHN_XINDEX, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_NULL,
+    SHT_REL, SHT_RELA, SHT_RELR, SHT_STRTAB, SHT_SYMTAB, STT_SECTION, SectionHeader64, Sym64,
+};
 
 use crate::ElfError;
-use crate::bytes::{Record, c_str, slice};
-use crate::consts::*;
-use crate::relr;
+use crate::bytes::{c_str, record, record_size, records, slice, whole_records};
+use crate::relr::{self, RelrEntry};
+
+/// Size of one ELF64 program header.
+pub(crate) const PHDR_SIZE: u64 = record_size::<ProgramHeader64<LE>>();
+/// Size of one ELF64 section header.
+pub(crate) const SHDR_SIZE: u64 = record_size::<SectionHeader64<LE>>();
+const SYM_SIZE: u64 = record_size::<Sym64<LE>>();
+const DYN_SIZE: u64 = record_size::<Dyn64<LE>>();
+/// Size of one `Elf64_Rela`.
+pub(crate) const RELA_SIZE: u64 = record_size::<Rela64<LE>>();
+/// Size of one `Elf64_Rel`.
+pub(crate) const REL_SIZE: u64 = record_size::<Rel64<LE>>();
+const RELR_SIZE: u64 = record_size::<Relr64<LE>>();
 
 /// The ELF header, fields as stored (`e_phnum`/`e_shnum`/`e_shstrndx` before
 /// extended-numbering resolution; see [`ElfFile::program_headers`] and
 /// [`ElfFile::section_headers`] for the resolved tables).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ElfHeader {
+    /// `e_ident`: magic, class, data encoding, version, OS ABI, padding.
     pub ident: [u8; 16],
+    /// Object file type (`ET_*`).
     pub e_type: u16,
+    /// Architecture (`EM_*`).
     pub e_machine: u16,
+    /// Object file version.
     pub e_version: u32,
+    /// Entry point address.
     pub e_entry: u64,
+    /// File offset of the program header table.
     pub e_phoff: u64,
+    /// File offset of the section header table.
     pub e_shoff: u64,
+    /// Processor-specific flags.
     pub e_flags: u32,
+    /// Size of this header.
     pub e_ehsize: u16,
+    /// Size of one program header.
     pub e_phentsize: u16,
+    /// Number of program headers (`PN_XNUM`: see section 0).
     pub e_phnum: u16,
+    /// Size of one section header.
     pub e_shentsize: u16,
+    /// Number of section headers (0: see section 0).
     pub e_shnum: u16,
+    /// Index of the section name table (`SHN_XINDEX`: see section 0).
     pub e_shstrndx: u16,
 }
 
 /// One program header, with its position in the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProgramHeader {
+    /// Position in the program header table.
     pub index: usize,
+    /// Segment type (`PT_*`).
     pub p_type: u32,
+    /// Segment permissions (`PF_*`).
     pub p_flags: u32,
+    /// File offset of the segment.
     pub p_offset: u64,
+    /// Address of the segment.
     pub p_vaddr: u64,
+    /// Physical address (as stored; unused by loaders).
     pub p_paddr: u64,
+    /// Bytes of the segment in the file.
     pub p_filesz: u64,
+    /// Bytes of the segment in memory (the excess is zero-filled).
     pub p_memsz: u64,
+    /// Alignment of the segment.
     pub p_align: u64,
 }
 
@@ -58,18 +104,29 @@ impl ProgramHeader {
 /// One section header, with its position in the table and its resolved name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SectionHeader {
+    /// Position in the section header table.
     pub index: usize,
     /// The name from the section name string table (lossy UTF-8; empty without one).
     pub name: String,
+    /// Offset of the name in the section name table.
     pub sh_name: u32,
+    /// Section type (`SHT_*`).
     pub sh_type: u32,
+    /// Section flags (`SHF_*`).
     pub sh_flags: u64,
+    /// Address of the section (0 if not allocated).
     pub sh_addr: u64,
+    /// File offset of the section.
     pub sh_offset: u64,
+    /// Size of the section.
     pub sh_size: u64,
+    /// Linked section (string table of a symbol table, symbol table of relocations).
     pub sh_link: u32,
+    /// Extra information (the section relocations apply to).
     pub sh_info: u32,
+    /// Alignment of the section.
     pub sh_addralign: u64,
+    /// Size of one entry of a table section.
     pub sh_entsize: u64,
 }
 
@@ -88,18 +145,26 @@ pub struct Symbol {
     /// The name (lossy UTF-8). Section symbols (`STT_SECTION`) have no name of
     /// their own and get the name of their section, as `readelf -r` prints them.
     pub name: String,
+    /// Offset of the name in the linked string table.
     pub st_name: u32,
+    /// Type (low 4 bits) and binding (high 4 bits).
     pub st_info: u8,
+    /// Visibility.
     pub st_other: u8,
+    /// Index of the defining section, or `SHN_*`.
     pub st_shndx: u16,
+    /// Value (an address in linked files).
     pub st_value: u64,
+    /// Size of the object.
     pub st_size: u64,
 }
 
 impl Symbol {
+    /// `STT_*`: the low 4 bits of `st_info`.
     pub fn symbol_type(&self) -> u8 {
         self.st_info & 0xf
     }
+    /// `STB_*`: the high 4 bits of `st_info`.
     pub fn binding(&self) -> u8 {
         self.st_info >> 4
     }
@@ -110,41 +175,44 @@ impl Symbol {
 pub struct DynEntry {
     /// File offset of the entry.
     pub offset: u64,
+    /// `d_tag` (`DT_*`).
     pub tag: u64,
+    /// `d_val`/`d_ptr`.
     pub val: u64,
 }
 
 /// One `Elf64_Rela` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rela {
+    /// Address (linked files) or section offset (relocatable objects) relocated.
     pub r_offset: u64,
+    /// Symbol index (0: none).
     pub r_sym: u32,
+    /// Relocation type (machine-specific).
     pub r_type: u32,
+    /// Addend.
     pub r_addend: i64,
 }
 
 /// One `Elf64_Rel` entry (the addend is the value stored at `r_offset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rel {
+    /// Address (linked files) or section offset (relocatable objects) relocated.
     pub r_offset: u64,
+    /// Symbol index (0: none).
     pub r_sym: u32,
+    /// Relocation type (machine-specific).
     pub r_type: u32,
-}
-
-/// One address relocated by an `SHT_RELR` section (a relative relocation whose
-/// addend is the value stored at `r_offset`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RelrEntry {
-    /// The index of the RELR word (address or bitmap) that produced this address.
-    pub word_index: usize,
-    pub r_offset: u64,
 }
 
 /// The decoded entries of a relocation section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RelocationEntries {
+    /// `SHT_RELA` entries.
     Rela(Vec<Rela>),
+    /// `SHT_REL` entries.
     Rel(Vec<Rel>),
+    /// The addresses an `SHT_RELR` section relocates.
     Relr(Vec<RelrEntry>),
 }
 
@@ -152,28 +220,10 @@ pub enum RelocationEntries {
 /// For `Rela`/`Rel`, entry `i` is at file offset `header.sh_offset + i * sh_entsize`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelocationSection {
+    /// The section header.
     pub header: SectionHeader,
+    /// The decoded entries.
     pub entries: RelocationEntries,
-}
-
-/// How a relocation type computes the relocated value, per machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RelocKind {
-    /// `B + A` (`R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`).
-    Relative,
-    /// `S + A`, 64 bits (`R_X86_64_64`, `R_AARCH64_ABS64`).
-    Absolute64,
-    /// Anything else; listed as-is, never interpreted.
-    Other,
-}
-
-/// Classifies `r_type` for `e_machine`.
-pub fn reloc_kind(machine: u16, r_type: u32) -> RelocKind {
-    match (machine, r_type) {
-        (EM_X86_64, R_X86_64_RELATIVE) | (EM_AARCH64, R_AARCH64_RELATIVE) => RelocKind::Relative,
-        (EM_X86_64, R_X86_64_64) | (EM_AARCH64, R_AARCH64_ABS64) => RelocKind::Absolute64,
-        _ => RelocKind::Other,
-    }
 }
 
 /// Whether `data` starts with the ELF magic.
@@ -216,6 +266,7 @@ impl<'a> ElfFile<'a> {
         self.data
     }
 
+    /// The ELF header.
     pub fn header(&self) -> &ElfHeader {
         &self.header
     }
@@ -229,6 +280,12 @@ impl<'a> ElfFile<'a> {
     /// including the null section 0.
     pub fn section_headers(&self) -> &[SectionHeader] {
         &self.shdrs
+    }
+
+    /// Whether the file is an executable (`ET_EXEC`, or a PIE with `PT_INTERP`), whose
+    /// program header table old kernels locate through the first `PT_LOAD`.
+    pub fn is_executable(&self) -> bool {
+        self.header.e_type == ET_EXEC || self.phdrs.iter().any(|p| p.p_type == PT_INTERP)
     }
 
     /// The index of the section name string table, if any.
@@ -307,15 +364,10 @@ impl<'a> ElfFile<'a> {
             });
         }
         let what = format!("symbol {index} of {}", section_label(symtab));
-        let rec = Record(slice(
-            self.data,
-            symtab.sh_offset + index * SYM_SIZE,
-            SYM_SIZE,
-            &what,
-        )?);
-        let st_name = rec.u32(0);
-        let st_info = rec.u8(4);
-        let st_shndx = rec.u16(6);
+        let sym: &Sym64<LE> = record(self.data, symtab.sh_offset + index * SYM_SIZE, &what)?;
+        let st_name = sym.st_name.get(LE);
+        let st_info = sym.st_info;
+        let st_shndx = sym.st_shndx.get(LE);
         let strtab = self.linked_section(symtab, &what)?;
         let name = if st_name == 0 && st_info & 0xf == STT_SECTION {
             self.shdrs
@@ -330,10 +382,10 @@ impl<'a> ElfFile<'a> {
             name,
             st_name,
             st_info,
-            st_other: rec.u8(5),
+            st_other: sym.st_other,
             st_shndx,
-            st_value: rec.u64(8),
-            st_size: rec.u64(16),
+            st_value: sym.st_value.get(LE),
+            st_size: sym.st_size.get(LE),
         })
     }
 
@@ -381,20 +433,16 @@ impl<'a> ElfFile<'a> {
             } else {
                 return Ok(Vec::new());
             };
-        let mut entries = Vec::new();
-        for (i, chunk) in bytes.chunks_exact(DYN_SIZE as usize).enumerate() {
-            let rec = Record(chunk);
-            let tag = rec.u64(0);
-            if tag == DT_NULL {
-                break;
-            }
-            entries.push(DynEntry {
+        Ok(whole_records::<Dyn64<LE>>(bytes)
+            .iter()
+            .take_while(|d| d.d_tag.get(LE) != u64::from(DT_NULL))
+            .enumerate()
+            .map(|(i, d)| DynEntry {
                 offset: offset + i as u64 * DYN_SIZE,
-                tag,
-                val: rec.u64(8),
-            });
-        }
-        Ok(entries)
+                tag: d.d_tag.get(LE),
+                val: d.d_val.get(LE),
+            })
+            .collect())
     }
 
     /// Every `SHT_RELA`, `SHT_REL` and `SHT_RELR` section, decoded, in section order.
@@ -426,35 +474,33 @@ impl<'a> ElfFile<'a> {
         };
         self.check_table(section, entsize)?;
         let bytes = self.section_data(section)?;
-        let records = bytes.chunks_exact(entsize as usize).map(Record);
         let entries = match section.sh_type {
             SHT_RELA => RelocationEntries::Rela(
-                records
-                    .map(|r| {
-                        let info = r.u64(8);
-                        Rela {
-                            r_offset: r.u64(0),
-                            r_sym: (info >> 32) as u32,
-                            r_type: info as u32,
-                            r_addend: r.u64(16) as i64,
-                        }
+                whole_records::<Rela64<LE>>(bytes)
+                    .iter()
+                    .map(|r| Rela {
+                        r_offset: r.r_offset.get(LE),
+                        r_sym: r.r_sym(LE, false),
+                        r_type: r.r_type(LE, false),
+                        r_addend: r.r_addend.get(LE),
                     })
                     .collect(),
             ),
             SHT_REL => RelocationEntries::Rel(
-                records
-                    .map(|r| {
-                        let info = r.u64(8);
-                        Rel {
-                            r_offset: r.u64(0),
-                            r_sym: (info >> 32) as u32,
-                            r_type: info as u32,
-                        }
+                whole_records::<Rel64<LE>>(bytes)
+                    .iter()
+                    .map(|r| Rel {
+                        r_offset: r.r_offset.get(LE),
+                        r_sym: r.r_sym(LE),
+                        r_type: r.r_type(LE),
                     })
                     .collect(),
             ),
             _ => {
-                let words: Vec<u64> = records.map(|r| r.u64(0)).collect();
+                let words: Vec<u64> = whole_records::<Relr64<LE>>(bytes)
+                    .iter()
+                    .map(|w| w.0.get(LE))
+                    .collect();
                 let decoded = relr::decode(&words).map_err(|source| ElfError::Relr {
                     section: section.index,
                     name: section.name.clone(),
@@ -576,24 +622,27 @@ fn parse_header(data: &[u8]) -> Result<ElfHeader, ElfError> {
         Some(other) => return Err(ElfError::InvalidDataEncoding(other)),
         None => {}
     }
-    let rec = Record(slice(data, 0, EHDR_SIZE, "ELF header")?);
+    let h: &FileHeader64<LE> = record(data, 0, "ELF header")?;
+    let id = &h.e_ident;
     let mut ident = [0u8; 16];
-    ident.copy_from_slice(&rec.0[..16]);
+    ident[..4].copy_from_slice(&id.magic);
+    ident[4..9].copy_from_slice(&[id.class, id.data, id.version, id.os_abi, id.abi_version]);
+    ident[9..].copy_from_slice(&id.padding);
     Ok(ElfHeader {
         ident,
-        e_type: rec.u16(16),
-        e_machine: rec.u16(18),
-        e_version: rec.u32(20),
-        e_entry: rec.u64(24),
-        e_phoff: rec.u64(32),
-        e_shoff: rec.u64(40),
-        e_flags: rec.u32(48),
-        e_ehsize: rec.u16(52),
-        e_phentsize: rec.u16(54),
-        e_phnum: rec.u16(56),
-        e_shentsize: rec.u16(58),
-        e_shnum: rec.u16(60),
-        e_shstrndx: rec.u16(62),
+        e_type: h.e_type.get(LE),
+        e_machine: h.e_machine.get(LE),
+        e_version: h.e_version.get(LE),
+        e_entry: h.e_entry.get(LE),
+        e_phoff: h.e_phoff.get(LE),
+        e_shoff: h.e_shoff.get(LE),
+        e_flags: h.e_flags.get(LE),
+        e_ehsize: h.e_ehsize.get(LE),
+        e_phentsize: h.e_phentsize.get(LE),
+        e_phnum: h.e_phnum.get(LE),
+        e_shentsize: h.e_shentsize.get(LE),
+        e_shnum: h.e_shnum.get(LE),
+        e_shstrndx: h.e_shstrndx.get(LE),
     })
 }
 
@@ -622,43 +671,40 @@ fn read_section_table(data: &[u8], header: &ElfHeader) -> Result<Vec<SectionHead
     if u64::from(header.e_shentsize) != SHDR_SIZE {
         return Err(bad_field("e_shentsize", header.e_shentsize.into(), "64"));
     }
-    let first = read_shdr(data, header.e_shoff, 0)?;
+    let first: &SectionHeader64<LE> = record(data, header.e_shoff, "section header 0")?;
     // Extended numbering: with e_shnum == 0 the count is section 0's sh_size.
     let count = if header.e_shnum == 0 {
-        first.sh_size
+        first.sh_size.get(LE)
     } else {
         u64::from(header.e_shnum)
     };
-    let table_len = count
-        .checked_mul(SHDR_SIZE)
-        .ok_or_else(|| bad_field("section count", count, "a table that fits in the file"))?;
-    slice(data, header.e_shoff, table_len, "section header table")?;
-    (0..count)
-        .map(|i| read_shdr(data, header.e_shoff + i * SHDR_SIZE, i as usize))
-        .collect()
-}
-
-fn read_shdr(data: &[u8], offset: u64, index: usize) -> Result<SectionHeader, ElfError> {
-    let rec = Record(slice(
-        data,
-        offset,
-        SHDR_SIZE,
-        &format!("section header {index}"),
-    )?);
-    Ok(SectionHeader {
-        index,
-        name: String::new(),
-        sh_name: rec.u32(0),
-        sh_type: rec.u32(4),
-        sh_flags: rec.u64(8),
-        sh_addr: rec.u64(16),
-        sh_offset: rec.u64(24),
-        sh_size: rec.u64(32),
-        sh_link: rec.u32(40),
-        sh_info: rec.u32(44),
-        sh_addralign: rec.u64(48),
-        sh_entsize: rec.u64(56),
-    })
+    if count.checked_mul(SHDR_SIZE).is_none() {
+        return Err(bad_field(
+            "section count",
+            count,
+            "a table that fits in the file",
+        ));
+    }
+    let table: &[SectionHeader64<LE>] =
+        records(data, header.e_shoff, count, "section header table")?;
+    Ok(table
+        .iter()
+        .enumerate()
+        .map(|(index, s)| SectionHeader {
+            index,
+            name: String::new(),
+            sh_name: s.sh_name.get(LE),
+            sh_type: s.sh_type.get(LE),
+            sh_flags: s.sh_flags.get(LE),
+            sh_addr: s.sh_addr.get(LE),
+            sh_offset: s.sh_offset.get(LE),
+            sh_size: s.sh_size.get(LE),
+            sh_link: s.sh_link.get(LE),
+            sh_info: s.sh_info.get(LE),
+            sh_addralign: s.sh_addralign.get(LE),
+            sh_entsize: s.sh_entsize.get(LE),
+        })
+        .collect())
 }
 
 fn resolve_phnum(header: &ElfHeader, shdrs: &[SectionHeader]) -> Result<u64, ElfError> {
@@ -682,34 +728,24 @@ fn read_program_table(
     if u64::from(header.e_phentsize) != PHDR_SIZE {
         return Err(bad_field("e_phentsize", header.e_phentsize.into(), "56"));
     }
-    // count <= 2^32, so the product cannot overflow.
-    slice(
-        data,
-        header.e_phoff,
-        count * PHDR_SIZE,
-        "program header table",
-    )?;
-    (0..count)
-        .map(|i| {
-            let rec = Record(slice(
-                data,
-                header.e_phoff + i * PHDR_SIZE,
-                PHDR_SIZE,
-                &format!("program header {i}"),
-            )?);
-            Ok(ProgramHeader {
-                index: i as usize,
-                p_type: rec.u32(0),
-                p_flags: rec.u32(4),
-                p_offset: rec.u64(8),
-                p_vaddr: rec.u64(16),
-                p_paddr: rec.u64(24),
-                p_filesz: rec.u64(32),
-                p_memsz: rec.u64(40),
-                p_align: rec.u64(48),
-            })
+    // count <= 2^32, so the table size cannot overflow.
+    let table: &[ProgramHeader64<LE>] =
+        records(data, header.e_phoff, count, "program header table")?;
+    Ok(table
+        .iter()
+        .enumerate()
+        .map(|(index, p)| ProgramHeader {
+            index,
+            p_type: p.p_type.get(LE),
+            p_flags: p.p_flags.get(LE),
+            p_offset: p.p_offset.get(LE),
+            p_vaddr: p.p_vaddr.get(LE),
+            p_paddr: p.p_paddr.get(LE),
+            p_filesz: p.p_filesz.get(LE),
+            p_memsz: p.p_memsz.get(LE),
+            p_align: p.p_align.get(LE),
         })
-        .collect()
+        .collect())
 }
 
 fn resolve_shstrndx(

@@ -2,13 +2,16 @@
 //! `__CudaFatBinaryWrapper`s in `.hipFatBinSegment` and where their pointers lead.
 
 use kpack_bundle::LocatedBundle;
+use object::LittleEndian as LE;
+use object::elf::{
+    ET_REL, SHF_ALLOC, SHN_LORESERVE, SHN_UNDEF, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_RELR,
+};
+use object::endian::U64Bytes;
 
 use crate::ElfError;
-use crate::bytes::Record;
-use crate::consts::*;
-use crate::elf::{
-    ElfFile, RelocKind, RelocationEntries, SectionHeader, Symbol, reloc_kind, section_label,
-};
+use crate::bytes::whole_records;
+use crate::elf::{ElfFile, RelocationEntries, SectionHeader, Symbol, section_label};
+use crate::machine::{RelocKind, reloc_kind};
 
 /// Name of the section holding the offload bundles.
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
@@ -45,12 +48,14 @@ pub enum FatBinaryKind {
 /// The `.hip_fatbin` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FatbinSection {
+    /// Section index.
     pub section_index: usize,
     /// `sh_offset`. For a `SHT_NOBITS` section this is the stale offset the
     /// section had before kpack removed its bytes.
     pub offset: u64,
     /// `sh_addr` (0 in relocatable objects). Not necessarily equal to `offset`.
     pub vaddr: u64,
+    /// `sh_size`.
     pub size: u64,
     /// `SHT_NOBITS` (bytes removed by kpack) rather than `SHT_PROGBITS`.
     pub nobits: bool,
@@ -59,9 +64,13 @@ pub struct FatbinSection {
 /// The `.rocm_kpack_ref` marker section (decoded by `kpack-archive`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MarkerSection {
+    /// Section index.
     pub section_index: usize,
+    /// `sh_offset`.
     pub offset: u64,
+    /// `sh_addr`.
     pub vaddr: u64,
+    /// `sh_size`.
     pub size: u64,
     /// `SHF_ALLOC`: mapped by a `PT_LOAD` (kpack's Phase 1 done).
     pub alloc: bool,
@@ -79,21 +88,27 @@ impl MarkerSection {
 /// A per-target device bitcode section of a `-fgpu-rdc` relocatable object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdcSection {
+    /// Section index.
     pub section_index: usize,
     /// `__CLANG_OFFLOAD_BUNDLE__<target_triple>`.
     pub name: String,
     /// The bundle triple, e.g. `hip-amdgcn-amd-amdhsa-gfx90a:xnack-` or the host's
     /// `host-x86_64-pc-linux-gnu`.
     pub target_triple: String,
+    /// `sh_offset`.
     pub offset: u64,
+    /// `sh_size`.
     pub size: u64,
 }
 
 /// The magic of a wrapper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WrapperMagic {
+    /// `HIPF`, written by the compiler.
     Hipf,
+    /// `HIPK`, written by kpack.
     Hipk,
+    /// Anything else, as stored.
     Other(u32),
 }
 
@@ -117,26 +132,38 @@ pub enum PointerSource {
     /// An `Elf64_Rela` entry: `R_X86_64_RELATIVE` (pointer = base + addend) or
     /// `R_X86_64_64` (pointer = symbol + addend); other types are listed as-is.
     Rela {
+        /// The relocation section.
         section_index: usize,
+        /// The entry in that section.
         entry_index: usize,
+        /// The relocation type.
         r_type: u32,
         /// The symbol's name (a section symbol gets its section's name); `None`
         /// for symbol index 0.
         symbol: Option<String>,
+        /// `r_addend`.
         addend: i64,
     },
     /// An `Elf64_Rel` entry; the addend is the value in the file.
     Rel {
+        /// The relocation section.
         section_index: usize,
+        /// The entry in that section.
         entry_index: usize,
+        /// The relocation type.
         r_type: u32,
+        /// The symbol's name, as for `Rela`.
         symbol: Option<String>,
+        /// The addend: the pointer value stored in the file.
         in_file: u64,
     },
     /// An `SHT_RELR` relative relocation; pointer = base + the value in the file.
     Relr {
+        /// The `SHT_RELR` section.
         section_index: usize,
+        /// The RELR word (address or bitmap) that relocates the pointer.
         word_index: usize,
+        /// The addend: the pointer value stored in the file.
         in_file: u64,
     },
 }
@@ -151,11 +178,15 @@ pub struct Wrapper {
     /// Address of the wrapper (`sh_addr + 24 * index`; section-relative in
     /// relocatable objects).
     pub vaddr: u64,
+    /// The wrapper's magic.
     pub magic: WrapperMagic,
+    /// The wrapper's version (1).
     pub version: u32,
     /// The pointer bytes as stored in the file.
     pub binary: u64,
+    /// `reserved1` (kpack writes the wrapper's index).
     pub reserved1: u64,
+    /// How the pointer is filled at load time.
     pub pointer: PointerSource,
     /// The address the pointer resolves to (link-time address, load base 0), when
     /// it can be computed: `None` for undefined symbols (e.g. `__hip_fatbin` in an
@@ -172,18 +203,31 @@ pub struct Wrapper {
 /// Everything kpack needs to know about a host ELF file's device code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FatBinary {
+    /// What state the file is in.
     pub kind: FatBinaryKind,
     /// `e_type` (`ET_REL`, `ET_EXEC`, `ET_DYN`).
     pub elf_type: u16,
     /// `e_machine`.
     pub machine: u16,
+    /// `.hip_fatbin`, if present.
     pub fatbin: Option<FatbinSection>,
     /// The bundles of `.hip_fatbin`, offsets relative to the section start; empty
     /// if the section is absent or `SHT_NOBITS`.
     pub bundles: Vec<LocatedBundle>,
+    /// The wrappers of `.hipFatBinSegment`, in slot order.
     pub wrappers: Vec<Wrapper>,
+    /// `.rocm_kpack_ref`, if present.
     pub marker: Option<MarkerSection>,
+    /// The per-target bitcode sections of a `-fgpu-rdc` object.
     pub rdc_sections: Vec<RdcSection>,
+}
+
+impl FatBinary {
+    /// Whether the file is a relocatable object (`ET_REL`): its device code is
+    /// linked into a final binary later.
+    pub fn is_relocatable(&self) -> bool {
+        self.elf_type == ET_REL
+    }
 }
 
 /// Parses `data` as ELF and inspects its fat-binary parts.
@@ -226,7 +270,7 @@ pub fn inspect_elf(elf: &ElfFile<'_>) -> Result<FatBinary, ElfError> {
         offset: s.sh_offset,
         vaddr: s.sh_addr,
         size: s.sh_size,
-        alloc: s.sh_flags & SHF_ALLOC != 0,
+        alloc: s.sh_flags & u64::from(SHF_ALLOC) != 0,
     });
     let rdc_sections: Vec<RdcSection> = elf
         .section_headers()
@@ -295,18 +339,19 @@ fn read_wrappers(
             size: segment.sh_size,
         });
     }
-    let bytes = elf.section_data(segment)?;
-    let records: Vec<Record<'_>> = bytes
-        .chunks_exact(WRAPPER_SIZE as usize)
-        .map(Record)
+    // A wrapper is three little-endian words: magic and version (low and high half),
+    // the binary pointer, reserved1.
+    let words: &[U64Bytes<LE>] = whole_records(elf.section_data(segment)?);
+    let records: Vec<[u64; 3]> = words
+        .chunks_exact(3)
+        .map(|w| [w[0].get(LE), w[1].get(LE), w[2].get(LE)])
         .collect();
-    let pointers: Vec<u64> = records.iter().map(|r| r.u64(8)).collect();
+    let pointers: Vec<u64> = records.iter().map(|&[_, binary, _]| binary).collect();
     let relocated = pointer_relocations(elf, segment, &pointers)?;
     let relocatable = elf.header().e_type == ET_REL;
 
     let mut wrappers = Vec::with_capacity(records.len());
-    for (index, (rec, found)) in records.iter().zip(relocated).enumerate() {
-        let binary = rec.u64(8);
+    for (index, (&[head, binary, reserved1], found)) in records.iter().zip(relocated).enumerate() {
         let (pointer, resolved) = found.unwrap_or((
             PointerSource::InPlace(binary),
             Resolved {
@@ -325,10 +370,10 @@ fn read_wrappers(
             index,
             offset: segment.sh_offset + slot,
             vaddr: segment.sh_addr.wrapping_add(slot),
-            magic: rec.u32(0).into(),
-            version: rec.u32(4),
+            magic: (head as u32).into(),
+            version: (head >> 32) as u32,
             binary,
-            reserved1: rec.u64(16),
+            reserved1,
             pointer,
             target: resolved.target,
             bundle,
@@ -375,7 +420,7 @@ fn pointer_relocations(
                 && u64::from(section.sh_info) == segment.index as u64
         } else {
             matches!(section.sh_type, SHT_RELA | SHT_REL | SHT_RELR)
-                && section.sh_flags & SHF_ALLOC != 0
+                && section.sh_flags & u64::from(SHF_ALLOC) != 0
         };
         if !applies {
             continue;

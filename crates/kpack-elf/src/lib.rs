@@ -46,20 +46,28 @@
 //! # Archives
 //! [`ar`] reads GNU and BSD `ar` archives (static libraries) and inspects their
 //! ELF members.
+//!
+//! # Modules
+//! Dependencies point one way: [`rewrite`] → [`verify`] → `fatbin` → `elf` → [`relr`].
+//! Records and constants come from `object::elf`, read under this crate's own range
+//! checks (`bytes`); [`machine`] holds what depends on the target machine (page size,
+//! relocation kinds), so a new machine is added in one place.
+
+#![warn(missing_docs)]
 
 pub mod ar;
 mod bytes;
-pub mod consts;
 mod elf;
 mod error;
 mod fatbin;
+pub mod machine;
 pub mod relr;
 pub mod rewrite;
 pub mod verify;
 
 pub use elf::{
-    DynEntry, ElfFile, ElfHeader, ProgramHeader, Rel, Rela, RelocKind, RelocationEntries,
-    RelocationSection, RelrEntry, SectionHeader, Symbol, is_elf, reloc_kind,
+    DynEntry, ElfFile, ElfHeader, ProgramHeader, Rel, Rela, RelocationEntries, RelocationSection,
+    SectionHeader, Symbol, is_elf,
 };
 pub use error::ElfError;
 pub use fatbin::{
@@ -69,5 +77,7 @@ pub use fatbin::{
     inspect_elf,
 };
 pub use kpack_bundle::LocatedBundle;
+pub use machine::{RelocKind, reloc_kind};
+pub use relr::RelrEntry;
 pub use rewrite::{Rewrite, RewriteError, RewriteSummary};
 pub use verify::{VerifyIssue, verify};

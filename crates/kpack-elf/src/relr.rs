@@ -10,21 +10,39 @@
 //!
 //! A bitmap before the first address word has no base and is rejected.
 
-use crate::elf::RelrEntry;
-
 const WORD: u64 = 8;
 const BITMAP_SPAN: u64 = 63 * WORD;
 
+/// One address relocated by an `SHT_RELR` section (a relative relocation whose
+/// addend is the value stored at `r_offset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelrEntry {
+    /// The index of the RELR word (address or bitmap) that produced this address.
+    pub word_index: usize,
+    /// The relocated address.
+    pub r_offset: u64,
+}
+
 /// A malformed RELR sequence; `word_index` is the offending word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RelrError {
+    /// A bitmap word with no address word before it to give it a base.
     #[error("RELR word {word_index} is a bitmap, but no address word precedes it")]
-    BitmapFirst { word_index: usize },
+    BitmapFirst {
+        /// The offending word.
+        word_index: usize,
+    },
+    /// An address computed from this word does not fit in 64 bits.
     #[error("RELR word {word_index} makes the relocated address overflow 64 bits")]
-    Overflow { word_index: usize },
+    Overflow {
+        /// The offending word.
+        word_index: usize,
+    },
 }
 
 impl RelrError {
+    /// The index of the offending word.
     pub fn word_index(&self) -> usize {
         match *self {
             RelrError::BitmapFirst { word_index } | RelrError::Overflow { word_index } => {

@@ -57,59 +57,94 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
+use std::ops::Range;
+
+use object::LittleEndian as LE;
+use object::elf::{
+    ET_DYN, ET_EXEC, ET_REL, FileHeader64, PF_R, PF_X, PN_XNUM, PT_LOAD, PT_PHDR, ProgramHeader64,
+    Rel64, Rela64, SHF_ALLOC, SHF_EXECINSTR, SHN_LORESERVE, SHN_XINDEX, SHT_DYNSYM, SHT_NOBITS,
+    SHT_NULL, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_RELR, SHT_SYMTAB, SectionHeader64,
+};
+use object::endian::{U32, U64};
+use object::pod::bytes_of;
 
 use crate::ElfError;
-use crate::consts::*;
-use crate::elf::{ElfFile, ProgramHeader, RelocKind, RelocationEntries, SectionHeader, reloc_kind};
-use crate::fatbin::{
-    FatBinaryKind, HIPK_MAGIC, MARKER_SECTION, PointerSource, WRAPPER_POINTER_OFFSET, WrapperMagic,
-    inspect_elf,
+use crate::bytes::record;
+use crate::elf::{
+    ElfFile, PHDR_SIZE, ProgramHeader, REL_SIZE, RELA_SIZE, RelocationEntries, SHDR_SIZE,
+    SectionHeader,
 };
+use crate::fatbin::{
+    FatBinary, FatBinaryKind, FatbinSection, HIPK_MAGIC, MARKER_SECTION, PointerSource,
+    WRAPPER_POINTER_OFFSET, WrapperMagic, inspect_elf,
+};
+pub use crate::machine::PAGE;
+use crate::machine::{RELATIVE, REWRITE_MACHINE, RelocKind, reloc_kind};
+use crate::verify::{VerifyIssue, verify};
 
 /// The most zero padding a rewrite may add to an executable to place its program header
 /// table (see [`plan`]); beyond it the input is refused rather than bloated.
 pub const MAX_PADDING: u64 = 64 << 20;
 
-/// The page size the layout keeps congruence for (x86-64).
-pub const PAGE: u64 = 4096;
-
 /// Why a file cannot be rewritten. The input is never modified.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RewriteError {
+    /// The input does not parse as ELF (or its fat-binary parts do not).
     #[error(transparent)]
     Elf(#[from] ElfError),
+    /// Another machine than x86-64 (B3).
     #[error("e_machine is {0}: only x86-64 (62) binaries can be rewritten")]
     NotX86_64(u16),
+    /// A relocatable object (`ET_REL`).
     #[error(
         "relocatable object (ET_REL): its device code is linked into the final binary later; transform that instead"
     )]
     Relocatable,
+    /// Neither an executable nor a shared object.
     #[error("e_type {0} is neither ET_EXEC nor ET_DYN")]
     NotLinked(u16),
+    /// Already transformed by kpack.
     #[error("already kpacked: the file has HIPK wrappers or a .rocm_kpack_ref section")]
     AlreadyKpacked,
+    /// No `.hip_fatbin` with contents.
     #[error("no device code: the file has no .hip_fatbin section with contents")]
     NotFat,
+    /// A `.hip_fatbin` that no wrapper registers.
     #[error(".hip_fatbin [{section}] has no .hipFatBinSegment wrappers pointing at it")]
-    NoWrappers { section: usize },
+    NoWrappers {
+        /// The index of `.hip_fatbin`.
+        section: usize,
+    },
+    /// A wrapper that cannot be pointed at the marker.
     #[error("wrapper {index} at offset {offset:#x}: {problem}")]
     Wrapper {
+        /// The wrapper's slot in `.hipFatBinSegment`.
         index: usize,
+        /// The wrapper's file offset.
         offset: u64,
+        /// What is wrong with it.
         problem: String,
     },
+    /// A layout the rewrite cannot produce safely.
     #[error("layout not supported: {0}")]
     Layout(String),
+    /// The input fails [`verify`], so a layout planned from it could be wrong.
     #[error("the input is malformed, so rewriting it is not safe: {}", issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     MalformedInput {
-        issues: Vec<crate::verify::VerifyIssue>,
+        /// Every problem [`verify`] found.
+        issues: Vec<VerifyIssue>,
     },
+    /// A relocation other than a wrapper pointer reads or writes `.hip_fatbin`.
     #[error(
         "relocation section [{section}] entry {entry}: {problem}; removing .hip_fatbin would break it"
     )]
     FatbinReferenced {
+        /// The relocation section's index.
         section: usize,
+        /// The entry (the word, for `SHT_RELR`).
         entry: usize,
+        /// What the relocation does to `.hip_fatbin`.
         problem: String,
     },
 }
@@ -117,14 +152,19 @@ pub enum RewriteError {
 /// What a rewrite does, in numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RewriteSummary {
+    /// Length of the input file.
     pub input_len: u64,
+    /// Length of the output file.
     pub output_len: u64,
     /// File bytes of `.hip_fatbin` removed (whole pages).
     pub removed: u64,
+    /// Address of `.rocm_kpack_ref`, where every wrapper now points.
     pub marker_vaddr: u64,
+    /// File offset of `.rocm_kpack_ref` in the output.
     pub marker_offset: u64,
     /// Whether the program header table was moved into the new segment.
     pub phdr_moved: bool,
+    /// Wrappers repointed at the marker.
     pub wrappers: usize,
 }
 
@@ -132,11 +172,10 @@ pub struct RewriteSummary {
 #[derive(Debug, Clone)]
 enum Piece {
     /// Input bytes `start..end`, with the patches that fall inside applied.
-    Input {
-        start: u64,
-        end: u64,
-    },
+    Input { start: u64, end: u64 },
+    /// This many zero bytes.
     Zeros(u64),
+    /// These bytes.
     Bytes(Vec<u8>),
 }
 
@@ -146,6 +185,7 @@ pub struct Rewrite {
     pieces: Vec<Piece>,
     /// Replacement bytes keyed by input offset; never overlapping, always inside a kept range.
     patches: BTreeMap<u64, Vec<u8>>,
+    /// What the rewrite does, in numbers.
     pub summary: RewriteSummary,
 }
 
@@ -219,6 +259,8 @@ impl Cut {
     }
 }
 
+/// Replacement bytes keyed by input offset, refused when two would overlap.
+#[derive(Default)]
 struct Patches(BTreeMap<u64, Vec<u8>>);
 
 impl Patches {
@@ -235,50 +277,101 @@ impl Patches {
         self.0.insert(at, bytes);
         Ok(())
     }
+
+    fn zero(&mut self, range: Range<u64>) -> Result<(), RewriteError> {
+        self.add(range.start, vec![0; (range.end - range.start) as usize])
+    }
 }
 
-fn phdr_bytes(p: &ProgramHeader) -> [u8; 56] {
-    let mut b = [0u8; 56];
-    b[0..4].copy_from_slice(&p.p_type.to_le_bytes());
-    b[4..8].copy_from_slice(&p.p_flags.to_le_bytes());
-    b[8..16].copy_from_slice(&p.p_offset.to_le_bytes());
-    b[16..24].copy_from_slice(&p.p_vaddr.to_le_bytes());
-    b[24..32].copy_from_slice(&p.p_paddr.to_le_bytes());
-    b[32..40].copy_from_slice(&p.p_filesz.to_le_bytes());
-    b[40..48].copy_from_slice(&p.p_memsz.to_le_bytes());
-    b[48..56].copy_from_slice(&p.p_align.to_le_bytes());
-    b
+fn phdr_bytes(p: &ProgramHeader) -> [u8; PHDR_SIZE as usize] {
+    let record = ProgramHeader64::<LE> {
+        p_type: U32::new(LE, p.p_type),
+        p_flags: U32::new(LE, p.p_flags),
+        p_offset: U64::new(LE, p.p_offset),
+        p_vaddr: U64::new(LE, p.p_vaddr),
+        p_paddr: U64::new(LE, p.p_paddr),
+        p_filesz: U64::new(LE, p.p_filesz),
+        p_memsz: U64::new(LE, p.p_memsz),
+        p_align: U64::new(LE, p.p_align),
+    };
+    let mut out = [0; PHDR_SIZE as usize];
+    out.copy_from_slice(bytes_of(&record));
+    out
 }
 
-fn shdr_bytes(s: &SectionHeader) -> [u8; 64] {
-    let mut b = [0u8; 64];
-    b[0..4].copy_from_slice(&s.sh_name.to_le_bytes());
-    b[4..8].copy_from_slice(&s.sh_type.to_le_bytes());
-    b[8..16].copy_from_slice(&s.sh_flags.to_le_bytes());
-    b[16..24].copy_from_slice(&s.sh_addr.to_le_bytes());
-    b[24..32].copy_from_slice(&s.sh_offset.to_le_bytes());
-    b[32..40].copy_from_slice(&s.sh_size.to_le_bytes());
-    b[40..44].copy_from_slice(&s.sh_link.to_le_bytes());
-    b[44..48].copy_from_slice(&s.sh_info.to_le_bytes());
-    b[48..56].copy_from_slice(&s.sh_addralign.to_le_bytes());
-    b[56..64].copy_from_slice(&s.sh_entsize.to_le_bytes());
-    b
+fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
+    let record = SectionHeader64::<LE> {
+        sh_name: U32::new(LE, s.sh_name),
+        sh_type: U32::new(LE, s.sh_type),
+        sh_flags: U64::new(LE, s.sh_flags),
+        sh_addr: U64::new(LE, s.sh_addr),
+        sh_offset: U64::new(LE, s.sh_offset),
+        sh_size: U64::new(LE, s.sh_size),
+        sh_link: U32::new(LE, s.sh_link),
+        sh_info: U32::new(LE, s.sh_info),
+        sh_addralign: U64::new(LE, s.sh_addralign),
+        sh_entsize: U64::new(LE, s.sh_entsize),
+    };
+    let mut out = [0; SHDR_SIZE as usize];
+    out.copy_from_slice(bytes_of(&record));
+    out
 }
 
 /// Plans the rewrite of `data` with `marker` (the encoded `.rocm_kpack_ref` contents).
+///
+/// The phases follow the module doc's layout, in order: refuse what cannot be rewritten,
+/// find the pages of `.hip_fatbin` to cut, split its `PT_LOAD`, drop the tables that end
+/// the file, place the new segment (marker and, if it must move, the program header
+/// table), point the wrappers at the marker, re-emit the section headers and the ELF
+/// header, and assemble the output from kept input and new bytes.
 pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     let elf = ElfFile::parse(data)?;
-    let h = elf.header().clone();
+    let (fat, fatbin_section) = check_rewritable(&elf)?;
+    let fatbin = locate_fatbin(&elf, &fatbin_section)?;
+    let cut = cut_whole_pages(&elf, &fatbin)?;
+    check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
+
+    let mut patches = Patches::default();
+    zero_kept_fatbin_bytes(&fatbin, cut, &mut patches)?;
+    let phdrs = split_fatbin_segment(&elf, &fatbin, cut)?;
+    let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
+    let segment = place_marker_segment(&elf, phdrs, cut, &kept, marker.len() as u64, &mut patches)?;
+    point_wrappers_at_marker(&elf, &fat, segment.marker_vaddr(), &mut patches)?;
+    let sections =
+        rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, marker.len() as u64)?;
+    patch_elf_header(data, &segment, &sections, &mut patches)?;
+    let pieces = assemble(&elf, cut, &kept, &segment, &sections, marker)?;
+    check_patches_in_kept_input(&patches, cut, kept.end)?;
+
+    Ok(Rewrite {
+        pieces,
+        patches: patches.0,
+        summary: RewriteSummary {
+            input_len: data.len() as u64,
+            output_len: sections.table_offset + sections.headers.len() as u64 * SHDR_SIZE,
+            removed: cut.len,
+            marker_vaddr: segment.marker_vaddr(),
+            marker_offset: segment.marker_offset(),
+            phdr_moved: segment.moved_table.is_some(),
+            wrappers: fat.wrappers.len(),
+        },
+    })
+}
+
+/// Refuses what cannot be rewritten (see "Refused" in the module doc): returns the fat
+/// binary and its `.hip_fatbin`.
+fn check_rewritable(elf: &ElfFile<'_>) -> Result<(FatBinary, FatbinSection), RewriteError> {
+    let h = elf.header();
     if h.e_type == ET_REL {
         return Err(RewriteError::Relocatable);
     }
     if h.e_type != ET_EXEC && h.e_type != ET_DYN {
         return Err(RewriteError::NotLinked(h.e_type));
     }
-    if h.e_machine != EM_X86_64 {
+    if h.e_machine != REWRITE_MACHINE {
         return Err(RewriteError::NotX86_64(h.e_machine));
     }
-    let fat = inspect_elf(&elf)?;
+    let fat = inspect_elf(elf)?;
     match fat.kind {
         FatBinaryKind::Kpacked => return Err(RewriteError::AlreadyKpacked),
         FatBinaryKind::Fat => {}
@@ -287,30 +380,55 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     if h.e_shnum == 0 || h.e_phnum == PN_XNUM || h.e_shstrndx == SHN_XINDEX {
         return Err(layout("extended section or segment numbering"));
     }
-    // The plan below reasons from the input's layout; one the verifier rejects (misaligned
+    // The plan reasons from the input's layout; one the verifier rejects (misaligned
     // sections, overlapping segments …) would make the output wrong in ways it cannot see.
-    crate::verify::verify(data).map_err(|issues| RewriteError::MalformedInput { issues })?;
-    let fsec = fat.fatbin.as_ref().ok_or(RewriteError::NotFat)?;
+    verify(elf.data()).map_err(|issues| RewriteError::MalformedInput { issues })?;
+    let fatbin = fat.fatbin.clone().ok_or(RewriteError::NotFat)?;
     if fat.wrappers.is_empty() {
         return Err(RewriteError::NoWrappers {
-            section: fsec.section_index,
+            section: fatbin.section_index,
         });
     }
+    Ok((fat, fatbin))
+}
+
+/// `.hip_fatbin` in memory and in the file, and the `PT_LOAD` that maps it.
+struct Fatbin<'e> {
+    /// Section index.
+    section: usize,
+    /// `V`: its address.
+    vaddr: u64,
+    /// `V + N`: the address just past it.
+    end: u64,
+    /// `O`: its file offset.
+    offset: u64,
+    /// `N`: its size.
+    size: u64,
+    /// The `PT_LOAD` holding it, file-backed and at a consistent offset.
+    segment: &'e ProgramHeader,
+}
+
+/// Finds the `PT_LOAD` holding `.hip_fatbin`, refusing sections that are not mapped from
+/// the file by exactly that segment.
+fn locate_fatbin<'e>(
+    elf: &'e ElfFile<'_>,
+    fsec: &FatbinSection,
+) -> Result<Fatbin<'e>, RewriteError> {
     let (v, n, o) = (fsec.vaddr, fsec.size, fsec.offset);
     let v_end = v
         .checked_add(n)
         .ok_or_else(|| layout(".hip_fatbin address range overflows"))?;
     let fatbin_hdr = &elf.section_headers()[fsec.section_index];
-    if fatbin_hdr.sh_flags & SHF_ALLOC == 0 || n == 0 {
+    if fatbin_hdr.sh_flags & u64::from(SHF_ALLOC) == 0 || n == 0 {
         return Err(layout(
             ".hip_fatbin is not an allocated section with contents",
         ));
     }
-    let phdrs = elf.program_headers();
-    let shdrs = elf.section_headers();
-
-    // The PT_LOAD holding the section, file-backed and at a consistent offset.
-    let loads: Vec<&ProgramHeader> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
+    let loads: Vec<&ProgramHeader> = elf
+        .program_headers()
+        .iter()
+        .filter(|p| p.p_type == PT_LOAD)
+        .collect();
     let seg = loads
         .iter()
         .find(|p| {
@@ -334,57 +452,81 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
             seg.index
         )));
     }
+    Ok(Fatbin {
+        section: fsec.section_index,
+        vaddr: v,
+        end: v_end,
+        offset: o,
+        size: n,
+        segment: seg,
+    })
+}
 
-    let a = align_up(v, PAGE);
-    let e = v_end / PAGE * PAGE;
+/// The whole pages of `.hip_fatbin` to remove from the file (`[AO, AO+Z)`), refusing
+/// when any other segment or section has bytes there, or the file is already kpacked.
+fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, RewriteError> {
+    let a = align_up(fatbin.vaddr, PAGE);
+    let e = fatbin.end / PAGE * PAGE;
     let cut = Cut {
-        at: o + (a.min(v_end) - v),
+        at: fatbin.offset + (a.min(fatbin.end) - fatbin.vaddr),
         len: e.saturating_sub(a),
     };
-
-    for p in phdrs {
-        if p.index != seg.index && cut.overlaps(p.p_offset, p.p_filesz) {
+    for p in elf.program_headers() {
+        if p.index != fatbin.segment.index && cut.overlaps(p.p_offset, p.p_filesz) {
             return Err(layout(format!(
                 "program header [{}] (type {:#x}) covers .hip_fatbin's file bytes",
                 p.index, p.p_type
             )));
         }
     }
+    let shdrs = elf.section_headers();
     for s in shdrs {
-        if s.index != fsec.section_index
-            && s.has_file_data()
-            && cut.overlaps(s.sh_offset, s.sh_size)
-        {
+        if s.index != fatbin.section && s.has_file_data() && cut.overlaps(s.sh_offset, s.sh_size) {
             return Err(layout(format!(
                 "section [{}] {} overlaps .hip_fatbin's file bytes",
                 s.index, s.name
             )));
         }
     }
-    if marker_exists(shdrs) {
+    if shdrs.iter().any(|s| s.name == MARKER_SECTION) {
         return Err(RewriteError::AlreadyKpacked);
     }
+    Ok(cut)
+}
 
-    let mut patches = Patches(BTreeMap::new());
-    check_relocations(&elf, &fat, v, v_end, fsec.section_index)?;
-
-    // Zero the section's bytes that stay in the file.
-    let keep_prefix = cut.at - o;
-    let keep_suffix = (o + n) - (cut.at + cut.len);
-    if keep_prefix > 0 {
-        patches.add(o, vec![0; keep_prefix as usize])?;
+/// Zeroes the bytes of `.hip_fatbin` that stay in the file (the partial pages at either
+/// end of the cut).
+fn zero_kept_fatbin_bytes(
+    fatbin: &Fatbin<'_>,
+    cut: Cut,
+    patches: &mut Patches,
+) -> Result<(), RewriteError> {
+    let prefix = fatbin.offset..cut.at;
+    let suffix = cut.at + cut.len..fatbin.offset + fatbin.size;
+    for range in [prefix, suffix] {
+        if !range.is_empty() {
+            patches.zero(range)?;
+        }
     }
-    if keep_suffix > 0 {
-        patches.add(cut.at + cut.len, vec![0; keep_suffix as usize])?;
-    }
+    Ok(())
+}
 
-    // New program headers (marker segment added below).
+/// The program headers with `.hip_fatbin`'s `PT_LOAD` split at `V+N` and every later
+/// offset moved down by the cut (the marker's segment is added later).
+fn split_fatbin_segment(
+    elf: &ElfFile<'_>,
+    fatbin: &Fatbin<'_>,
+    cut: Cut,
+) -> Result<Vec<ProgramHeader>, RewriteError> {
+    let phdrs = elf.program_headers();
+    let shdrs = elf.section_headers();
+    let seg = fatbin.segment;
     let mut new_phdrs: Vec<ProgramHeader> = Vec::with_capacity(phdrs.len() + 2);
     for p in phdrs {
         if p.index == seg.index && cut.len > 0 {
-            let head = v_end - seg.p_vaddr;
+            let head = fatbin.end - seg.p_vaddr;
             let mut piece1 = p.clone();
-            piece1.p_filesz = a - seg.p_vaddr;
+            piece1.p_filesz = align_up(fatbin.vaddr, PAGE) - seg.p_vaddr;
             let tail_filesz = seg.p_filesz - head;
             if tail_filesz == 0 {
                 piece1.p_memsz = seg.p_memsz;
@@ -396,7 +538,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
                     p_type: PT_LOAD,
                     p_flags: p.p_flags,
                     p_offset: seg.p_offset + head - cut.len,
-                    p_vaddr: v_end,
+                    p_vaddr: fatbin.end,
                     p_paddr: seg.p_paddr.wrapping_add(head),
                     p_filesz: tail_filesz,
                     p_memsz: seg.p_memsz - head,
@@ -416,136 +558,238 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
             q.p_align = PAGE;
         }
     }
-    let last_load = new_phdrs
-        .iter()
-        .rposition(|q| q.p_type == PT_LOAD)
-        .ok_or_else(|| layout("no PT_LOAD"))?;
-    let max_end = new_phdrs
-        .iter()
-        .filter(|q| q.p_type == PT_LOAD)
-        .map(|q| q.p_vaddr.saturating_add(q.p_memsz))
-        .max()
-        .unwrap_or(0);
-    let count = new_phdrs.len() as u64 + 1;
-    if count >= u64::from(PN_XNUM) {
+    // One more for the marker's segment.
+    if new_phdrs.len() as u64 + 1 >= u64::from(PN_XNUM) {
         return Err(layout("too many program headers"));
     }
-    let old_table = h.e_phoff..h.e_phoff + u64::from(h.e_phnum) * PHDR_SIZE;
-    let in_place = phdr_fits_in_place(&elf, cut, count * PHDR_SIZE);
+    Ok(new_phdrs)
+}
 
-    // Drop the old section header table and .shstrtab when they end the file.
+/// What of the input's end is kept: the old section name table (re-emitted at the end)
+/// and where the kept input ends.
+struct KeptInput {
+    /// The section name table, as in the input.
+    shstr: SectionHeader,
+    /// Input offset where the kept input ends (the old section header table and
+    /// `.shstrtab` are dropped when they ended the file).
+    end: u64,
+    /// Length of the kept input in the output (`end` less the cut).
+    len: u64,
+}
+
+/// Drops the old section header table and `.shstrtab` when they end the file, and zeroes
+/// them otherwise; both are re-emitted at the end.
+fn drop_trailing_tables(
+    elf: &ElfFile<'_>,
+    cut: Cut,
+    patches: &mut Patches,
+) -> Result<KeptInput, RewriteError> {
+    let h = elf.header();
+    let shdrs = elf.section_headers();
     let shstr = elf
         .shstrndx()
         .map(|i| shdrs[i].clone())
         .ok_or_else(|| layout("no section name table"))?;
-    if shstr.sh_flags & SHF_ALLOC != 0 {
+    if shstr.sh_flags & u64::from(SHF_ALLOC) != 0 {
         return Err(layout(".shstrtab is allocated"));
     }
     let sht_range = h.e_shoff..h.e_shoff + shdrs.len() as u64 * SHDR_SIZE;
-    let mut end = data.len() as u64;
+    let shstr_range = shstr.sh_offset..shstr.sh_offset + shstr.sh_size;
+    let mut end = elf.data().len() as u64;
     let mut dropped_sht = false;
     let mut dropped_shstr = false;
+    // Either may end the file with the other just before it.
     for _ in 0..2 {
-        let trailing = |r: &std::ops::Range<u64>, end: u64, except: Option<usize>| {
+        let trailing = |r: &Range<u64>, end: u64, except: Option<usize>| {
             r.start >= cut.at + cut.len
                 && r.end <= end
                 && end - r.end < 8
-                && nothing_else_in(&elf, r.start..end, except)
+                && nothing_else_in(elf, r.start..end, except)
         };
         if !dropped_sht && trailing(&sht_range, end, None) {
             end = sht_range.start;
             dropped_sht = true;
         }
-        let shstr_range = shstr.sh_offset..shstr.sh_offset + shstr.sh_size;
         if !dropped_shstr && trailing(&shstr_range, end, Some(shstr.index)) {
             end = shstr_range.start;
             dropped_shstr = true;
         }
     }
     if !dropped_sht {
-        patches.add(
-            sht_range.start,
-            vec![0; (sht_range.end - sht_range.start) as usize],
-        )?;
+        patches.zero(sht_range)?;
     }
     if !dropped_shstr && shstr.sh_size > 0 {
-        patches.add(shstr.sh_offset, vec![0; shstr.sh_size as usize])?;
+        patches.zero(shstr_range)?;
     }
-    let kept_len = end - cut.len;
+    Ok(KeptInput {
+        shstr,
+        end,
+        len: end - cut.len,
+    })
+}
 
-    // The new segment: the moved program header table first (where linkers put it, and
-    // where objcopy/strip expect a segment's headers: elsewhere they re-lay the segment out
-    // wrongly), then the marker.
-    let table_len = count * PHDR_SIZE;
-    let marker_in_seg = if in_place { 0 } else { align_up(table_len, 8) };
-    let seg_len = marker_in_seg + marker.len() as u64;
-    let is_exec = h.e_type == ET_EXEC || phdrs.iter().any(|p| p.p_type == PT_INTERP);
-    let mut new_off = align_up(kept_len, PAGE);
-    // One page is left free below the new segment. GNU strip/objcopy re-lay the file out and
-    // start a segment holding the program header table right after the previous segment's
-    // file bytes, not page-aligned, so the segment slides down into the page below its
-    // address; that page must belong to no other segment.
-    let mut new_vaddr = align_up(max_end, PAGE) + PAGE;
-    if is_exec && !in_place {
-        let first = loads[0];
-        let delta = first.p_vaddr.wrapping_sub(first.p_offset);
-        if !delta.is_multiple_of(PAGE) {
-            return Err(layout("first PT_LOAD is not page-congruent"));
-        }
-        new_vaddr = new_vaddr.max(delta.wrapping_add(new_off));
-        new_off = new_vaddr.wrapping_sub(delta);
-        if new_off < kept_len {
-            return Err(layout("no room for the program header table"));
-        }
-        // The placement old kernels need pads the file up to the address span of the
-        // segments; a huge .bss would turn that into gigabytes of zeros.
-        if new_off - kept_len > MAX_PADDING {
-            return Err(layout(format!(
-                "keeping the program header table where kernels before 5.18 look for it \
-                 would pad the file with {} bytes (segments span up to {max_end:#x})",
-                new_off - kept_len
-            )));
-        }
+/// The new read-only `PT_LOAD` after the kept input: the moved program header table (if
+/// it cannot grow in place), then the marker.
+struct MarkerSegment {
+    /// File offset of the segment in the output.
+    offset: u64,
+    /// Address of the segment.
+    vaddr: u64,
+    /// Offset of the marker inside the segment (after a moved table).
+    marker_in_segment: u64,
+    /// File size of the segment.
+    len: u64,
+    /// The program header table, when it moved into this segment.
+    moved_table: Option<Vec<u8>>,
+    /// `e_phoff` of the output.
+    phoff: u64,
+    /// `e_phnum` of the output.
+    phnum: u64,
+}
+
+impl MarkerSegment {
+    fn marker_vaddr(&self) -> u64 {
+        self.vaddr + self.marker_in_segment
     }
-    let marker_seg = ProgramHeader {
-        index: 0,
-        p_type: PT_LOAD,
-        p_flags: PF_R,
-        p_offset: new_off,
-        p_vaddr: new_vaddr,
-        p_paddr: new_vaddr,
-        p_filesz: seg_len,
-        p_memsz: seg_len,
-        p_align: PAGE,
-    };
-    new_phdrs.insert(last_load + 1, marker_seg);
-    let marker_vaddr = new_vaddr + marker_in_seg;
-    let marker_off = new_off + marker_in_seg;
-    let new_phoff = if in_place {
+    fn marker_offset(&self) -> u64 {
+        self.offset + self.marker_in_segment
+    }
+}
+
+/// Places the marker's segment one free page above every segment (see Stripping in the
+/// module doc), adds it to `phdrs`, and writes the program header table: grown in place
+/// when it fits, else moved to the segment's start (the old one zeroed).
+fn place_marker_segment(
+    elf: &ElfFile<'_>,
+    mut phdrs: Vec<ProgramHeader>,
+    cut: Cut,
+    kept: &KeptInput,
+    marker_len: u64,
+    patches: &mut Patches,
+) -> Result<MarkerSegment, RewriteError> {
+    let h = elf.header();
+    let last_load = phdrs
+        .iter()
+        .rposition(|q| q.p_type == PT_LOAD)
+        .ok_or_else(|| layout("no PT_LOAD"))?;
+    let max_end = phdrs
+        .iter()
+        .filter(|q| q.p_type == PT_LOAD)
+        .map(|q| q.p_vaddr.saturating_add(q.p_memsz))
+        .max()
+        .unwrap_or(0);
+    let phnum = phdrs.len() as u64 + 1;
+    let table_len = phnum * PHDR_SIZE;
+    let in_place = phdr_fits_in_place(elf, cut, table_len);
+
+    // The moved table comes first (where linkers put it, and where objcopy/strip expect a
+    // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
+    let marker_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
+    let len = marker_in_segment + marker_len;
+    let (offset, vaddr) = segment_position(elf, kept.len, max_end, in_place)?;
+    phdrs.insert(
+        last_load + 1,
+        ProgramHeader {
+            index: 0,
+            p_type: PT_LOAD,
+            p_flags: PF_R,
+            p_offset: offset,
+            p_vaddr: vaddr,
+            p_paddr: vaddr,
+            p_filesz: len,
+            p_memsz: len,
+            p_align: PAGE,
+        },
+    );
+    let phoff = if in_place {
         cut.shift(h.e_phoff)
     } else {
-        new_off
+        offset
     };
-    for q in new_phdrs.iter_mut().filter(|q| q.p_type == PT_PHDR) {
-        q.p_offset = new_phoff;
+    for q in phdrs.iter_mut().filter(|q| q.p_type == PT_PHDR) {
+        q.p_offset = phoff;
         q.p_filesz = table_len;
         q.p_memsz = table_len;
         if !in_place {
-            q.p_vaddr = new_vaddr;
-            q.p_paddr = new_vaddr;
+            q.p_vaddr = vaddr;
+            q.p_paddr = vaddr;
         }
     }
-    let table: Vec<u8> = new_phdrs.iter().flat_map(phdr_bytes).collect();
-    if in_place {
-        patches.add(h.e_phoff, table.clone())?;
-    } else if !old_table.is_empty() {
-        patches.add(
-            old_table.start,
-            vec![0; (old_table.end - old_table.start) as usize],
-        )?;
-    }
+    let table: Vec<u8> = phdrs.iter().flat_map(phdr_bytes).collect();
+    let moved_table = if in_place {
+        patches.add(h.e_phoff, table)?;
+        None
+    } else {
+        let old_table = h.e_phoff..h.e_phoff + u64::from(h.e_phnum) * PHDR_SIZE;
+        if !old_table.is_empty() {
+            patches.zero(old_table)?;
+        }
+        Some(table)
+    };
+    Ok(MarkerSegment {
+        offset,
+        vaddr,
+        marker_in_segment,
+        len,
+        moved_table,
+        phoff,
+        phnum,
+    })
+}
 
-    // Wrappers and their pointers.
+/// The file offset and address of the marker's segment: page-aligned after the kept
+/// input, one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
+/// segment holding the program header table right after the previous segment's file bytes,
+/// not page-aligned, so the segment slides down into the page below its address; that page
+/// must belong to no other segment). In executables a moved table keeps the first
+/// `PT_LOAD`'s `p_vaddr - p_offset`, which kernels before 5.18 use for `AT_PHDR` (B8).
+fn segment_position(
+    elf: &ElfFile<'_>,
+    kept_len: u64,
+    max_end: u64,
+    in_place: bool,
+) -> Result<(u64, u64), RewriteError> {
+    let mut offset = align_up(kept_len, PAGE);
+    let mut vaddr = align_up(max_end, PAGE) + PAGE;
+    if !elf.is_executable() || in_place {
+        return Ok((offset, vaddr));
+    }
+    let first = elf
+        .program_headers()
+        .iter()
+        .find(|p| p.p_type == PT_LOAD)
+        .ok_or_else(|| layout("no PT_LOAD"))?;
+    let delta = first.p_vaddr.wrapping_sub(first.p_offset);
+    if !delta.is_multiple_of(PAGE) {
+        return Err(layout("first PT_LOAD is not page-congruent"));
+    }
+    vaddr = vaddr.max(delta.wrapping_add(offset));
+    offset = vaddr.wrapping_sub(delta);
+    if offset < kept_len {
+        return Err(layout("no room for the program header table"));
+    }
+    // The placement old kernels need pads the file up to the address span of the
+    // segments; a huge .bss would turn that into gigabytes of zeros.
+    if offset - kept_len > MAX_PADDING {
+        return Err(layout(format!(
+            "keeping the program header table where kernels before 5.18 look for it \
+             would pad the file with {} bytes (segments span up to {max_end:#x})",
+            offset - kept_len
+        )));
+    }
+    Ok((offset, vaddr))
+}
+
+/// Each wrapper gets magic HIPK, version 1, `reserved1` = its index (B4) and its pointer
+/// set to the marker, in the file and in the relocation that fills it at load time (B2).
+fn point_wrappers_at_marker(
+    elf: &ElfFile<'_>,
+    fat: &FatBinary,
+    marker_vaddr: u64,
+    patches: &mut Patches,
+) -> Result<(), RewriteError> {
+    let h = elf.header();
+    let shdrs = elf.section_headers();
     for w in &fat.wrappers {
         let problem = |m: &str| RewriteError::Wrapper {
             index: w.index,
@@ -576,11 +820,11 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
                 ..
             } => {
                 check_pointer_kind(h.e_machine, *r_type).map_err(|m| problem(&m))?;
-                let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE + 8;
-                let mut b = Vec::with_capacity(16);
-                b.extend_from_slice(&u64::from(R_X86_64_RELATIVE).to_le_bytes());
-                b.extend_from_slice(&marker_vaddr.to_le_bytes());
-                patches.add(at, b)?;
+                let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE;
+                let mut rela: Rela64<LE> = *record(elf.data(), at, "wrapper relocation")?;
+                rela.r_info = Rela64::r_info(LE, false, 0, RELATIVE);
+                rela.r_addend.set(LE, marker_vaddr as i64);
+                patches.add(at, bytes_of(&rela).to_vec())?;
             }
             PointerSource::Rel {
                 section_index,
@@ -589,71 +833,105 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
                 ..
             } => {
                 check_pointer_kind(h.e_machine, *r_type).map_err(|m| problem(&m))?;
-                let at = shdrs[*section_index].sh_offset + *entry_index as u64 * REL_SIZE + 8;
-                patches.add(at, u64::from(R_X86_64_RELATIVE).to_le_bytes().to_vec())?;
+                let at = shdrs[*section_index].sh_offset + *entry_index as u64 * REL_SIZE;
+                let mut rel: Rel64<LE> = *record(elf.data(), at, "wrapper relocation")?;
+                rel.r_info = Rel64::r_info(LE, 0, RELATIVE);
+                patches.add(at, bytes_of(&rel).to_vec())?;
             }
             PointerSource::Relr { .. } => {}
         }
     }
+    Ok(())
+}
 
-    // Section headers: the marker's. (A section covering a moved program header table
-    // would make GNU strip count the table twice and misplace the marker.)
-    let added = [(
-        MARKER_SECTION,
-        marker_vaddr,
-        marker_off,
-        marker.len() as u64,
-        1u64,
-    )];
-    let added_names: u64 = added.iter().map(|a| a.0.len() as u64 + 1).sum();
-    if u32::try_from(shstr.sh_size + added_names).is_err() {
+/// The output's section headers and where they and their names go.
+struct SectionTable {
+    headers: Vec<SectionHeader>,
+    /// Output offset of the re-emitted `.shstrtab`.
+    names_offset: u64,
+    /// Output offset of the section header table (`e_shoff`).
+    table_offset: u64,
+}
+
+/// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS`, offsets move by the
+/// cut, `.shstrtab` (with the marker's name) moves after the marker's segment, and
+/// `.rocm_kpack_ref` is added. (No section covers a moved program header table: GNU strip
+/// would count the table twice and misplace the marker.)
+fn rewrite_section_headers(
+    elf: &ElfFile<'_>,
+    fatbin: &Fatbin<'_>,
+    cut: Cut,
+    kept: &KeptInput,
+    segment: &MarkerSegment,
+    marker_len: u64,
+) -> Result<SectionTable, RewriteError> {
+    let shstr = &kept.shstr;
+    let added_name = MARKER_SECTION.len() as u64 + 1;
+    if u32::try_from(shstr.sh_size + added_name).is_err() {
         return Err(layout(".shstrtab too large"));
     }
-    let shstr_new_off = new_off + seg_len;
-    let sht_off = align_up(shstr_new_off + shstr.sh_size + added_names, 8);
-    let mut new_shdrs: Vec<SectionHeader> = shdrs.to_vec();
-    for s in &mut new_shdrs {
-        if s.index == fsec.section_index {
+    let names_offset = segment.offset + segment.len;
+    let table_offset = align_up(names_offset + shstr.sh_size + added_name, 8);
+    let mut headers: Vec<SectionHeader> = elf.section_headers().to_vec();
+    for s in &mut headers {
+        if s.index == fatbin.section {
             s.sh_type = SHT_NOBITS;
         } else if s.index == shstr.index {
-            s.sh_offset = shstr_new_off;
-            s.sh_size += added_names;
+            s.sh_offset = names_offset;
+            s.sh_size += added_name;
         } else if s.sh_type != SHT_NULL {
             s.sh_offset = cut.shift(s.sh_offset);
         }
     }
-    let mut name_off = shstr.sh_size;
-    for &(name, addr, offset, size, align) in &added {
-        new_shdrs.push(SectionHeader {
-            index: new_shdrs.len(),
-            name: name.to_owned(),
-            sh_name: name_off as u32,
-            sh_type: SHT_PROGBITS,
-            sh_flags: SHF_ALLOC,
-            sh_addr: addr,
-            sh_offset: offset,
-            sh_size: size,
-            sh_link: 0,
-            sh_info: 0,
-            sh_addralign: align,
-            sh_entsize: 0,
-        });
-        name_off += name.len() as u64 + 1;
-    }
-    let shnum = new_shdrs.len() as u64;
-    if shnum >= u64::from(SHN_LORESERVE) {
+    headers.push(SectionHeader {
+        index: headers.len(),
+        name: MARKER_SECTION.to_owned(),
+        sh_name: shstr.sh_size as u32,
+        sh_type: SHT_PROGBITS,
+        sh_flags: u64::from(SHF_ALLOC),
+        sh_addr: segment.marker_vaddr(),
+        sh_offset: segment.marker_offset(),
+        sh_size: marker_len,
+        sh_link: 0,
+        sh_info: 0,
+        sh_addralign: 1,
+        sh_entsize: 0,
+    });
+    if headers.len() as u64 >= u64::from(SHN_LORESERVE) {
         return Err(layout("too many sections"));
     }
+    Ok(SectionTable {
+        headers,
+        names_offset,
+        table_offset,
+    })
+}
 
-    // ELF header.
-    let mut eh = data[..EHDR_SIZE as usize].to_vec();
-    eh[32..40].copy_from_slice(&new_phoff.to_le_bytes());
-    eh[40..48].copy_from_slice(&sht_off.to_le_bytes());
-    eh[56..58].copy_from_slice(&(count as u16).to_le_bytes());
-    eh[60..62].copy_from_slice(&(shnum as u16).to_le_bytes());
-    patches.add(0, eh)?;
+/// The ELF header with the new program and section header tables.
+fn patch_elf_header(
+    data: &[u8],
+    segment: &MarkerSegment,
+    sections: &SectionTable,
+    patches: &mut Patches,
+) -> Result<(), RewriteError> {
+    let mut header: FileHeader64<LE> = *record(data, 0, "ELF header")?;
+    header.e_phoff.set(LE, segment.phoff);
+    header.e_shoff.set(LE, sections.table_offset);
+    header.e_phnum.set(LE, segment.phnum as u16);
+    header.e_shnum.set(LE, sections.headers.len() as u16);
+    patches.add(0, bytes_of(&header).to_vec())
+}
 
-    // Assemble.
+/// The output as pieces: the kept input around the cut, zero padding up to the marker's
+/// segment, the segment, the re-emitted `.shstrtab` and the section header table.
+fn assemble(
+    elf: &ElfFile<'_>,
+    cut: Cut,
+    kept: &KeptInput,
+    segment: &MarkerSegment,
+    sections: &SectionTable,
+    marker: &[u8],
+) -> Result<Vec<Piece>, RewriteError> {
     let mut pieces = Vec::new();
     if cut.len > 0 {
         pieces.push(Piece::Input {
@@ -662,55 +940,49 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         });
         pieces.push(Piece::Input {
             start: cut.at + cut.len,
-            end,
+            end: kept.end,
         });
     } else {
-        pieces.push(Piece::Input { start: 0, end });
+        pieces.push(Piece::Input {
+            start: 0,
+            end: kept.end,
+        });
     }
-    pieces.push(Piece::Zeros(new_off - kept_len));
-    let mut seg_bytes = Vec::with_capacity(seg_len as usize);
-    if !in_place {
-        seg_bytes.extend_from_slice(&table);
-        seg_bytes.resize(marker_in_seg as usize, 0);
+    pieces.push(Piece::Zeros(segment.offset - kept.len));
+    let mut segment_bytes = Vec::with_capacity(segment.len as usize);
+    if let Some(table) = &segment.moved_table {
+        segment_bytes.extend_from_slice(table);
+        segment_bytes.resize(segment.marker_in_segment as usize, 0);
     }
-    seg_bytes.extend_from_slice(marker);
-    pieces.push(Piece::Bytes(seg_bytes));
-    let old_names = elf.section_data(&shstr)?;
-    let mut names = old_names.to_vec();
-    for &(name, ..) in &added {
-        names.extend_from_slice(name.as_bytes());
-        names.push(0);
-    }
-    let names_len = names.len() as u64;
+    segment_bytes.extend_from_slice(marker);
+    pieces.push(Piece::Bytes(segment_bytes));
+    let mut names = elf.section_data(&kept.shstr)?.to_vec();
+    names.extend_from_slice(MARKER_SECTION.as_bytes());
+    names.push(0);
+    let names_end = sections.names_offset + names.len() as u64;
     pieces.push(Piece::Bytes(names));
-    pieces.push(Piece::Zeros(sht_off - (shstr_new_off + names_len)));
+    pieces.push(Piece::Zeros(sections.table_offset - names_end));
     pieces.push(Piece::Bytes(
-        new_shdrs.iter().flat_map(shdr_bytes).collect(),
+        sections.headers.iter().flat_map(shdr_bytes).collect(),
     ));
+    Ok(pieces)
+}
 
-    // Patches must lie inside kept input.
+/// Every edit must lie inside kept input.
+fn check_patches_in_kept_input(
+    patches: &Patches,
+    cut: Cut,
+    kept_end: u64,
+) -> Result<(), RewriteError> {
     for (&at, b) in &patches.0 {
         let e = at + b.len() as u64;
-        if e > end || cut.overlaps(at, b.len() as u64) {
+        if e > kept_end || cut.overlaps(at, b.len() as u64) {
             return Err(layout(format!(
                 "an edit at file offset {at:#x} falls in removed bytes"
             )));
         }
     }
-    let output_len = sht_off + shnum * SHDR_SIZE;
-    Ok(Rewrite {
-        pieces,
-        patches: patches.0,
-        summary: RewriteSummary {
-            input_len: data.len() as u64,
-            output_len,
-            removed: cut.len,
-            marker_vaddr,
-            marker_offset: marker_off,
-            phdr_moved: !in_place,
-            wrappers: fat.wrappers.len(),
-        },
-    })
+    Ok(())
 }
 
 /// A split piece keeps `PF_X` only if it still holds code: a piece of an `R E` segment that
@@ -718,7 +990,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
 fn drop_exec_without_code(mut piece: ProgramHeader, shdrs: &[SectionHeader]) -> ProgramHeader {
     let end = piece.p_vaddr + piece.p_memsz;
     let has_code = shdrs.iter().any(|s| {
-        s.sh_flags & SHF_EXECINSTR != 0
+        s.sh_flags & u64::from(SHF_EXECINSTR) != 0
             && s.sh_size > 0
             && s.sh_addr < end
             && piece.p_vaddr < s.sh_addr.saturating_add(s.sh_size)
@@ -729,13 +1001,9 @@ fn drop_exec_without_code(mut piece: ProgramHeader, shdrs: &[SectionHeader]) -> 
     piece
 }
 
-fn marker_exists(shdrs: &[SectionHeader]) -> bool {
-    shdrs.iter().any(|s| s.name == MARKER_SECTION)
-}
-
 /// True if nothing but section `except` has file bytes in `range` (the section header table
 /// itself is not a section).
-fn nothing_else_in(elf: &ElfFile<'_>, range: std::ops::Range<u64>, except: Option<usize>) -> bool {
+fn nothing_else_in(elf: &ElfFile<'_>, range: Range<u64>, except: Option<usize>) -> bool {
     let hits = |start: u64, len: u64| len > 0 && start < range.end && range.start < start + len;
     let sections_clear = elf
         .section_headers()
@@ -796,7 +1064,7 @@ fn check_pointer_kind(machine: u16, r_type: u32) -> Result<(), String> {
 /// points into `[v, v_end)`.
 fn check_relocations(
     elf: &ElfFile<'_>,
-    fat: &crate::FatBinary,
+    fat: &FatBinary,
     v: u64,
     v_end: u64,
     fatbin_index: usize,
@@ -815,7 +1083,9 @@ fn check_relocations(
         Some(u64::from_le_bytes(b.try_into().ok()?))
     };
     for s in elf.section_headers() {
-        if !matches!(s.sh_type, SHT_RELA | SHT_REL | SHT_RELR) || s.sh_flags & SHF_ALLOC == 0 {
+        if !matches!(s.sh_type, SHT_RELA | SHT_REL | SHT_RELR)
+            || s.sh_flags & u64::from(SHF_ALLOC) == 0
+        {
             continue;
         }
         let relocs = elf.relocation_section(s)?;

@@ -23,18 +23,18 @@ use std::fmt;
 
 use kpack_archive::marker::MarkerMetadata;
 
-use crate::consts::*;
-use crate::elf::{ElfFile, ProgramHeader};
-use crate::fatbin::{FatBinaryKind, PointerSource, WrapperMagic, inspect_elf};
-use crate::rewrite::PAGE;
+use object::elf::{ET_DYN, PT_LOAD, PT_PHDR, SHF_ALLOC, SHF_TLS, SHT_NOBITS};
 
-const SHF_TLS: u64 = 0x400;
+use crate::elf::{ElfFile, PHDR_SIZE, ProgramHeader, SHDR_SIZE};
+use crate::fatbin::{FatBinaryKind, PointerSource, WrapperMagic, inspect_elf};
+use crate::machine::PAGE;
 
 /// One problem found by [`verify`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyIssue {
     /// The file offset the problem is about, when there is one.
     pub offset: Option<u64>,
+    /// What is wrong, and what was expected.
     pub message: String,
 }
 
@@ -143,8 +143,7 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
             ),
             Some(c) => {
                 let delta = c.p_vaddr.wrapping_sub(c.p_offset);
-                let is_exec = h.e_type == ET_EXEC
-                    || elf.program_headers().iter().any(|p| p.p_type == PT_INTERP);
+                let is_exec = elf.is_executable();
                 let first = loads[0].p_vaddr.wrapping_sub(loads[0].p_offset);
                 if is_exec && delta != first {
                     add(
@@ -193,7 +192,7 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
                 ),
             );
         }
-        if s.sh_flags & SHF_ALLOC == 0 || s.sh_size == 0 {
+        if s.sh_flags & u64::from(SHF_ALLOC) == 0 || s.sh_size == 0 {
             continue;
         }
         if s.sh_addralign > 1 && s.sh_addr % s.sh_addralign != 0 {
@@ -205,7 +204,7 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
                 ),
             );
         }
-        if s.sh_flags & SHF_TLS != 0 {
+        if s.sh_flags & u64::from(SHF_TLS) != 0 {
             continue;
         }
         let end = s.sh_addr.saturating_add(s.sh_size);

@@ -1,13 +1,11 @@
 //! `inspect` on the real hipcc / clang-22 outputs in `fixtures/`.
 
 use kpack_bundle::BundleFormat;
-use kpack_elf::consts::{
-    EM_AMDGPU, EM_X86_64, ET_DYN, ET_EXEC, ET_REL, R_X86_64_64, R_X86_64_RELATIVE,
-};
 use kpack_elf::{
     ElfFile, FatBinary, FatBinaryKind, PointerSource, WRAPPER_SIZE, WrapperMagic, inspect,
 };
 use kpack_testkit::{ELF_FIXTURE_ROLES, ELF_FIXTURES, Role, read_fixture};
+use object::elf::{EM_AMDGPU, EM_X86_64, ET_DYN, ET_EXEC, ET_REL, R_X86_64_64, R_X86_64_RELATIVE};
 
 const UNCOMPRESSED_MAGIC: &[u8] = b"__CLANG_OFFLOAD_BUNDLE__";
 const CCOB_MAGIC: &[u8] = b"CCOB";
@@ -225,7 +223,7 @@ fn exe_nopie_pointer_is_the_in_file_absolute_address() {
     assert_eq!(elf.offset_to_vaddr(0x3000), Some(0x403000));
     // The wrapper section is read-only in a non-PIE executable.
     let seg = elf.section_by_name(".hipFatBinSegment").unwrap();
-    assert_eq!(seg.sh_flags & kpack_elf::consts::SHF_WRITE, 0);
+    assert_eq!(seg.sh_flags & u64::from(object::elf::SHF_WRITE), 0);
 }
 
 #[test]

@@ -1,10 +1,17 @@
 //! Malformed input: typed errors, never a panic. Real fixtures are patched only
 //! where a specific defect is needed.
 
-use kpack_elf::consts::*;
 use kpack_elf::relr::{RelrError, decode};
 use kpack_elf::{ElfError, ElfFile, PointerSource, RelrEntry, inspect};
 use kpack_testkit::{ELF_FIXTURES, read_fixture};
+use object::LittleEndian as LE;
+use object::elf::*;
+
+const PHDR_SIZE: u64 = size_of::<ProgramHeader64<LE>>() as u64;
+const SHDR_SIZE: u64 = size_of::<SectionHeader64<LE>>() as u64;
+const RELA_SIZE: u64 = size_of::<Rela64<LE>>() as u64;
+const REL_SIZE: u64 = size_of::<Rel64<LE>>() as u64;
+const RELR_SIZE: u64 = size_of::<Relr64<LE>>() as u64;
 
 fn put(buf: &mut [u8], at: u64, bytes: &[u8]) {
     buf[at as usize..][..bytes.len()].copy_from_slice(bytes);

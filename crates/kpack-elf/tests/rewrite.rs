@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kpack_archive::marker::MarkerMetadata;
-use kpack_elf::consts::*;
 use kpack_elf::rewrite::{RewriteError, plan};
 use kpack_elf::{ElfFile, FatBinaryKind, PointerSource, WrapperMagic, inspect, verify};
 use kpack_testkit::{ELF_FIXTURES, LINKED_FAT, read_fixture};
+use object::elf::*;
 
 fn marker() -> (MarkerMetadata, Vec<u8>) {
     let meta = MarkerMetadata {
@@ -154,17 +154,6 @@ fn big_fatbins_shrink_the_file_by_whole_pages() {
         );
         assert!(s.output_len < s.input_len, "{rel}: {s:?}");
         let _ = rewrite_fixture(rel, dir.path());
-    }
-}
-
-/// Keep a rewritten fixture for manual inspection when KPACK_KEEP_REWRITTEN names a directory.
-#[test]
-fn rewritten_fixtures_can_be_kept_for_inspection() {
-    let Some(dir) = std::env::var_os("KPACK_KEEP_REWRITTEN") else {
-        return;
-    };
-    for rel in LINKED_FAT {
-        let _ = rewrite_fixture(rel, Path::new(&dir));
     }
 }
 
@@ -370,7 +359,10 @@ fn layout_keeps_segments_congruent_and_preserves_memsz_tails() {
         // Non-fatbin allocated bytes are unchanged at their addresses.
         let fat = inspect(&input).unwrap().fatbin.unwrap();
         for s in a.section_headers() {
-            if s.sh_flags & SHF_ALLOC == 0 || !s.has_file_data() || s.index == fat.section_index {
+            if s.sh_flags & u64::from(SHF_ALLOC) == 0
+                || !s.has_file_data()
+                || s.index == fat.section_index
+            {
                 continue;
             }
             if [

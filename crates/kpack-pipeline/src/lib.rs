@@ -17,7 +17,7 @@ pub mod unbundle;
 pub use error::{FileError, SourceError};
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A file's bytes, mapped read-only.
 pub enum FileBytes {
@@ -50,6 +50,30 @@ pub fn map_file(file: &File, path: &Path) -> Result<FileBytes, SourceError> {
     // would get SIGBUS, as with any mmap reader such as `readelf`).
     let map = unsafe { memmap2::Mmap::map(file) };
     map.map(FileBytes::Mapped).map_err(error::io_error(path))
+}
+
+/// Expands directories into the regular files below them (sorted by name, symlinks not
+/// followed, [`kpack_fs::walk`]); files are kept as given. An entry that cannot be read is an
+/// error. This is how every command that takes `PATH...` reads its inputs.
+pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(error::io_error(path))?;
+        if meta.is_dir() {
+            for e in kpack_fs::walk(path) {
+                let e = e.map_err(|e| SourceError::Io {
+                    path: e.path,
+                    source: e.source,
+                })?;
+                if e.file_type.is_file() {
+                    files.push(e.path);
+                }
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
 }
 
 impl FileBytes {

@@ -2,8 +2,10 @@
 //! is a stable interface (documented in the README).
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use kpack_bundle::{BundleFormat, CompressionMethod};
 use kpack_elf::{FatBinary, FatBinaryKind, PointerSource, WrapperMagic};
@@ -205,6 +207,65 @@ pub struct ArchiveEntryReport {
     pub size: u64,
     /// Size as stored.
     pub stored_size: u64,
+}
+
+/// What `kpack inspect` says of one input file: its report, or why it has none. Its JSON
+/// form is one element of `kpack inspect --json`'s array (a failed file is
+/// `{path, kind: "error", error, details: {}, totals: []}`).
+#[derive(Debug)]
+pub struct Inspection {
+    /// The path as given (or found under a directory).
+    pub path: String,
+    /// The report, or the error (which names the file).
+    pub result: Result<FileReport, SourceError>,
+}
+
+impl Serialize for Inspection {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Failed<'a> {
+            path: &'a str,
+            kind: &'static str,
+            error: String,
+            details: BTreeMap<(), ()>,
+            totals: [(); 0],
+        }
+        match &self.result {
+            Ok(report) => report.serialize(serializer),
+            Err(error) => Failed {
+                path: &self.path,
+                kind: "error",
+                error: error.to_string(),
+                details: BTreeMap::new(),
+                totals: [],
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+/// Inspects the file at `path`, one of the files [`crate::expand_inputs`] found for the
+/// `PATH...` the user gave; `given` says whether the user named it, rather than a directory
+/// above it. A file found inside a directory that cannot hold device code (kind `other`) is
+/// not worth a line: `None`.
+pub fn inspect_input(path: &Path, given: bool) -> Option<Inspection> {
+    let shown = path.display().to_string();
+    let result = File::open(path)
+        .map_err(crate::error::io_error(path))
+        .and_then(|f| crate::map_file(&f, path))
+        .and_then(|bytes| {
+            inspect(&shown, &bytes).map_err(|e| SourceError::InInput {
+                path: path.to_owned(),
+                source: Box::new(e),
+            })
+        });
+    match result {
+        Ok(r) if r.kind == FileKind::Other.name() && !given => None,
+        result => Some(Inspection {
+            path: shown,
+            result,
+        }),
+    }
 }
 
 /// Inspects `bytes`, the whole content of the file at `path`.

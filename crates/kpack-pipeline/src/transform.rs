@@ -53,7 +53,7 @@ pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
     }
     let fat = kpack_elf::inspect(bytes).map_err(SourceError::from)?;
     Ok(match fat.kind {
-        _ if fat.elf_type == kpack_elf::consts::ET_REL => HostState::Relocatable,
+        _ if fat.is_relocatable() => HostState::Relocatable,
         FatBinaryKind::Fat => HostState::Fat,
         FatBinaryKind::Kpacked => HostState::Kpacked,
         FatBinaryKind::Rdc | FatBinaryKind::HostOnly => HostState::HostOnly,
@@ -154,6 +154,32 @@ pub enum Outcome {
     Transformed(TransformSummary),
     /// The input is already kpacked; nothing was written.
     AlreadyKpacked,
+}
+
+/// An [`Outcome`] as `kpack transform --json` reports it: `{"status": "transformed", ...}`
+/// with the summary's fields, or `{"status": "already-kpacked", "input": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum TransformReport {
+    /// The input was transformed.
+    Transformed(TransformSummary),
+    /// The input was already kpacked.
+    AlreadyKpacked {
+        /// The input.
+        input: String,
+    },
+}
+
+impl Outcome {
+    /// The report of this outcome of transforming `input`.
+    pub fn report(self, input: &Path) -> TransformReport {
+        match self {
+            Outcome::Transformed(s) => TransformReport::Transformed(s),
+            Outcome::AlreadyKpacked => TransformReport::AlreadyKpacked {
+                input: input.display().to_string(),
+            },
+        }
+    }
 }
 
 /// The default group: the output file name up to its first `.` (`librocsparse.so.0.1` →

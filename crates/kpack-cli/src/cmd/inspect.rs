@@ -1,12 +1,9 @@
 //! `kpack inspect PATH...`
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kpack_pipeline::report::{self, Details, FileReport};
-use kpack_pipeline::source::FileKind;
-use serde::Serialize;
 
 use crate::output::{self, Error, grouped};
 
@@ -20,54 +17,26 @@ pub struct Args {
     json: bool,
 }
 
-/// A file that could not be inspected, in the JSON output.
-#[derive(Serialize)]
-struct FailedReport {
-    path: String,
-    kind: &'static str,
-    error: String,
-    details: serde_json::Value,
-    totals: [(); 0],
-}
-
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let files = super::expand_inputs(&args.paths)?;
-    let explicit: Vec<&PathBuf> = args.paths.iter().collect();
+    let files = kpack_pipeline::expand_inputs(&args.paths)?;
     let bar = output::progress(files.len() as u64, "inspecting");
     let mut json = Vec::new();
     let mut failed = false;
     for path in &files {
         bar.inc(1);
-        let shown = path.display().to_string();
-        let result = File::open(path)
-            .map_err(|e| Error::from(format!("{shown}: {e}")))
-            .and_then(|f| Ok(kpack_pipeline::map_file(&f, path)?))
-            .and_then(|bytes| {
-                report::inspect(&shown, &bytes).map_err(|e| Error::from(e.in_file(path)))
-            });
-        match result {
-            // Inside directories only files that can hold device code are worth a line.
-            Ok(r) if r.kind == FileKind::Other.name() && !explicit.contains(&path) => {}
-            Ok(r) => {
-                if args.json {
-                    json.push(serde_json::to_value(&r)?);
-                } else {
-                    bar.suspend(|| print_human(&r));
-                }
-            }
+        let Some(inspection) = report::inspect_input(path, args.paths.contains(path)) else {
+            continue;
+        };
+        match &inspection.result {
+            Ok(r) if !args.json => bar.suspend(|| print_human(r)),
+            Ok(_) => {}
             Err(err) => {
                 failed = true;
-                if args.json {
-                    json.push(serde_json::to_value(FailedReport {
-                        path: shown,
-                        kind: "error",
-                        error: err.to_string(),
-                        details: serde_json::json!({}),
-                        totals: [],
-                    })?);
-                }
-                bar.suspend(|| output::print_error(err.as_ref()));
+                bar.suspend(|| output::print_error(err));
             }
+        }
+        if args.json {
+            json.push(inspection);
         }
     }
     bar.finish_and_clear();

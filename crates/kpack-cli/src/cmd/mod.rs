@@ -10,12 +10,9 @@ pub mod transform;
 pub mod unbundle;
 pub mod verify;
 pub mod verify_elf;
-
-use std::path::PathBuf;
+pub mod which;
 
 use kpack_archive::Compression;
-
-use crate::output::Error;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Scheme {
@@ -42,24 +39,4 @@ impl CompressionArgs {
             Scheme::Zstd => Compression::Zstd { level: self.level },
         }
     }
-}
-
-/// Expands directories into the regular files below them (sorted, symlinks not followed,
-/// [`kpack_fs::walk`]); files are kept as given. An entry that cannot be read is an error.
-pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
-    let mut files = Vec::new();
-    for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if meta.is_dir() {
-            for e in kpack_fs::walk(path) {
-                let e = e?;
-                if e.file_type.is_file() {
-                    files.push(e.path);
-                }
-            }
-        } else {
-            files.push(path.clone());
-        }
-    }
-    Ok(files)
 }

@@ -57,16 +57,18 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                     .map(|(a, s)| format!("{a} from {s}"))
                     .collect();
                 println!(
-                    "  {}: {} files, {} archives, {} indexes; {}",
+                    "  {}: {} files, {} archives; {}",
                     g.artifact,
                     g.files,
                     g.archives,
-                    g.indexes,
                     arches.join(", ")
                 );
                 if !g.missing.is_empty() {
                     println!("    missing: {}", g.missing.join(", "));
                 }
+            }
+            for i in &c.indexes {
+                println!("  index: {i}");
             }
             for d in &c.ignored_duplicates {
                 println!("  ignored duplicate: {d}");

@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long)]
     batch: bool,
     /// Database handlers to apply, in order.
-    #[arg(long = "split-databases", num_args = 1.., value_parser = parse_handler)]
+    #[arg(long = "split-databases", num_args = 1.., value_parser = Handler::parse)]
     handlers: Vec<Handler>,
     #[command(flatten)]
     compression: super::CompressionArgs,
@@ -33,16 +33,6 @@ pub struct Args {
     /// Print a summary as JSON.
     #[arg(long)]
     json: bool,
-}
-
-fn parse_handler(s: &str) -> Result<Handler, String> {
-    Handler::from_name(s).ok_or_else(|| {
-        let names: Vec<_> = Handler::ALL.iter().map(|h| h.name()).collect();
-        format!(
-            "unknown database handler {s:?}; expected one of {}",
-            names.join(", ")
-        )
-    })
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_pipeline::transform::{self, Outcome, TransformOptions};
+use kpack_pipeline::transform::{self, TransformOptions, TransformReport};
 use serde::Serialize;
 
 use crate::output::{self, Error};
@@ -47,13 +47,6 @@ struct CheckLine {
     state: transform::HostState,
 }
 
-#[derive(Serialize)]
-#[serde(tag = "status", rename_all = "kebab-case")]
-enum Report {
-    Transformed(transform::TransformSummary),
-    AlreadyKpacked { input: String },
-}
-
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.check {
         let mut lines = Vec::new();
@@ -92,37 +85,31 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     let outcome =
         transform::transform(input, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
-    match outcome {
-        Outcome::AlreadyKpacked => {
-            if args.json {
-                output::print_json(&Report::AlreadyKpacked {
-                    input: input.display().to_string(),
-                })?;
-            } else {
-                println!("{}: already kpacked, unchanged", input.display());
-            }
+    let report = outcome.report(input);
+    if args.json {
+        return output::print_json(&report).map(|()| ExitCode::SUCCESS);
+    }
+    match report {
+        TransformReport::AlreadyKpacked { input } => {
+            println!("{input}: already kpacked, unchanged");
         }
-        Outcome::Transformed(s) => {
-            if args.json {
-                output::print_json(&Report::Transformed(s))?;
-            } else {
+        TransformReport::Transformed(s) => {
+            println!(
+                "{}: {} -> {} bytes ({} removed), {} wrappers, {} code objects",
+                opts.output.display(),
+                output::grouped(s.input_size),
+                output::grouped(s.output_size),
+                output::grouped(s.removed),
+                s.wrappers,
+                s.code_objects
+            );
+            for a in &s.archives {
                 println!(
-                    "{}: {} -> {} bytes ({} removed), {} wrappers, {} code objects",
-                    opts.output.display(),
-                    output::grouped(s.input_size),
-                    output::grouped(s.output_size),
-                    output::grouped(s.removed),
-                    s.wrappers,
-                    s.code_objects
+                    "  {} ({} entries, {} bytes)",
+                    a.path.display(),
+                    a.entries,
+                    output::grouped(a.size)
                 );
-                for a in &s.archives {
-                    println!(
-                        "  {} ({} entries, {} bytes)",
-                        a.path.display(),
-                        a.entries,
-                        output::grouped(a.size)
-                    );
-                }
             }
         }
     }

@@ -34,7 +34,7 @@ struct Written {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let files = super::expand_inputs(&args.paths)?;
+    let files = kpack_pipeline::expand_inputs(&args.paths)?;
     let mut unbundler = Unbundler::new(&args.output, TargetFilter::new(args.targets))?;
     let bar = output::progress(files.len() as u64, "unbundling");
     for path in &files {

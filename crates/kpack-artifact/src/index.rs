@@ -1,0 +1,226 @@
+//! The `.kpm` index of a recombined component: which package provides which architecture.
+//!
+//! `recombine` writes one index per module (the archives' group name, `lib_libdemo.so.1`)
+//! into the component's **generic** package, at `<dir>/.kpack/<module>.kpm` next to where
+//! the archives install (`dir` is usually the install root). It lists every architecture
+//! packaged in any group, each with its archive file name, size, kernel count and the
+//! package providing it (spec §6 keys, plus `package`). `prefix` is `dir` relative to the
+//! install root, `.` for the root itself, never the artifact's staging path: every manifest
+//! prefix of an artifact is a staging directory whose contents install at the install root.
+//!
+//! The runtime never reads the index (it probes `@GFXARCH@` file names); [`resolve`] uses it
+//! to tell a user which package to install for a GPU the installed packages do not cover.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kpack_archive::Archive;
+use kpack_archive::kpm::{KpmEntry, KpmManifest};
+use kpack_target::TargetId;
+
+use crate::{ArtifactError, TreeEntry};
+
+/// The directory holding archives, at any depth of an install tree.
+pub const KPACK_DIR: &str = ".kpack";
+
+/// For an installed path `<dir>/.kpack/<name>.kpack`, `dir` (empty at the install root).
+pub fn archive_dir(rel: &str) -> Option<&str> {
+    let (dir, name) = rel.rsplit_once('/')?;
+    if !name.ends_with(".kpack") {
+        return None;
+    }
+    match dir.strip_suffix(KPACK_DIR) {
+        Some("") => Some(""),
+        Some(parent) => parent.strip_suffix('/'),
+        None => None,
+    }
+}
+
+/// The index of `module` for archives in `<dir>/.kpack/`: its installed path.
+pub fn index_path(dir: &str, module: &str) -> String {
+    if dir.is_empty() {
+        format!("{KPACK_DIR}/{module}.kpm")
+    } else {
+        format!("{dir}/{KPACK_DIR}/{module}.kpm")
+    }
+}
+
+/// An archive as the index lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedArchive {
+    /// The installed directory holding its `.kpack/` (see [`archive_dir`]).
+    pub dir: String,
+    /// The archive's group name: the module the index is named after.
+    pub module: String,
+    /// The target the archive holds.
+    pub target: String,
+    /// The index's entry for it.
+    pub entry: KpmEntry,
+}
+
+/// Describes the archive at `path`, installed at `rel` by `package`. The archive must
+/// declare exactly one architecture (kpack's split writes one archive per target).
+pub fn describe_archive(
+    path: &Path,
+    rel: &str,
+    package: &str,
+) -> Result<IndexedArchive, ArtifactError> {
+    let dir = archive_dir(rel)
+        .ok_or_else(|| ArtifactError::invalid(path, "not an archive in a .kpack directory"))?;
+    let a = Archive::open(path).map_err(|source| ArtifactError::Archive {
+        path: path.to_owned(),
+        source: Box::new(source),
+    })?;
+    let [target] = a.gfx_arches() else {
+        return Err(ArtifactError::invalid(
+            path,
+            format!(
+                "expected one architecture in gfx_arches, found {:?}",
+                a.gfx_arches()
+            ),
+        ));
+    };
+    let size = std::fs::metadata(path)
+        .map_err(ArtifactError::io(path))?
+        .len();
+    Ok(IndexedArchive {
+        dir: dir.to_owned(),
+        module: a.group_name().to_owned(),
+        target: target.clone(),
+        entry: KpmEntry {
+            file: rel.rsplit('/').next().unwrap_or(rel).to_owned(),
+            size,
+            kernel_count: a.entries().count() as u64,
+            package: Some(package.to_owned()),
+        },
+    })
+}
+
+/// The indexes of `component` listing `archives`, by installed path; targets sorted. Two
+/// archives of one module for the same target (from two packages) are reported, one line
+/// each, as the error.
+pub fn build(
+    component: &str,
+    archives: impl IntoIterator<Item = IndexedArchive>,
+) -> Result<BTreeMap<String, KpmManifest>, Vec<String>> {
+    let mut by_index: BTreeMap<String, (String, BTreeMap<String, KpmEntry>)> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for a in archives {
+        let path = index_path(&a.dir, &a.module);
+        let (_, files) = by_index
+            .entry(path.clone())
+            .or_insert_with(|| (a.dir.clone(), BTreeMap::new()));
+        if let Some(first) = files.get(&a.target) {
+            problems.push(format!(
+                "{path}: {} is provided by both {} ({}) and {} ({})",
+                a.target,
+                first.package.as_deref().unwrap_or("?"),
+                first.file,
+                a.entry.package.as_deref().unwrap_or("?"),
+                a.entry.file
+            ));
+        } else {
+            files.insert(a.target, a.entry);
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(by_index
+        .into_iter()
+        .map(|(path, (dir, files))| {
+            let manifest = KpmManifest {
+                format_version: 1,
+                component_name: component.to_owned(),
+                prefix: if dir.is_empty() { ".".to_owned() } else { dir },
+                kpack_files: files.into_iter().collect(),
+            };
+            (path, manifest)
+        })
+        .collect())
+}
+
+/// The `.kpm` indexes at or below `path`: the file itself, or every `*.kpm` directly inside
+/// a `.kpack` directory of the tree, sorted.
+pub fn find_indexes(path: &Path) -> Result<Vec<PathBuf>, ArtifactError> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_owned()]);
+    }
+    Ok(crate::walk_tree(path)?
+        .into_iter()
+        .filter(|(rel, e)| {
+            *e == TreeEntry::File
+                && rel.ends_with(".kpm")
+                && rel
+                    .rsplit('/')
+                    .nth(1)
+                    .is_some_and(|parent| parent == KPACK_DIR)
+        })
+        .map(|(rel, _)| path.join(rel))
+        .collect())
+}
+
+/// Reads and decodes an index.
+pub fn read(path: &Path) -> Result<KpmManifest, ArtifactError> {
+    let bytes = std::fs::read(path).map_err(ArtifactError::io(path))?;
+    KpmManifest::decode(&bytes)
+        .map_err(|e| ArtifactError::invalid(path, format!("invalid index: {e}")))
+}
+
+/// What one index says about a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Resolution {
+    /// The index file.
+    pub index: PathBuf,
+    /// The component whose generic package holds the index.
+    pub component: String,
+    /// The index's module (its file stem).
+    pub module: String,
+    /// The index's target the runtime would load for the GPU (most specific first, as the
+    /// runtime probes), if any.
+    pub target: Option<String>,
+    /// The archive the runtime would open for it, if any.
+    pub file: Option<String>,
+    /// The package to install for it (absent in legacy indexes).
+    pub package: Option<String>,
+    /// The archive is present next to the index (the package is installed).
+    pub installed: bool,
+    /// Every target the index lists.
+    pub available: Vec<String>,
+}
+
+/// Parses a GPU as the user or the HIP runtime names it: `gfx90a:xnack+` or the ISA name
+/// `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`.
+pub fn parse_gpu(gpu: &str) -> Result<TargetId, ArtifactError> {
+    let bare = gpu.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(gpu);
+    crate::handlers::parse_target(bare).ok_or_else(|| {
+        ArtifactError::Usage(format!(
+            "{gpu:?} is not a GPU: expected a target such as gfx90a, gfx90a:xnack+ or \
+             amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"
+        ))
+    })
+}
+
+/// Which entry of the index at `path` serves `gpu`: the first of the GPU's compatible
+/// targets (every subset of its features, most specific first) the index lists.
+pub fn resolve(path: &Path, index: &KpmManifest, gpu: &TargetId) -> Resolution {
+    let found = gpu.compatible_candidates().into_iter().find_map(|c| {
+        index
+            .kpack_files
+            .iter()
+            .find(|(t, _)| TargetId::parse(t).is_ok_and(|t| t == c))
+    });
+    Resolution {
+        index: path.to_owned(),
+        component: index.component_name.clone(),
+        module: path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        target: found.map(|(t, _)| t.clone()),
+        file: found.map(|(_, e)| e.file.clone()),
+        package: found.and_then(|(_, e)| e.package.clone()),
+        installed: found.is_some_and(|(_, e)| path.with_file_name(&e.file).is_file()),
+        available: index.kpack_files.iter().map(|(t, _)| t.clone()).collect(),
+    }
+}

@@ -1,0 +1,422 @@
+//! `kpack._native`: the Python package's native module. It only translates: Python arguments
+//! into the library crates' options, their results into the JSON `kpack … --json` prints
+//! (the same `Serialize` types, so the two cannot differ; the Python side parses it), and
+//! their errors into the exceptions of `kpack._errors`, with the message `kpack` prints.
+//!
+//! The `kpack` command of the wheel is [`kpack_cli::run`] itself ([`main`]).
+//!
+//! Long calls release the GIL, so other Python threads run meanwhile.
+
+// PyO3's macros expand to `unsafe` blocks (FFI glue); this crate writes none of its own.
+#![allow(unsafe_code)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use kpack_archive::{ArchiveError, Compression, ErrorKind};
+use kpack_artifact::ArtifactError;
+use kpack_artifact::handlers::Handler;
+use kpack_artifact::recombine::{PackagingConfig, RecombineOptions};
+use kpack_artifact::split::SplitOptions;
+use kpack_artifact::verify::VerifyOptions;
+use kpack_pipeline::SourceError;
+use kpack_pipeline::report;
+use kpack_pipeline::transform::{TransformError, TransformOptions};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// The exception classes of `kpack._errors`, by what went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// A file could not be read or written (a missing input, a permission).
+    Input,
+    /// An input is malformed (ELF, `ar`, offload bundle, CCOB, code object).
+    Format,
+    /// A `.kpack` archive is malformed or lacks the entry asked for.
+    Archive,
+    /// A fat binary cannot be transformed.
+    Transform,
+    /// A build artifact, its manifest or the packaging configuration is wrong.
+    Artifact,
+    /// An argument is invalid.
+    Usage,
+}
+
+impl Class {
+    fn name(self) -> &'static str {
+        match self {
+            Class::Input => "InputError",
+            Class::Format => "FormatError",
+            Class::Archive => "ArchiveError",
+            Class::Transform => "TransformError",
+            Class::Artifact => "ArtifactError",
+            Class::Usage => "UsageError",
+        }
+    }
+
+    // Each error is classed by the deepest cause kpack knows: a missing file is an
+    // InputError whichever command met it, a corrupt bundle a FormatError.
+    fn of_source(e: &SourceError) -> Class {
+        match e {
+            SourceError::Io { .. } => Class::Input,
+            SourceError::Archive(a) => Class::of_archive(a),
+            SourceError::InInput { source, .. } => Class::of_source(source),
+            _ => Class::Format,
+        }
+    }
+
+    fn of_archive(e: &ArchiveError) -> Class {
+        match e.kind() {
+            ErrorKind::FileNotFound | ErrorKind::Io => Class::Input,
+            ErrorKind::InvalidArgument => Class::Usage,
+            _ => Class::Archive,
+        }
+    }
+
+    fn of_transform(e: &TransformError) -> Class {
+        match e {
+            TransformError::Source(s) => Class::of_source(s),
+            TransformError::Archive(a) => Class::of_archive(a),
+            TransformError::Options(_) => Class::Usage,
+            _ => Class::Transform,
+        }
+    }
+
+    fn of_artifact(e: &ArtifactError) -> Class {
+        match e {
+            ArtifactError::Io { .. } => Class::Input,
+            ArtifactError::Transform { source, .. } => Class::of_transform(source),
+            ArtifactError::Source { source, .. } => Class::of_source(source),
+            ArtifactError::Archive { source, .. } => Class::of_archive(source),
+            ArtifactError::Usage(_) => Class::Usage,
+            _ => Class::Artifact,
+        }
+    }
+}
+
+/// The exception `kpack._errors.<class>(message)`.
+fn exception(py: Python<'_>, class: Class, message: String) -> PyErr {
+    let raised = py
+        .import("kpack._errors")
+        .and_then(|m| m.getattr(class.name()))
+        .and_then(|c| c.call1((message,)));
+    match raised {
+        Ok(value) => PyErr::from_value(value),
+        Err(err) => err,
+    }
+}
+
+/// `err` as the exception of `class`, with the message `kpack` prints for it.
+fn raise(class: Class, err: &(dyn std::error::Error + 'static)) -> PyErr {
+    Python::attach(|py| exception(py, class, kpack_cli::error_message(err)))
+}
+
+fn usage(message: String) -> PyErr {
+    Python::attach(|py| exception(py, Class::Usage, message))
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// `--compression none|zstd` and `--level N`, checked as the command line checks them.
+fn compression(scheme: &str, level: i32) -> PyResult<Compression> {
+    if !(1..=22).contains(&level) {
+        return Err(usage(format!("zstd level {level} is not in 1..=22")));
+    }
+    match scheme {
+        "none" => Ok(Compression::None),
+        "zstd" => Ok(Compression::Zstd { level }),
+        other => Err(usage(format!(
+            "unknown compression {other:?}; expected \"none\" or \"zstd\""
+        ))),
+    }
+}
+
+/// Runs the `kpack` command line with `argv` (program name first) in this process and
+/// returns its exit status.
+#[pyfunction]
+fn main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
+    py.detach(|| kpack_cli::run(argv))
+}
+
+/// `kpack inspect --json PATHS`: the JSON array, as a string. With `raise_errors`, the first
+/// file that cannot be inspected raises instead of having an `error` entry.
+#[pyfunction]
+fn inspect(py: Python<'_>, paths: Vec<PathBuf>, raise_errors: bool) -> PyResult<String> {
+    let inspections = py.detach(|| {
+        let files = kpack_pipeline::expand_inputs(&paths)?;
+        Ok::<_, SourceError>(
+            files
+                .iter()
+                .filter_map(|f| report::inspect_input(f, paths.contains(f)))
+                .collect::<Vec<_>>(),
+        )
+    });
+    let inspections = inspections.map_err(|e| raise(Class::of_source(&e), &e))?;
+    if raise_errors {
+        if let Some(Err(e)) = inspections.iter().map(|i| &i.result).find(|r| r.is_err()) {
+            return Err(raise(Class::of_source(e), e));
+        }
+    }
+    to_json(&inspections)
+}
+
+/// `kpack split INPUT -o OUTPUT (--component C | --batch) ... --json`: the JSON array of
+/// summaries, as a string.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)] // the command's options, one keyword each
+fn split(
+    py: Python<'_>,
+    input: PathBuf,
+    output: PathBuf,
+    component: Option<String>,
+    batch: bool,
+    split_databases: Vec<String>,
+    compression: &str,
+    level: i32,
+    threads: usize,
+) -> PyResult<String> {
+    let handlers = split_databases
+        .iter()
+        .map(|h| Handler::parse(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(usage)?;
+    let opts = SplitOptions {
+        handlers,
+        compression: self::compression(compression, level)?,
+        threads,
+    };
+    let no_progress = |_: u64, _: u64| {};
+    let summaries = match (component, batch) {
+        (Some(c), false) => py.detach(|| {
+            kpack_artifact::split::split(&input, &output, &c, &opts, &no_progress).map(|s| vec![s])
+        }),
+        (None, true) => {
+            py.detach(|| kpack_artifact::split::split_batch(&input, &output, &opts, &no_progress))
+        }
+        (Some(_), true) => return Err(usage("component and batch exclude each other".into())),
+        (None, false) => return Err(usage("give a component, or batch=True".into())),
+    };
+    let summaries = summaries.map_err(|e| raise(Class::of_artifact(&e), &e))?;
+    to_json(&summaries)
+}
+
+/// `kpack recombine --shards SHARDS --config CONFIG -o OUTPUT [--component C] --json`: the
+/// JSON summary, as a string.
+#[pyfunction]
+fn recombine(
+    py: Python<'_>,
+    shards: PathBuf,
+    config: PathBuf,
+    output: PathBuf,
+    component: Option<String>,
+    threads: usize,
+) -> PyResult<String> {
+    let summary = py.detach(|| {
+        let config = PackagingConfig::load(&config)?;
+        let opts = RecombineOptions { component, threads };
+        kpack_artifact::recombine::recombine(&shards, &config, &output, &opts)
+    });
+    let summary = summary.map_err(|e| raise(Class::of_artifact(&e), &e))?;
+    to_json(&summary)
+}
+
+/// `kpack verify ARTIFACTS [--original ORIGINAL] --json`: the JSON report, as a string (the
+/// Python side raises when it lists failures).
+#[pyfunction]
+fn verify(
+    py: Python<'_>,
+    artifacts: PathBuf,
+    original: Option<PathBuf>,
+    threads: usize,
+) -> PyResult<String> {
+    let opts = VerifyOptions { original, threads };
+    let report = py.detach(|| kpack_artifact::verify::verify(&artifacts, &opts));
+    let report = report.map_err(|e| raise(Class::of_artifact(&e), &e))?;
+    to_json(&report)
+}
+
+/// `kpack transform INPUT -o OUTPUT --kpack-dir DIR ... --json`: the JSON report, as a
+/// string.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)] // the command's options, one keyword each
+fn transform(
+    py: Python<'_>,
+    input: PathBuf,
+    output: PathBuf,
+    kpack_dir: PathBuf,
+    name: Option<String>,
+    kernel_name: Option<String>,
+    search_paths: Vec<String>,
+    compression: &str,
+    level: i32,
+) -> PyResult<String> {
+    let opts = TransformOptions {
+        output,
+        kpack_dir,
+        group: name,
+        kernel_name,
+        search_paths,
+        compression: self::compression(compression, level)?,
+    };
+    let outcome = py.detach(|| kpack_pipeline::transform::transform(&input, &opts));
+    // As `kpack transform` prints it: the input, then the error.
+    let outcome = outcome.map_err(|e| {
+        let message = format!("{}: {e}", input.display());
+        Python::attach(|py| exception(py, Class::of_transform(&e), message))
+    })?;
+    to_json(&outcome.report(&input))
+}
+
+/// A `.kpack` archive open for reading (memory-mapped; opening reads only its table of
+/// contents). Use it as a context manager, or call `close()`; every use after closing raises
+/// ValueError.
+#[pyclass(module = "kpack", name = "Archive")]
+struct Archive {
+    path: PathBuf,
+    /// `None` once closed.
+    inner: Option<kpack_archive::Archive>,
+}
+
+impl Archive {
+    fn open(&self) -> PyResult<&kpack_archive::Archive> {
+        self.inner.as_ref().ok_or_else(|| {
+            PyValueError::new_err(format!("{}: the archive is closed", self.path.display()))
+        })
+    }
+}
+
+fn archive_error(e: ArchiveError) -> PyErr {
+    raise(Class::of_archive(&e), &e)
+}
+
+#[pymethods]
+impl Archive {
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let inner = py
+            .detach(|| kpack_archive::Archive::open(&path))
+            .map_err(archive_error)?;
+        Ok(Archive {
+            path,
+            inner: Some(inner),
+        })
+    }
+
+    /// The archive's path, as given.
+    #[getter]
+    fn path(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_none()
+    }
+
+    /// The archive group (`group_name` in the table of contents).
+    #[getter]
+    fn group_name(&self) -> PyResult<String> {
+        Ok(self.open()?.group_name().to_owned())
+    }
+
+    /// The architecture family (`gfx_arch_family`), e.g. `gfx900X`.
+    #[getter]
+    fn gfx_arch_family(&self) -> PyResult<String> {
+        Ok(self.open()?.gfx_arch_family().to_owned())
+    }
+
+    /// The architectures the archive is for (`gfx_arches`), in the archive's order.
+    #[getter]
+    fn architectures(&self) -> PyResult<Vec<String>> {
+        Ok(self.open()?.gfx_arches().to_vec())
+    }
+
+    /// `none` or `zstd-per-kernel`.
+    #[getter]
+    fn compression_scheme(&self) -> PyResult<&'static str> {
+        Ok(self.open()?.compression_scheme().name())
+    }
+
+    /// The binary keys (`<file name>#<wrapper index>`), in table-of-contents order.
+    #[getter]
+    fn binaries(&self) -> PyResult<Vec<String>> {
+        Ok(self.open()?.binaries().map(str::to_owned).collect())
+    }
+
+    /// `(binary, arch, size)` of every entry, in table-of-contents order.
+    #[getter]
+    fn entries(&self) -> PyResult<Vec<(String, String, u64)>> {
+        Ok(self
+            .open()?
+            .entries()
+            .map(|(b, a, info)| (b.to_owned(), a.to_owned(), info.original_size))
+            .collect())
+    }
+
+    /// Whether `(binary, arch)` has a code object.
+    fn __contains__(&self, key: (String, String)) -> PyResult<bool> {
+        Ok(self.open()?.contains(&key.0, &key.1))
+    }
+
+    /// The number of entries.
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.open()?.entries().count())
+    }
+
+    /// The code object of `binary` for `arch`, decompressed. Raises ArchiveError when the
+    /// archive has no such entry or its data is corrupt.
+    fn get<'py>(&self, py: Python<'py>, binary: &str, arch: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let archive = self.open()?;
+        let data = py
+            .detach(|| archive.get(binary, arch))
+            .map_err(archive_error)?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    /// Reads and checks every entry; raises ArchiveError at the first corrupt one.
+    fn validate(&self, py: Python<'_>) -> PyResult<()> {
+        let archive = self.open()?;
+        py.detach(|| archive.validate()).map_err(archive_error)
+    }
+
+    /// Unmaps the archive. Closing twice is harmless.
+    fn close(&mut self) {
+        self.inner = None;
+    }
+
+    fn __enter__(slf: PyRef<'_, Self>) -> PyResult<PyRef<'_, Self>> {
+        slf.open()?;
+        Ok(slf)
+    }
+
+    fn __exit__(&mut self, _type: Py<PyAny>, _value: Py<PyAny>, _traceback: Py<PyAny>) -> bool {
+        self.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.inner.is_some() { "" } else { ", closed" };
+        format!(
+            "kpack.Archive({:?}{state})",
+            self.path.display().to_string()
+        )
+    }
+}
+
+/// The native half of the `kpack` package; use `kpack`, not this module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(split, m)?)?;
+    m.add_function(wrap_pyfunction!(recombine, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(transform, m)?)?;
+    m.add_class::<Archive>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

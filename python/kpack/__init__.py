@@ -1,0 +1,200 @@
+"""kpack: ROCm kernel packing from Python.
+
+Takes AMD GPU device code out of host binaries, packs it per GPU architecture into
+``.kpack`` archives, and splits and recombines TheRock build artifacts. The functions here
+are the ``kpack`` subcommands of the same name and return what they print with ``--json``,
+parsed (the same serialization, so the two cannot differ); the keyword arguments are the
+command's options. Errors raise :class:`KpackError` subclasses carrying the message the
+command prints.
+
+>>> import kpack
+>>> [r["kind"] for r in kpack.inspect("fixtures/bin/libtwo.so")]
+['elf']
+>>> with kpack.Archive("fixtures/vectors/test_noop.kpack") as archive:
+...     archive.architectures
+['gfx900', 'gfx906']
+
+The ``kpack`` command itself is installed with the package (``python -m kpack`` runs it too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterable, List, Optional, Union, cast
+
+from kpack import _native
+from kpack._errors import (
+    ArchiveError,
+    ArtifactError,
+    FormatError,
+    InputError,
+    KpackError,
+    TransformError,
+    UsageError,
+    VerificationError,
+)
+from kpack._native import Archive
+
+__version__: str = _native.__version__
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+def inspect(
+    paths: Union[PathArg, Iterable[PathArg]], *, errors: str = "raise"
+) -> List[Dict[str, Any]]:
+    """Describes files as ``kpack inspect --json`` does: one dict per file (see the README
+    for the schema), directories searched recursively in sorted order, files inside them
+    that cannot hold device code left out.
+
+    ``errors="raise"`` (the default) raises the error of the first file that cannot be
+    inspected; ``errors="report"`` lists it instead as ``{"path", "kind": "error", "error",
+    "details": {}, "totals": []}``, as the command does. A missing path always raises
+    :class:`InputError`.
+    """
+    if errors not in ("raise", "report"):
+        raise UsageError(f'errors must be "raise" or "report", not {errors!r}')
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    reports = json.loads(_native.inspect(list(paths), errors == "raise"))
+    return cast(List[Dict[str, Any]], reports)
+
+
+def split(
+    input: PathArg,
+    output: PathArg,
+    *,
+    component: Optional[str] = None,
+    batch: bool = False,
+    split_databases: Iterable[str] = (),
+    compression: str = "zstd",
+    level: int = 3,
+    threads: int = 0,
+) -> List[Dict[str, Any]]:
+    """Splits a build artifact (``kpack split``): ``output/<component>_generic`` gets the host
+    code and rewritten binaries, ``output/<component>_<processor>`` each GPU processor's
+    archives and kernel-database files.
+
+    Give ``component`` (the artifact's name stem) for one artifact, or ``batch=True`` to split
+    every artifact under ``input``. ``split_databases`` names the kernel-database handlers to
+    apply, in order (``rocblas``, ``hipblaslt``, ``hipsparselt``, ``aotriton``, ``miopen``,
+    ``composablekernel``, ``hipkernelprovider``, ``hotswap_cache``). ``compression`` is
+    ``"zstd"`` (at ``level`` 1 to 22) or ``"none"``; ``threads=0`` uses one per core.
+
+    Returns one summary per artifact split, as ``kpack split --json`` prints them.
+    """
+    summaries = json.loads(
+        _native.split(
+            input,
+            output,
+            component,
+            batch,
+            list(split_databases),
+            compression,
+            level,
+            threads,
+        )
+    )
+    return cast(List[Dict[str, Any]], summaries)
+
+
+def recombine(
+    shards: PathArg,
+    config: PathArg,
+    output: PathArg,
+    *,
+    component: Optional[str] = None,
+    threads: int = 0,
+) -> Dict[str, Any]:
+    """Recombines split shards (``kpack recombine``): each component's generic artifact
+    from the primary shard and one ``<component>_<group>`` per architecture group of the
+    packaging configuration ``config``, whose ``validation`` flags are enforced (a failed
+    validation raises :class:`ArtifactError`).
+
+    Returns the summary ``kpack recombine --json`` prints.
+    """
+    summary = json.loads(_native.recombine(shards, config, output, component, threads))
+    return cast(Dict[str, Any], summary)
+
+
+def verify(
+    artifacts: PathArg,
+    *,
+    original: Optional[PathArg] = None,
+    threads: int = 0,
+    check: bool = True,
+) -> Dict[str, Any]:
+    """Checks split or recombined artifacts (``kpack verify``); with ``original`` (the
+    unsplit artifacts), that every original code object and file is recovered byte for byte.
+
+    Returns the report ``kpack verify --json`` prints. When it lists failures, ``check=True``
+    (the default) raises :class:`VerificationError` (whose ``report`` is that report), as the
+    command exits with status 1.
+    """
+    report: Dict[str, Any] = json.loads(_native.verify(artifacts, original, threads))
+    failures = report["failures"]
+    if check and failures:
+        lines = "".join(f"\n  {f}" for f in failures)
+        raise VerificationError(
+            f"{os.fspath(artifacts)}: {len(failures)} failures:{lines}", report
+        )
+    return report
+
+
+def transform(
+    input: PathArg,
+    output: PathArg,
+    kpack_dir: PathArg,
+    *,
+    name: Optional[str] = None,
+    kernel_name: Optional[str] = None,
+    search_paths: Iterable[str] = (),
+    compression: str = "zstd",
+    level: int = 3,
+) -> Dict[str, Any]:
+    """Turns a fat binary into a host-only binary at ``output`` plus one archive per GPU
+    target, ``kpack_dir/<name>_<target>.kpack`` (``kpack transform``). ``output`` may be
+    ``input`` itself. ``name`` is the archive group (default: the output's file name up to
+    its first ``.``), ``kernel_name`` the marker's kernel name (default: the output's file
+    name), ``search_paths`` the marker's search paths (default: ``kpack_dir`` relative to the
+    output). An input that is already kpacked is left unchanged.
+
+    Returns the report ``kpack transform --json`` prints: ``{"status": "transformed", ...}``
+    with the summary, or ``{"status": "already-kpacked", "input": ...}``.
+    """
+    report = json.loads(
+        _native.transform(
+            input,
+            output,
+            kpack_dir,
+            name,
+            kernel_name,
+            list(search_paths),
+            compression,
+            level,
+        )
+    )
+    return cast(Dict[str, Any], report)
+
+
+# `split_wheel` (issue 8: `kpack split-wheel` on a whole wheel) joins the functions above,
+# in the same way, once the command exists.
+
+__all__ = [
+    "Archive",
+    "ArchiveError",
+    "ArtifactError",
+    "FormatError",
+    "InputError",
+    "KpackError",
+    "TransformError",
+    "UsageError",
+    "VerificationError",
+    "__version__",
+    "inspect",
+    "recombine",
+    "split",
+    "transform",
+    "verify",
+]
