@@ -1,11 +1,9 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
-use std::fs::{self, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::msgpack::{self, Value};
 use crate::{
@@ -358,48 +356,37 @@ impl<'a> ArchiveWriter<'a> {
         Ok(toc_offset + toc.len() as u64)
     }
 
-    /// Writes the archive to `path` atomically: into a temporary file in the same directory,
-    /// synced, then renamed over `path`. On failure `path` is untouched and the temporary
-    /// file removed. Returns the archive's size.
+    /// Writes the archive to `path` atomically ([`kpack_fs::write_atomic`]): into a temporary
+    /// file in the same directory, synced, then renamed over `path`. On failure `path` is
+    /// untouched and the temporary file removed. Returns the archive's size.
     pub fn write_file(&self, path: impl AsRef<Path>) -> Result<u64, ArchiveError> {
         let path = path.as_ref();
-        self.write_file_inner(path)
-            .map_err(|e| e.in_file(Some(path)))
-    }
-
-    fn write_file_inner(&self, path: &Path) -> Result<u64, ArchiveError> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = path.file_name().ok_or_else(|| {
-            ArchiveError::InvalidArgument("output path has no file name".to_owned())
-        })?;
-        let tmp_name = format!(
-            ".{}.{}.{}.tmp",
-            name.to_string_lossy(),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        let tmp = path.with_file_name(tmp_name);
-        let io = |context| move |source| ArchiveError::Io { context, source };
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io("creating temporary archive file"))?;
-        let result = (|| {
-            let mut out = BufWriter::new(file);
-            let len = self.write_to(&mut out)?;
-            let file = out
-                .into_inner()
-                .map_err(|e| io("writing archive")(e.into_error()))?;
-            file.sync_all().map_err(io("syncing archive"))?;
-            drop(file);
-            fs::rename(&tmp, path).map_err(io("renaming temporary archive into place"))?;
-            Ok(len)
-        })();
-        if result.is_err() {
-            // Best effort: the original error is the one worth reporting.
-            let _ = fs::remove_file(&tmp);
+        if path.file_name().is_none() {
+            return Err(ArchiveError::InvalidArgument(
+                "output path has no file name".to_owned(),
+            ));
         }
-        result
+        kpack_fs::write_atomic(
+            path,
+            |file| {
+                let io = |context| move |source| ArchiveError::Io { context, source };
+                let mut out = BufWriter::new(file);
+                let len = self.write_to(&mut out)?;
+                let file = out
+                    .into_inner()
+                    .map_err(|e| io("writing archive")(e.into_error()))?;
+                file.sync_all().map_err(io("syncing archive"))?;
+                Ok(len)
+            },
+            |at, source| ArchiveError::Io {
+                context: if at == path {
+                    "renaming temporary archive into place"
+                } else {
+                    "creating temporary archive file"
+                },
+                source,
+            },
+        )
+        .map_err(|e| e.in_file(Some(path)))
     }
 }

@@ -43,13 +43,21 @@ impl DbArch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Handler {
+    /// rocBLAS Tensile libraries (`rocblas/library/`, see the module docs).
     Rocblas,
+    /// hipBLASLt kernel libraries (`hipblaslt/library/`).
     Hipblaslt,
+    /// hipSPARSELt kernel libraries (`hipsparselt/library/`).
     Hipsparselt,
+    /// AOTriton kernel images (`aotriton.images/amd-<target>/`).
     Aotriton,
+    /// MIOpen databases (`miopen/db/`) and CK libraries.
     Miopen,
+    /// Composable Kernel device libraries (`libdevice_*_<target>.a`).
     Composablekernel,
+    /// hipKernelProvider engines (`engines/arch_content/`).
     Hipkernelprovider,
+    /// rocjitsu hot-swap translations (`share/rocjitsu/translations/`).
     HotswapCache,
 }
 

@@ -52,7 +52,9 @@ pub struct IndexedArchive {
     pub dir: String,
     /// The archive's group name: the module the index is named after.
     pub module: String,
+    /// The target the archive holds.
     pub target: String,
+    /// The index's entry for it.
     pub entry: KpmEntry,
 }
 
@@ -168,13 +170,16 @@ pub fn read(path: &Path) -> Result<KpmManifest, ArtifactError> {
 /// What one index says about a GPU.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Resolution {
+    /// The index file.
     pub index: PathBuf,
+    /// The component whose generic package holds the index.
     pub component: String,
     /// The index's module (its file stem).
     pub module: String,
     /// The index's target the runtime would load for the GPU (most specific first, as the
     /// runtime probes), if any.
     pub target: Option<String>,
+    /// The archive the runtime would open for it, if any.
     pub file: Option<String>,
     /// The package to install for it (absent in legacy indexes).
     pub package: Option<String>,

@@ -13,8 +13,11 @@
 //! group, and (generic) whether the component is generic-only and which fat binaries were
 //! rewritten. The generic record holds nothing that depends on the shard's targets.
 //!
-//! Output is written under a temporary directory and renamed into place, so a failed or
-//! killed run leaves nothing under the final names.
+//! Output is staged under temporary names and published together ([`kpack_fs::Stage`]), so
+//! a failed or killed run leaves nothing under the final names, and the next run to the same
+//! output sweeps what a killed one left.
+
+#![warn(missing_docs)]
 
 pub mod handlers;
 pub mod index;
@@ -35,49 +38,95 @@ pub const RECORD: &str = "kpack_artifact.json";
 
 /// Why a split, recombine or verify could not run. Nothing is left behind.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArtifactError {
+    /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
+    /// An `artifact_manifest.txt` is malformed.
     #[error("{}:{line}: {problem}", path.display())]
     Manifest {
+        /// The manifest.
         path: PathBuf,
+        /// The line (1-based).
         line: usize,
+        /// What is wrong with it.
         problem: String,
     },
+    /// A fat binary could not be transformed.
     #[error("{}: {source}", path.display())]
     Transform {
+        /// The binary.
         path: PathBuf,
+        /// Why.
         source: Box<TransformError>,
     },
+    /// A file's device code could not be read.
     #[error("{}: {source}", path.display())]
     Source {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: Box<SourceError>,
     },
+    /// An archive could not be read or written.
     #[error("{}: {source}", path.display())]
     Archive {
+        /// The archive.
         path: PathBuf,
+        /// Why.
         source: Box<kpack_archive::ArchiveError>,
     },
+    /// An input or output is not what it must be.
     #[error("{}: {problem}", path.display())]
-    Invalid { path: PathBuf, problem: String },
+    Invalid {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The request itself is invalid (a bad component name, a missing option).
     #[error("{0}")]
     Usage(String),
     /// A packaging configuration that does not parse or does not make sense.
     #[error("{}: {source}", path.display())]
     Config {
+        /// The configuration file.
         path: PathBuf,
+        /// What is wrong with it.
         source: recombine::ConfigError,
     },
     /// A recombine validation failed; one line per problem.
     #[error("{what}:\n{}", .problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Validation {
+        /// The validation.
         what: &'static str,
+        /// One line per problem.
         problems: Vec<String>,
     },
+}
+
+impl From<kpack_fs::WalkError> for ArtifactError {
+    fn from(e: kpack_fs::WalkError) -> Self {
+        ArtifactError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
+impl From<kpack_fs::StageError> for ArtifactError {
+    fn from(e: kpack_fs::StageError) -> Self {
+        ArtifactError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
 }
 
 impl ArtifactError {
@@ -98,8 +147,11 @@ impl ArtifactError {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ArtifactKind {
+    /// The host-code artifact `C_generic`.
     Generic,
+    /// A per-architecture artifact `C_<processor>` written by a split.
     Arch,
+    /// A per-group package `C_<group>` written by recombine.
     Group,
 }
 
@@ -112,14 +164,18 @@ pub struct RecordBinary {
     pub prefix: String,
     /// Its archives' name stem: `<module>_<target>.kpack`.
     pub module: String,
+    /// How many wrappers (code-object indices) the binary has.
     pub wrappers: usize,
 }
 
 /// The content of [`RECORD`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ArtifactRecord {
+    /// The record's format version (1).
     pub format_version: u32,
+    /// The component the artifact belongs to.
     pub component: String,
+    /// Generic, per-arch or group.
     pub kind: ArtifactKind,
     /// Generic: no device code anywhere in the component, so there are no per-arch artifacts.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -139,6 +195,7 @@ pub struct ArtifactRecord {
 }
 
 impl ArtifactRecord {
+    /// Reads the record of the artifact `dir`; `None` when it has none.
     pub fn read(dir: &Path) -> Result<Option<ArtifactRecord>, ArtifactError> {
         let path = dir.join(RECORD);
         match std::fs::read(&path) {
@@ -150,6 +207,7 @@ impl ArtifactRecord {
         }
     }
 
+    /// Writes the record into the artifact `dir`.
     pub fn write(&self, dir: &Path) -> Result<(), ArtifactError> {
         let path = dir.join(RECORD);
         let mut text = serde_json::to_string_pretty(self).expect("the record serialises");
@@ -161,75 +219,54 @@ impl ArtifactRecord {
 /// One entry of a prefix tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TreeEntry {
+    /// A directory.
     Dir,
     /// A symlink and its link text.
     Symlink(PathBuf),
+    /// A regular file.
     File,
 }
 
 /// Every entry below `root` as (`/`-separated relative path, kind), sorted by path bytes
-/// component-wise (a directory's entries right after it); symlinks are not followed.
+/// component-wise (a directory's entries right after it); symlinks are not followed
+/// ([`kpack_fs::walk`]). An entry that cannot be read is an error.
 pub fn walk_tree(root: &Path) -> Result<Vec<(String, TreeEntry)>, ArtifactError> {
-    fn visit(
-        root: &Path,
-        rel: &str,
-        out: &mut Vec<(String, TreeEntry)>,
-    ) -> Result<(), ArtifactError> {
-        let dir = if rel.is_empty() {
-            root.to_owned()
-        } else {
-            root.join(rel)
-        };
-        let mut entries = std::fs::read_dir(&dir)
-            .and_then(|rd| rd.collect::<Result<Vec<_>, _>>())
-            .map_err(ArtifactError::io(&dir))?;
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let name = e.file_name();
-            let name = name
-                .to_str()
-                .ok_or_else(|| ArtifactError::invalid(e.path(), "file name is not UTF-8"))?;
-            let path = if rel.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let kind = e.file_type().map_err(ArtifactError::io(e.path()))?;
-            if kind.is_symlink() {
-                let target = std::fs::read_link(e.path()).map_err(ArtifactError::io(e.path()))?;
-                out.push((path, TreeEntry::Symlink(target)));
-            } else if kind.is_dir() {
-                out.push((path.clone(), TreeEntry::Dir));
-                visit(root, &path, out)?;
-            } else if kind.is_file() {
-                out.push((path, TreeEntry::File));
-            } else {
-                return Err(ArtifactError::invalid(
-                    e.path(),
-                    "neither a regular file, a directory nor a symlink",
-                ));
-            }
-        }
-        Ok(())
-    }
     let mut out = Vec::new();
-    visit(root, "", &mut out)?;
+    for e in kpack_fs::walk(root) {
+        let e = e?;
+        let rel = e
+            .rel
+            .to_str()
+            .ok_or_else(|| ArtifactError::invalid(&e.path, "file name is not UTF-8"))?
+            .to_owned();
+        let kind = if e.file_type.is_symlink() {
+            let target = std::fs::read_link(&e.path).map_err(ArtifactError::io(&e.path))?;
+            TreeEntry::Symlink(target)
+        } else if e.file_type.is_dir() {
+            TreeEntry::Dir
+        } else if e.file_type.is_file() {
+            TreeEntry::File
+        } else {
+            return Err(ArtifactError::invalid(
+                e.path,
+                "neither a regular file, a directory nor a symlink",
+            ));
+        };
+        out.push((rel, kind));
+    }
     Ok(out)
 }
 
 /// Sub-directories of `dir` holding an `artifact_manifest.txt`, sorted by name.
 pub fn artifact_dirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError> {
     let mut found = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(ArtifactError::io(dir))? {
-        let e = e.map_err(ArtifactError::io(dir))?;
-        let path = e.path();
-        if path.is_dir() && path.join(manifest::MANIFEST).is_file() {
-            if let Some(name) = e.file_name().to_str() {
-                found.push((name.to_owned(), path));
+    for path in sorted_subdirs(dir)? {
+        if path.join(manifest::MANIFEST).is_file() {
+            if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+                found.push((name.to_owned(), path.clone()));
             }
         }
     }
-    found.sort();
     Ok(found)
 }
 
@@ -242,100 +279,21 @@ pub fn artifact_dirs_nested(dir: &Path) -> Result<Vec<(String, PathBuf)>, Artifa
     Ok(found)
 }
 
-/// The sub-directories of `dir`, sorted by path.
+/// The sub-directories of `dir`, sorted by name ([`kpack_fs::subdirs`]).
 pub(crate) fn sorted_subdirs(dir: &Path) -> Result<Vec<PathBuf>, ArtifactError> {
-    let mut subdirs = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(ArtifactError::io(dir))? {
-        let path = e.map_err(ArtifactError::io(dir))?.path();
-        if path.is_dir() {
-            subdirs.push(path);
-        }
-    }
-    subdirs.sort();
-    Ok(subdirs)
+    Ok(kpack_fs::subdirs(dir)?)
 }
 
-/// Output staged in a temporary directory, moved into place by [`Staging::commit`] and
-/// removed when dropped uncommitted (any error, or a panic).
-pub struct Staging {
-    dir: PathBuf,
-    out: PathBuf,
-    /// The output directory did not exist: the whole staging directory becomes it.
-    whole: bool,
-    done: bool,
-}
-
-impl Staging {
-    /// Stages output for `out`: beside it when it does not exist yet (one rename makes it
-    /// appear whole), inside it otherwise (each artifact renamed in turn).
-    pub fn new(out: &Path, what: &str) -> Result<Staging, ArtifactError> {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let tag = format!(
-            ".kpack-{what}-tmp-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        let whole = !out.exists();
-        let dir = if whole {
-            let parent = match out.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-                _ => PathBuf::from("."),
-            };
-            std::fs::create_dir_all(&parent).map_err(ArtifactError::io(&parent))?;
-            let name = out.file_name().ok_or_else(|| {
-                ArtifactError::Usage(format!("{}: no directory name", out.display()))
-            })?;
-            parent.join(format!(".{}{tag}", name.to_string_lossy()))
-        } else {
-            out.join(tag)
-        };
-        std::fs::create_dir(&dir).map_err(ArtifactError::io(&dir))?;
-        Ok(Staging {
-            dir,
-            out: out.to_owned(),
-            whole,
-            done: false,
-        })
-    }
-
-    /// The staging directory: what is put here appears in the output at commit.
-    pub fn path(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Moves the staged artifacts into the output directory; an artifact that already
-    /// exists there is an error, found before anything is moved.
-    pub fn commit(mut self) -> Result<(), ArtifactError> {
-        if self.whole {
-            std::fs::rename(&self.dir, &self.out).map_err(ArtifactError::io(&self.out))?;
-        } else {
-            let mut names: Vec<_> = std::fs::read_dir(&self.dir)
-                .and_then(|rd| rd.map(|e| e.map(|e| e.file_name())).collect())
-                .map_err(ArtifactError::io(&self.dir))?;
-            names.sort();
-            if let Some(n) = names.iter().find(|n| self.out.join(n).exists()) {
-                return Err(ArtifactError::invalid(
-                    self.out.join(n),
-                    "already exists; refusing to overwrite an artifact",
-                ));
-            }
-            for n in &names {
-                let to = self.out.join(n);
-                std::fs::rename(self.dir.join(n), &to).map_err(ArtifactError::io(&to))?;
-            }
-            std::fs::remove_dir(&self.dir).map_err(ArtifactError::io(&self.dir))?;
-        }
-        self.done = true;
-        Ok(())
-    }
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+/// Where split and recombine write: every artifact of the run staged and published
+/// together ([`kpack_fs::Stage::add_tree`]). A missing `out` appears whole in one rename;
+/// into an existing `out`, the artifacts are renamed in turn, generic artifacts last (they
+/// name the others' archives), and none may replace an artifact already there.
+pub(crate) fn stage_output(out: &Path) -> Result<(kpack_fs::Stage, PathBuf), ArtifactError> {
+    let mut stage = kpack_fs::Stage::new();
+    let root = stage.add_tree(out, |name| {
+        name.to_str().is_some_and(|n| n.ends_with("_generic"))
+    })?;
+    Ok((stage, root))
 }
 
 /// The number of worker threads for `requested` (0 = one per core).

@@ -35,12 +35,14 @@ use serde::Deserialize;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
 use crate::index::{self, IndexedArchive};
-use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, Staging, TreeEntry, manifest};
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, TreeEntry, manifest};
 
 /// One architecture group of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ArchGroup {
+    /// The group name (`C_<name>` artifacts).
     pub name: String,
+    /// Its human-readable name.
     pub display_name: String,
     /// Processors (`gfx90a`), in configuration order.
     pub architectures: Vec<String>,
@@ -50,8 +52,11 @@ pub struct ArchGroup {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Validation {
+    /// Two shards providing device code for one architecture is an error.
     pub error_on_duplicate_device_code: bool,
+    /// Every shard's generic artifact must equal the primary's.
     pub verify_generic_artifacts_match: bool,
+    /// A group architecture no shard provides is an error.
     pub error_on_missing_architecture: bool,
 }
 
@@ -68,39 +73,61 @@ impl Default for Validation {
 /// `packaging.json` (spec §5.4).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PackagingConfig {
+    /// The shard whose generic artifacts are used.
     pub primary_shard: String,
+    /// The groups to package, in configuration order.
     pub architecture_groups: Vec<ArchGroup>,
+    /// What to check.
     pub validation: Validation,
 }
 
 /// Why a packaging configuration was refused.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// Not JSON, an unknown or missing field, a value of the wrong type, a group defined
     /// twice; `path` is where (`validation.error_on_missing_architecture`).
     #[error("{path}: {source}")]
     Schema {
+        /// Where in the file.
         path: String,
+        /// The parser's error.
         source: serde_json::Error,
     },
+    /// `primary_shard` is not a directory name.
     #[error("primary_shard: {0:?} is not a shard directory name (non-empty, no '/')")]
     PrimaryShard(String),
+    /// No architecture group.
     #[error("architecture_groups: expected at least one group")]
     NoGroups,
+    /// A group name that cannot name a package.
     #[error(
         "architecture_groups.{0}: invalid group name (expected ASCII letters, digits, '-' or '.', \
          not \"generic\": it names the package <component>_<group>)"
     )]
     GroupName(String),
+    /// A group without architectures.
     #[error("architecture_groups.{0}.architectures: expected at least one architecture")]
     EmptyGroup(String),
+    /// An architecture that is not a GPU processor name.
     #[error(
         "architecture_groups.{group}.architectures: expected GPU processor names (gfx90a, \
          gfx1100, gfx11-generic), got {architecture:?}"
     )]
-    Architecture { group: String, architecture: String },
+    Architecture {
+        /// The group.
+        group: String,
+        /// The architecture as written.
+        architecture: String,
+    },
+    /// An architecture listed twice in one group.
     #[error("architecture_groups.{group}.architectures: {architecture} listed twice")]
-    RepeatedArchitecture { group: String, architecture: String },
+    RepeatedArchitecture {
+        /// The group.
+        group: String,
+        /// The architecture.
+        architecture: String,
+    },
 }
 
 /// The file as written; [`PackagingConfig::parse`] checks what the types cannot.
@@ -237,22 +264,30 @@ pub struct RecombineOptions {
 /// One group package written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupSummary {
+    /// The group name.
     pub group: String,
+    /// The artifact written (`C_<group>`).
     pub artifact: String,
     /// The architectures packaged and the shard each came from.
     pub architectures: BTreeMap<String, String>,
     /// Group architectures no shard provided.
     pub missing: Vec<String>,
+    /// Regular files written.
     pub files: usize,
+    /// `.kpack` archives among them.
     pub archives: usize,
 }
 
 /// One component recombined.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ComponentSummary {
+    /// The component.
     pub component: String,
+    /// The shard whose generic artifact was used.
     pub generic_from: String,
+    /// No device code anywhere: only the generic artifact.
     pub generic_only: bool,
+    /// The group packages written.
     pub groups: Vec<GroupSummary>,
     /// The indexes written into the generic package, as `<artifact>/<prefix>/<path>`.
     pub indexes: Vec<String>,
@@ -263,6 +298,7 @@ pub struct ComponentSummary {
 /// What [`recombine`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RecombineSummary {
+    /// Per component, in name order.
     pub components: Vec<ComponentSummary>,
 }
 
@@ -415,16 +451,10 @@ pub fn recombine(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineSummary, ArtifactError> {
-    let mut shard_names: Vec<String> = Vec::new();
-    for e in std::fs::read_dir(shards).map_err(ArtifactError::io(shards))? {
-        let e = e.map_err(ArtifactError::io(shards))?;
-        if e.path().is_dir() {
-            if let Some(n) = e.file_name().to_str() {
-                shard_names.push(n.to_owned());
-            }
-        }
-    }
-    shard_names.sort();
+    let shard_names: Vec<String> = crate::sorted_subdirs(shards)?
+        .iter()
+        .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
+        .collect();
     if !shard_names.contains(&config.primary_shard) {
         return Err(ArtifactError::invalid(
             shards.join(&config.primary_shard),
@@ -569,6 +599,8 @@ pub fn recombine(
             problems: index_problems,
         });
     }
+    // Staging first: its sweep completes what a run killed while publishing began.
+    let (stage, root) = crate::stage_output(out)?;
     for p in &packages {
         if out.join(&p.name).exists() {
             return Err(ArtifactError::invalid(
@@ -577,11 +609,10 @@ pub fn recombine(
             ));
         }
     }
-    let staging = Staging::new(out, "recombine")?;
     let threads = crate::thread_count(opts.threads);
     let mut files: BTreeMap<&str, usize> = BTreeMap::new();
     for p in &packages {
-        files.insert(&p.name, p.write(staging.path(), threads)?);
+        files.insert(&p.name, p.write(&root, threads)?);
     }
     for g in summary
         .components
@@ -590,7 +621,7 @@ pub fn recombine(
     {
         g.files = files[g.artifact.as_str()];
     }
-    staging.commit()?;
+    stage.publish()?;
     Ok(summary)
 }
 

@@ -28,8 +28,8 @@
 //!
 //! Inputs are only read. Output files are always new files (a hard link in the input is
 //! never written through). Work is spread over the cores per file (and per target inside a
-//! fat binary); the output is identical whatever the thread count. Everything is written
-//! under a temporary directory and renamed into place at the end.
+//! fat binary); the output is identical whatever the thread count. Everything is staged and
+//! published together at the end (see the [crate] docs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -39,9 +39,7 @@ use kpack_archive::Compression;
 use kpack_target::TargetId;
 
 use crate::handlers::{self, DbArch, Handler};
-use crate::{
-    ArtifactError, ArtifactKind, ArtifactRecord, RecordBinary, Staging, TreeEntry, manifest,
-};
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RecordBinary, TreeEntry, manifest};
 use kpack_pipeline::transform::{self, HostState, TransformOptions};
 
 /// How to split.
@@ -49,6 +47,7 @@ use kpack_pipeline::transform::{self, HostState, TransformOptions};
 pub struct SplitOptions {
     /// Database handlers, tried in this order.
     pub handlers: Vec<Handler>,
+    /// Compression of the archives.
     pub compression: Compression,
     /// Worker threads; 0 = one per core.
     pub threads: usize,
@@ -67,22 +66,32 @@ impl Default for SplitOptions {
 /// One artifact written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WrittenArtifact {
+    /// The artifact's directory name.
     pub name: String,
     /// Regular files written (archives included).
     pub files: usize,
+    /// `.kpack` archives among the files.
     pub archives: usize,
+    /// Bytes of the regular files.
     pub bytes: u64,
 }
 
 /// What a split did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SplitSummary {
+    /// The component.
     pub component: String,
+    /// The artifact split.
     pub input: PathBuf,
+    /// No device code: only the generic artifact was written.
     pub generic_only: bool,
+    /// Fat binaries rewritten.
     pub fat_binaries: usize,
+    /// Code objects archived.
     pub code_objects: usize,
+    /// Database files moved to per-arch artifacts.
     pub database_files: usize,
+    /// The artifacts written, generic first.
     pub artifacts: Vec<WrittenArtifact>,
 }
 
@@ -98,10 +107,11 @@ pub fn split(
     progress: Progress<'_>,
 ) -> Result<SplitSummary, ArtifactError> {
     check_component(component)?;
+    // Staging first: its sweep completes what a run killed while publishing began.
+    let (stage, root) = crate::stage_output(out)?;
     refuse_existing(out, component)?;
-    let staging = Staging::new(out, "split")?;
-    let summary = split_into(input, staging.path(), component, opts, progress)?;
-    staging.commit()?;
+    let summary = split_into(input, &root, component, opts, progress)?;
+    stage.publish()?;
     Ok(summary)
 }
 
@@ -114,6 +124,8 @@ pub fn split_batch(
     opts: &SplitOptions,
     progress: Progress<'_>,
 ) -> Result<Vec<SplitSummary>, ArtifactError> {
+    // Staging first: its sweep completes what a run killed while publishing began.
+    let (stage, root) = crate::stage_output(out)?;
     let mut jobs: Vec<(String, PathBuf)> = Vec::new();
     for (name, dir) in crate::artifact_dirs(parent)? {
         let Some((component, suffix)) = crate::split_artifact_name(&name) else {
@@ -138,12 +150,11 @@ pub fn split_batch(
         refuse_existing(out, component)?;
         jobs.push((component.to_owned(), dir));
     }
-    let staging = Staging::new(out, "split")?;
     let mut summaries = Vec::new();
     for (component, dir) in &jobs {
-        summaries.push(split_into(dir, staging.path(), component, opts, progress)?);
+        summaries.push(split_into(dir, &root, component, opts, progress)?);
     }
-    staging.commit()?;
+    stage.publish()?;
     Ok(summaries)
 }
 
@@ -482,8 +493,8 @@ fn split_fat(
         .wrappers
         .len();
     let plan = transform::plan(&map, &opts).map_err(err)?.releasing(&map);
-    let tmp = plan.write_host_temp(&output, Some(mode)).map_err(err)?;
-    std::fs::rename(&tmp, &output).map_err(ArtifactError::io(&output))?;
+    // The whole output tree is staged, so the host binary is written at its place in it.
+    plan.write_host(&output, Some(mode)).map_err(err)?;
     let host_bytes = std::fs::metadata(&output)
         .map_err(ArtifactError::io(&output))?
         .len();

@@ -26,9 +26,10 @@
 //!    original file (database files included) is present byte for byte, every symlink
 //!    with its link text, and every rewritten binary equals the host rewrite of its
 //!    original (so it is the original outside the device-code ranges, byte for byte).
-//!    Original artifacts are the directories with a manifest directly under the original
-//!    directory or one level down (one directory per shard); a rewritten binary must equal
-//!    the rewrite of at least one shard's original (the primary's, after recombine).
+//!    The original is an artifact directory (what `split` took), or a directory of them,
+//!    directly or one level down (one directory per shard) ([`original_artifacts`]); a
+//!    rewritten binary must equal the rewrite of at least one shard's original (the
+//!    primary's, after recombine).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -57,17 +58,22 @@ pub struct VerifyOptions {
 /// What [`verify`] checked and found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VerifyReport {
+    /// Artifacts checked.
     pub artifacts: usize,
+    /// Host binaries with a marker checked.
     pub binaries: usize,
+    /// Archives opened and validated.
     pub archives: usize,
     /// Code objects read back through markers (with `--original`).
     pub code_objects: usize,
     /// Original regular files checked (with `--original`).
     pub original_files: usize,
+    /// One line per problem found.
     pub failures: Vec<String>,
 }
 
 impl VerifyReport {
+    /// No failures.
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
     }
@@ -700,6 +706,26 @@ impl Visitor for Recover<'_> {
     }
 }
 
+/// The original artifacts `--original` names, as (name, directory), sorted: `original` itself
+/// when it is an artifact (the path `kpack split` took), else the artifacts directly under it
+/// (the directory holding them, what `split --batch` took), else one level further down (one
+/// directory per shard). Empty when there are none.
+pub fn original_artifacts(original: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError> {
+    if original.join(manifest::MANIFEST).is_file() {
+        let name = std::path::absolute(original)
+            .map_err(ArtifactError::io(original))?
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        return Ok(vec![(name, original.to_owned())]);
+    }
+    let direct = crate::artifact_dirs(original)?;
+    if !direct.is_empty() {
+        return Ok(direct);
+    }
+    crate::artifact_dirs_nested(original)
+}
+
 fn identity(
     ctx: &Ctx,
     original: &Path,
@@ -707,12 +733,7 @@ fn identity(
     report: &mut VerifyReport,
     failures: &mut Vec<String>,
 ) -> Result<(), ArtifactError> {
-    let mut originals = crate::artifact_dirs(original)?;
-    if originals.is_empty() {
-        for (shard, dir) in crate::artifact_dirs_nested(original)? {
-            originals.push((shard, dir));
-        }
-    }
+    let originals = original_artifacts(original)?;
     if originals.is_empty() {
         failures.push(format!(
             "{}: no original artifacts found",

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Something wrong with the device code in one input.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SourceError {
     /// A bundle or CCOB is malformed.
     #[error(transparent)]

@@ -5,6 +5,8 @@
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
 //! prints what these functions return.
 
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod pack;
 pub mod report;
@@ -50,35 +52,28 @@ pub fn map_file(file: &File, path: &Path) -> Result<FileBytes, SourceError> {
     map.map(FileBytes::Mapped).map_err(error::io_error(path))
 }
 
-/// Expands directories into the files below them (sorted by name, symlinks not followed);
-/// files are kept as given. This is how every command that takes `PATH...` reads its inputs.
+/// Expands directories into the regular files below them (sorted by name, symlinks not
+/// followed, [`kpack_fs::walk`]); files are kept as given. An entry that cannot be read is an
+/// error. This is how every command that takes `PATH...` reads its inputs.
 pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
     let mut files = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(error::io_error(path))?;
         if meta.is_dir() {
-            collect_dir(path, &mut files)?;
+            for e in kpack_fs::walk(path) {
+                let e = e.map_err(|e| SourceError::Io {
+                    path: e.path,
+                    source: e.source,
+                })?;
+                if e.file_type.is_file() {
+                    files.push(e.path);
+                }
+            }
         } else {
             files.push(path.clone());
         }
     }
     Ok(files)
-}
-
-fn collect_dir(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), SourceError> {
-    let mut entries = std::fs::read_dir(dir)
-        .and_then(|rd| rd.collect::<Result<Vec<_>, _>>())
-        .map_err(error::io_error(dir))?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let kind = entry.file_type().map_err(error::io_error(entry.path()))?;
-        if kind.is_dir() {
-            collect_dir(&entry.path(), files)?;
-        } else if kind.is_file() {
-            files.push(entry.path());
-        }
-    }
-    Ok(())
 }
 
 impl FileBytes {

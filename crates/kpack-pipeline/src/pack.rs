@@ -70,6 +70,8 @@ pub fn pack(
     if family.is_none() && gfx_arches.len() == 1 {
         writer.set_gfx_arch_family(&gfx_arches[0]);
     }
+    // What a killed pack to the same place left (housekeeping: never a reason to fail).
+    let _ = kpack_fs::sweep(kpack_fs::parent_dir(output));
     writer.write_file(output)?;
     Ok(PackSummary {
         entries,

@@ -6,10 +6,11 @@
 //!    get an entry); one archive per target, `{group}_{target}.kpack` (the target id as is,
 //!    `:` included: Linux file names), `gfx_arches` = that target.
 //! 2. The host rewrite ([`kpack_elf::rewrite`]) is planned before anything is written, so a
-//!    refused input leaves nothing behind; its output is streamed from the mapped input into
-//!    a temporary file, checked by [`kpack_elf::verify()`] and renamed into place with the
-//!    input's mode, after the archives are written. On any failure the temporary file and the
-//!    archives of this run are removed.
+//!    refused input leaves nothing behind; its output is streamed from the mapped input and
+//!    checked by [`kpack_elf::verify()`], with the input's mode.
+//! 3. Every output is staged under a temporary name and published together, archives first
+//!    and the host binary last ([`kpack_fs::Stage`]): a failure or `kill -9` before publishing
+//!    leaves nothing at any final path, and the next run sweeps what a killed one left.
 //!
 //! Uncompressed code objects are borrowed from the input mapping, never copied; zstd
 //! compression runs one thread per target. Output is deterministic.
@@ -24,6 +25,7 @@ use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{ArchiveWriter, Compression};
 use kpack_elf::rewrite::{Rewrite, RewriteError};
 use kpack_elf::{FatBinaryKind, VerifyIssue};
+use kpack_fs::{Replace, Stage};
 
 use crate::error::{SourceError, io_error};
 use crate::source::{self, DeviceCode, Visitor};
@@ -60,19 +62,27 @@ pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
 
 /// Why a transform failed. Nothing is left behind.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransformError {
+    /// Reading the input or writing an output failed, or the device code is malformed.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// The host rewrite was refused.
     #[error(transparent)]
     Rewrite(#[from] RewriteError),
+    /// An archive could not be written.
     #[error(transparent)]
     Archive(#[from] kpack_archive::ArchiveError),
+    /// The rewritten binary failed verification.
     #[error("the rewritten binary fails verification:\n{}", .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
     Verify(Vec<VerifyIssue>),
+    /// A wrapper points at no bundle.
     #[error("wrapper {0} points at no bundle of .hip_fatbin")]
     WrapperWithoutBundle(usize),
+    /// A bundle no wrapper points at.
     #[error("bundle {0} of .hip_fatbin has no wrapper: its code could never be loaded")]
     BundleWithoutWrapper(usize),
+    /// Invalid options.
     #[error("{0}")]
     Options(String),
 }
@@ -97,35 +107,50 @@ pub struct TransformOptions {
     /// Marker search paths (default: `kpack_dir` relative to the output's directory,
     /// `REL/{group}_@GFXARCH@.kpack`).
     pub search_paths: Vec<String>,
+    /// Compression of the archives.
     pub compression: Compression,
 }
 
 /// One archive written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WrittenArchive {
+    /// The archive's final path.
     pub path: PathBuf,
+    /// Its target id.
     pub target: String,
+    /// Its entries.
     pub entries: usize,
+    /// Its size in bytes.
     pub size: u64,
 }
 
 /// What [`transform`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TransformSummary {
+    /// Size of the input.
     pub input_size: u64,
+    /// Size of the host binary written.
     pub output_size: u64,
+    /// Bytes of device code removed.
     pub removed: u64,
+    /// HIP fat-binary wrappers.
     pub wrappers: usize,
+    /// Code objects archived (one per wrapper that leads to each).
     pub code_objects: usize,
+    /// The marker's `kernel_name`.
     pub kernel_name: String,
+    /// The marker's search paths.
     pub search_paths: Vec<String>,
+    /// Virtual address of the marker in the host binary.
     pub marker_vaddr: u64,
+    /// The archives written.
     pub archives: Vec<WrittenArchive>,
 }
 
 /// The result of [`transform`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// The input was transformed.
     Transformed(TransformSummary),
     /// The input is already kpacked; nothing was written.
     AlreadyKpacked,
@@ -136,8 +161,13 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "status", rename_all = "kebab-case")]
 pub enum TransformReport {
+    /// The input was transformed.
     Transformed(TransformSummary),
-    AlreadyKpacked { input: String },
+    /// The input was already kpacked.
+    AlreadyKpacked {
+        /// The input.
+        input: String,
+    },
 }
 
 impl Outcome {
@@ -393,53 +423,40 @@ impl<'a> Plan<'a> {
         }
     }
 
-    /// Streams the rewritten host binary into a temporary file beside `output`, verifies it
-    /// and gives it `mode`; returns the temporary path (the caller renames or removes it).
-    pub fn write_host_temp(
+    /// Streams the rewritten host binary into the new file `path`, verifies it and gives it
+    /// `mode`. `path` is a staged path (see [`transform`]): on failure the caller's stage
+    /// removes what was written.
+    pub fn write_host(
         &self,
-        output: &Path,
+        path: &Path,
         mode: Option<std::fs::Permissions>,
-    ) -> Result<PathBuf, TransformError> {
-        let dir = match output.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let name = output
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = dir.join(format!(".{name}.kpack-tmp-{}", std::process::id()));
-        let result = (|| -> Result<(), TransformError> {
-            // Read access too: the written file is mapped for verification.
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .map_err(io_error(&tmp))?;
-            let mut out = BufWriter::with_capacity(1 << 20, file);
-            self.rewrite
-                .write_to(self.input, &mut out)
-                .map_err(io_error(&tmp))?;
-            let file = out
-                .into_inner()
-                .map_err(|e| io_error(&tmp)(e.into_error()))?;
-            file.sync_all().map_err(io_error(&tmp))?;
-            let map = crate::map_file(&file, &tmp)?;
-            kpack_elf::verify(&map).map_err(TransformError::Verify)?;
-            if let Some(mode) = mode {
-                std::fs::set_permissions(&tmp, mode).map_err(io_error(&tmp))?;
-            }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => Ok(tmp),
-            Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(e)
-            }
+    ) -> Result<(), TransformError> {
+        // Read access too: the written file is mapped for verification.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_error(path))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        self.rewrite
+            .write_to(self.input, &mut out)
+            .map_err(io_error(path))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| io_error(path)(e.into_error()))?;
+        file.sync_all().map_err(io_error(path))?;
+        let map = crate::map_file(&file, path)?;
+        kpack_elf::verify(&map).map_err(TransformError::Verify)?;
+        if let Some(mode) = mode {
+            std::fs::set_permissions(path, mode).map_err(io_error(path))?;
         }
+        Ok(())
+    }
+
+    /// The targets of the archives, in archive order.
+    pub fn targets(&self) -> impl Iterator<Item = &str> {
+        self.by_target.keys().map(String::as_str)
     }
 
     fn summary(&self, archives: Vec<WrittenArchive>) -> TransformSummary {
@@ -469,20 +486,45 @@ pub fn transform(input: &Path, opts: &TransformOptions) -> Result<Outcome, Trans
         }
         other => other?,
     };
-    let tmp = plan.write_host_temp(&opts.output, Some(mode))?;
-    let archives = match plan.write_archives(&opts.kpack_dir, opts.compression) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-    };
-    if let Err(e) = std::fs::rename(&tmp, &opts.output) {
-        let _ = std::fs::remove_file(&tmp);
-        for a in &archives {
-            let _ = std::fs::remove_file(&a.path);
-        }
-        return Err(io_error(&opts.output)(e).into());
-    }
+    let archives = write_outputs(&plan, opts, mode)?;
     Ok(Outcome::Transformed(plan.summary(archives)))
+}
+
+/// Writes every output of one transform into a [`Stage`] and publishes them together: the
+/// archives first, then the host binary, whose marker names them. A failure, or a kill before
+/// publishing, leaves nothing at any final path; a kill during the few renames of publishing
+/// can leave only complete archives that no new host binary refers to yet, which the next
+/// transform to the same paths replaces (see [`Stage`]). Stale temporaries of killed runs in
+/// both directories are swept first.
+fn write_outputs(
+    plan: &Plan<'_>,
+    opts: &TransformOptions,
+    mode: std::fs::Permissions,
+) -> Result<Vec<WrittenArchive>, TransformError> {
+    let staged = |e: kpack_fs::StageError| SourceError::Io {
+        path: e.path,
+        source: e.source,
+    };
+    // The archives' directory as `add` sees it (the parent of an archive path).
+    let kpack_dir = if opts.kpack_dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        opts.kpack_dir.as_path()
+    };
+    let mut stage = Stage::new();
+    let staged_kpack_dir = stage.dir_in(kpack_dir).map_err(staged)?;
+    for target in plan.targets() {
+        stage
+            .add(&plan.archive_path(kpack_dir, target), Replace::Allowed)
+            .map_err(staged)?;
+    }
+    let host = stage.add(&opts.output, Replace::Allowed).map_err(staged)?;
+    plan.write_host(&host, Some(mode))?;
+    kpack_fs::fault_point("transform-host-written");
+    let mut archives = plan.write_archives(&staged_kpack_dir, opts.compression)?;
+    stage.publish().map_err(staged)?;
+    for a in &mut archives {
+        a.path = plan.archive_path(&opts.kpack_dir, &a.target);
+    }
+    Ok(archives)
 }

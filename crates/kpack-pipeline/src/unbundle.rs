@@ -56,6 +56,8 @@ impl Unbundler {
     pub fn new(out_dir: impl Into<PathBuf>, filter: TargetFilter) -> Result<Self, SourceError> {
         let out_dir = out_dir.into();
         std::fs::create_dir_all(&out_dir).map_err(io_error(&out_dir))?;
+        // What a killed unbundle left (housekeeping: never a reason to fail).
+        let _ = kpack_fs::sweep(&out_dir);
         Ok(Unbundler {
             out_dir,
             filter,
@@ -158,26 +160,11 @@ impl Visitor for FileWriter<'_> {
     }
 }
 
-/// Writes `path` through a temporary file in the same directory, renamed into place only
-/// when `fill` succeeds, so no partial file is ever left under the final name.
+/// Writes `path` whole or not at all ([`kpack_fs::write_atomic`]): through a temporary file
+/// in the same directory, renamed into place only when `fill` succeeds.
 pub fn write_atomically(
     path: &Path,
     fill: impl FnOnce(&mut File) -> Result<(), SourceError>,
 ) -> Result<(), SourceError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{file_name}.kpack-tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut out = File::create(&tmp).map_err(io_error(&tmp))?;
-        fill(&mut out)?;
-        out.flush().map_err(io_error(&tmp))?;
-        std::fs::rename(&tmp, path).map_err(io_error(path))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    kpack_fs::write_atomic(path, fill, |at, e| io_error(at)(e))
 }

@@ -203,25 +203,22 @@ pub fn sha256_hex(data: &[u8]) -> String {
 /// nothing for a directory), sorted by path, for byte-for-byte tree comparisons.
 pub fn snapshot(root: &Path) -> Vec<(String, String, Vec<u8>)> {
     use std::os::unix::fs::PermissionsExt;
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&p).unwrap();
+    let mut out: Vec<_> = kpack_fs::walk(root)
+        .map(|e| {
+            let e = e.unwrap_or_else(|e| panic!("{e}"));
+            let meta = std::fs::symlink_metadata(&e.path).unwrap();
             let mode = format!("{:o}", meta.permissions().mode());
-            if meta.file_type().is_symlink() {
-                let t = std::fs::read_link(&p).unwrap();
-                out.push((rel, mode, t.display().to_string().into_bytes()));
-            } else if meta.is_dir() {
-                out.push((rel, mode, Vec::new()));
-                stack.push(p);
+            let content = if e.file_type.is_symlink() {
+                let t = std::fs::read_link(&e.path).unwrap();
+                t.display().to_string().into_bytes()
+            } else if e.file_type.is_dir() {
+                Vec::new()
             } else {
-                out.push((rel, mode, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
+                std::fs::read(&e.path).unwrap()
+            };
+            (e.rel.display().to_string(), mode, content)
+        })
+        .collect();
     out.sort();
     out
 }
@@ -230,16 +227,16 @@ pub fn snapshot(root: &Path) -> Vec<(String, String, Vec<u8>)> {
 /// links as links; file contents never pass through memory whole.
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        let kind = e.file_type().unwrap();
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
-        } else if kind.is_dir() {
-            copy_tree(&src, &dst);
+    for e in kpack_fs::walk(from) {
+        let e = e.unwrap_or_else(|e| panic!("{e}"));
+        let dst = to.join(&e.rel);
+        if e.file_type.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&e.path).unwrap(), &dst).unwrap();
+        } else if e.file_type.is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
         } else {
-            std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copying {}: {e}", src.display()));
+            std::fs::copy(&e.path, &dst)
+                .unwrap_or_else(|err| panic!("copying {}: {err}", e.path.display()));
         }
     }
 }

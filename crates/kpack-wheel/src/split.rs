@@ -2,7 +2,7 @@
 //! key (reference spec §1.2, done with kpack's transform and database handlers).
 //!
 //! Everything is staged beside (or inside) the output directory and published only when
-//! every output is complete; an error leaves no output (see `kpack_artifact::Staging`).
+//! every output is complete; an error leaves no output (see `kpack_fs::Stage`).
 //!
 //! **Archives.** Each fat binary is transformed on its own (`kpack_pipeline::transform`),
 //! so its archives are `<overlay>/.kpack/<module>_<target>.kpack`, the module named as
@@ -140,8 +140,11 @@ pub fn split_wheel_with_progress(
     progress: Progress<'_>,
 ) -> Result<Summary, WheelError> {
     let meta = std::fs::metadata(input).map_err(io(input))?;
-    let staging = kpack_artifact::Staging::new(&opts.output, "split-wheel")?;
-    let work = staging.path().join(".work");
+    let mut stage = kpack_fs::Stage::new();
+    let staged = stage
+        .add_tree(&opts.output, |_| false)
+        .map_err(kpack_artifact::ArtifactError::from)?;
+    let work = staged.join(".work");
     let host_root = work.join("host");
     std::fs::create_dir_all(&host_root).map_err(io(&host_root))?;
 
@@ -407,7 +410,7 @@ pub fn split_wheel_with_progress(
     let stored = |p: &str| zstd && p.ends_with(".kpack") && p.contains("/.kpack/");
     let published = publish_all(
         input,
-        staging.path(),
+        &staged,
         &jobs,
         opts.output_format,
         &stored,
@@ -436,7 +439,9 @@ pub fn split_wheel_with_progress(
         })
         .collect();
     std::fs::remove_dir_all(&work).map_err(io(&work))?;
-    staging.commit()?;
+    stage
+        .publish()
+        .map_err(kpack_artifact::ArtifactError::from)?;
     let architectures: BTreeSet<String> = devices
         .iter()
         .flat_map(|d| d.architectures.iter().cloned())

@@ -13,8 +13,13 @@
 //! * `lib/cmake/rocm-kpack/` (`find_package(rocm-kpack)` → `rocm::rocm_kpack`,
 //!   `rocm::rocm_kpack_static`) and `lib/pkgconfig/rocm-kpack.pc`.
 //!
-//! Files are written beside their destination and renamed over it, so processes using a
-//! previous install keep a consistent mapping.
+//! Files are written beside their destination and renamed over it ([`kpack_fs::write_atomic`],
+//! [`kpack_fs::symlink_atomic`]), so processes using a previous install keep a consistent
+//! mapping, and a killed install leaves no half-written file.
+//!
+//! Why not `cargo-c`: it would add a cargo subcommand to every machine that builds this,
+//! and it generates pkg-config files but no CMake package (`find_package(rocm-kpack)`), which
+//! ROCm's CMake builds use; this program needs nothing beyond cargo.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -101,7 +106,15 @@ fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
     ];
     let mut installed = Vec::new();
     for (path, bytes) in files {
-        replace(&path, |tmp| std::fs::write(tmp, &bytes))?;
+        make_dir(&path)?;
+        kpack_fs::write_atomic(
+            &path,
+            |file| {
+                std::io::Write::write_all(file, &bytes)
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            },
+            |at, e| format!("{}: {e}", at.display()),
+        )?;
         installed.push(path);
     }
     for (link, target) in [
@@ -109,21 +122,18 @@ fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
         ("librocm_kpack.so", "librocm_kpack.so.0"),
     ] {
         let path = lib.join(link);
-        replace(&path, |tmp| std::os::unix::fs::symlink(target, tmp))?;
+        make_dir(&path)?;
+        kpack_fs::symlink_atomic(Path::new(target), &path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         installed.push(path);
     }
     Ok(installed)
 }
 
-/// Creates `path` by `make`-ing a temporary beside it and renaming that over it.
-fn replace(path: &Path, make: impl FnOnce(&Path) -> std::io::Result<()>) -> Result<(), String> {
-    let err = |e: std::io::Error| format!("{}: {e}", path.display());
-    std::fs::create_dir_all(path.parent().expect("installed paths have a directory"))
-        .map_err(err)?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".kpack-tmp");
-    let tmp = PathBuf::from(tmp);
-    let _ = std::fs::remove_file(&tmp);
-    make(&tmp).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+/// Creates the directory of `path`, sweeping what a killed install left there.
+fn make_dir(path: &Path) -> Result<(), String> {
+    let dir = path.parent().expect("installed paths have a directory");
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let _ = kpack_fs::sweep(dir);
+    Ok(())
 }

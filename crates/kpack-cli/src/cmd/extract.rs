@@ -48,6 +48,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         .into());
     }
     let data = archive.get(binary, &args.arch)?;
+    // What a killed extract to the same place left (housekeeping: never a reason to fail).
+    let _ = kpack_fs::sweep(kpack_fs::parent_dir(&args.output));
     write_atomically(&args.output, |f| {
         std::io::Write::write_all(f, &data).map_err(|source| kpack_pipeline::SourceError::Io {
             path: args.output.clone(),

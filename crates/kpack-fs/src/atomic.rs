@@ -1,0 +1,46 @@
+//! One file replaced whole.
+
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::{fault_point, parent_dir, temp_builder, temp_name_prefix};
+
+/// Writes `path` whole or not at all: `fill` writes into a temporary file beside it
+/// (`.kpack-tmp-<pid>-<random>`, mode 0666 less the umask, readable and writable), which is
+/// renamed over `path` only when `fill` succeeds. On any error, or a panic, the temporary
+/// file is removed and `path` keeps what it held; after `kill -9` only the temporary file can
+/// remain, for [`crate::sweep`].
+///
+/// `fill` does its own `sync_all` where durability across power loss matters (a kill does not
+/// need it). `io_error` turns an I/O failure into the caller's error, given the path it
+/// concerns (the directory, or the final path).
+pub fn write_atomic<T, E>(
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> Result<T, E>,
+    io_error: impl Fn(&Path, std::io::Error) -> E,
+) -> Result<T, E> {
+    let dir = parent_dir(path);
+    let prefix = temp_name_prefix();
+    let mut tmp = temp_builder(&prefix)
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(|e| io_error(dir, e))?;
+    let value = fill(tmp.as_file_mut())?;
+    fault_point("atomic-written");
+    tmp.persist(path).map_err(|e| io_error(path, e.error))?;
+    Ok(value)
+}
+
+/// Makes `path` a symbolic link to `target`, replacing what was there in one rename (so a
+/// reader sees the old entry or the new link, never neither).
+pub fn symlink_atomic(target: &Path, path: &Path) -> std::io::Result<()> {
+    let prefix = temp_name_prefix();
+    temp_builder(&prefix)
+        .make_in(parent_dir(path), |tmp| {
+            std::os::unix::fs::symlink(target, tmp)
+        })?
+        .persist(path)
+        .map_err(|e| e.error)?;
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! Outputs written so that a failed or killed run (`kill -9` included) never leaves a partial
+//! file under a final name, and the one sorted tree walk every kpack crate uses.
+//!
+//! * [`write_atomic`] and [`symlink_atomic`]: one file (or link), made under a temporary name
+//!   beside its final path and renamed over it (`tempfile`'s `persist`).
+//! * [`Stage`]: every output of one job (a host binary and its archives, an artifact tree)
+//!   written into hidden staging directories beside the final paths, and published together
+//!   in an order the caller chooses (what refers to other outputs last).
+//! * [`sweep`]: removes what a killed run left. Every temporary name kpack creates is
+//!   `.kpack-tmp-<pid>-<random>` ([`TEMP_PREFIX`], then the id of the creating process), so a
+//!   later run can tell its own leftovers from anything else, and a dead run's from a live
+//!   one's: an entry is swept only when its process is gone or it is older than
+//!   [`STALE_AFTER`]. A killed run's job that had begun publishing is completed, not
+//!   discarded (see [`Stage`]).
+//! * [`walk`]: every entry below a directory, sorted by file name (`walkdir`), errors reported.
+//! * [`fault_point`]: the test hook that lets crash tests kill the real binary at a named
+//!   point.
+//!
+//! Why a crate of its own: the archive writer (kpack-archive), unbundle and transform
+//! (kpack-pipeline), split and recombine (kpack-artifact), the C library installer
+//! (kpack-capi) and the test kit all write or walk trees; the lowest of them, kpack-archive,
+//! is about one format, and kpack-capi does not depend on it. This crate depends on no
+//! other kpack crate.
+
+#![warn(missing_docs)]
+
+mod atomic;
+mod fault;
+mod journal;
+mod stage;
+mod sweep;
+mod walk;
+
+pub use atomic::{symlink_atomic, write_atomic};
+pub use fault::{FAULT_ENV, fault_point};
+pub use stage::{Replace, Stage, StageError};
+pub use sweep::{STALE_AFTER, TEMP_PREFIX, sweep, temp_owner};
+pub use walk::{WalkEntry, WalkError, subdirs, walk};
+
+use std::path::Path;
+
+/// The directory a path's file lives in (`.` for a bare file name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// The prefix of this process's temporary names: `.kpack-tmp-<pid>-`.
+fn temp_name_prefix() -> String {
+    format!("{TEMP_PREFIX}{}-", std::process::id())
+}
+
+/// A `tempfile` builder naming temporaries `.kpack-tmp-<pid>-<random>`.
+fn temp_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
+    let mut b = tempfile::Builder::new();
+    b.prefix(prefix);
+    b
+}
