@@ -20,6 +20,8 @@ pub mod handlers;
 pub mod manifest;
 pub mod recombine;
 pub mod split;
+mod split_tar;
+pub mod tarball;
 pub mod verify;
 
 use std::path::{Path, PathBuf};
@@ -63,6 +65,8 @@ pub enum ArtifactError {
     },
     #[error("{}: {problem}", path.display())]
     Invalid { path: PathBuf, problem: String },
+    #[error(transparent)]
+    Tar(Box<kpack_tar::TarError>),
     #[error("{0}")]
     Usage(String),
     /// A recombine validation failed; one line per problem.

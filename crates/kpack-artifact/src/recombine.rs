@@ -2,7 +2,9 @@
 //! package per architecture group (the reduce step).
 //!
 //! Shards are the sub-directories of the shards directory, each holding split outputs
-//! `C_generic` and `C_<processor>` (or `C_<family>`). For every component:
+//! `C_generic` and `C_<processor>` (or `C_<family>`), as directories or `.tar.zst` files
+//! ([`crate::tarball`]); the packages are written as directories or, with
+//! [`OutputFormat::TarZst`], as `.tar.zst` files. For every component:
 //! * `C_generic` is copied from the primary shard (symlinks kept);
 //! * for each group of the configuration (in order) with at least one architecture
 //!   available, `C_<group>` gets every file of the arch artifacts of its architectures
@@ -31,6 +33,7 @@ use kpack_archive::kpm::{KpmEntry, KpmManifest};
 use serde_json::Value;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
+use crate::tarball::{self, OutputFormat};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, Staging, TreeEntry, manifest};
 
 /// One architecture group of the configuration.
@@ -164,6 +167,8 @@ pub struct RecombineOptions {
     pub component: Option<String>,
     /// Worker threads for copying; 0 = one per core.
     pub threads: usize,
+    /// Directories or `.tar.zst` packages.
+    pub output: OutputFormat,
 }
 
 /// One group package written.
@@ -213,6 +218,8 @@ pub fn recombine(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineSummary, ArtifactError> {
+    let view = tarball::view(shards)?;
+    let shards = view.path();
     let mut shard_names: Vec<String> = Vec::new();
     for e in std::fs::read_dir(shards).map_err(ArtifactError::io(shards))? {
         let e = e.map_err(ArtifactError::io(shards))?;
@@ -345,9 +352,9 @@ pub fn recombine(
                 .iter()
                 .map(|g| format!("{component}_{}", g.name)),
         ) {
-            if out.join(&name).exists() {
+            if let Some(existing) = tarball::existing(out, &name) {
                 return Err(ArtifactError::invalid(
-                    out.join(name),
+                    existing,
                     "already exists; refusing to overwrite an artifact",
                 ));
             }
@@ -429,6 +436,14 @@ pub fn recombine(
         }
         summary.components.push(cs);
     }
+    tarball::pack_staged(
+        staging.path(),
+        summary.components.iter().flat_map(|c| {
+            std::iter::once(format!("{}_generic", c.component))
+                .chain(c.groups.iter().map(|g| g.artifact.clone()))
+        }),
+        opts.output,
+    )?;
     staging.commit()?;
     Ok(summary)
 }

@@ -22,6 +22,9 @@
 //!    Original artifacts are the directories with a manifest directly under the original
 //!    directory or one level down (one directory per shard); a rewritten binary must equal
 //!    the rewrite of at least one shard's original (the primary's, after recombine).
+//!
+//! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]);
+//! tarballs are read unpacked in a temporary directory, which failure lines then name.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -148,6 +151,13 @@ impl Ctx {
 /// Verifies the artifacts under `dir`. I/O errors on the top directory are errors; every
 /// problem inside is a failure line of the report.
 pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, ArtifactError> {
+    let view = crate::tarball::view(dir)?;
+    let dir = view.path();
+    let original = opts
+        .original
+        .as_deref()
+        .map(crate::tarball::view)
+        .transpose()?;
     let mut report = VerifyReport::default();
     let mut failures = Vec::new();
     let mut artifacts = Vec::new();
@@ -310,8 +320,8 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
         }
     }
 
-    if let Some(original) = &opts.original {
-        identity(&ctx, original, threads, &mut report, &mut failures)?;
+    if let Some(original) = &original {
+        identity(&ctx, original.path(), threads, &mut report, &mut failures)?;
     }
     failures.sort();
     failures.dedup();
