@@ -21,9 +21,9 @@ fn opts(output: OutputFormat) -> SplitOptions {
     }
 }
 
-/// Each shard's artifact directories as `<name>.tar.zst`: the first shard packed by the
-/// `tar` CLI (GNU tar: `./` names, directories first, the builder's uid and mtimes), the
-/// others by kpack's writer.
+/// Each shard's artifact directories as tarballs: the first shard packed by the `tar` CLI as
+/// `.tar.zst` (GNU tar: `./` names, directories first, the builder's uid and mtimes), the
+/// second by kpack's writer, the third by the `tar` CLI as `.tar.xz`.
 fn tar_shards(into: &Path) -> PathBuf {
     for (i, shard) in SHARDS.iter().enumerate() {
         let dir = into.join(shard);
@@ -31,12 +31,19 @@ fn tar_shards(into: &Path) -> PathBuf {
         for e in std::fs::read_dir(fixture(&format!("shards/{shard}"))).unwrap() {
             let artifact = e.unwrap().path();
             let name = artifact.file_name().unwrap().to_str().unwrap().to_owned();
-            let out = dir.join(format!("{name}.tar.zst"));
-            if i == 0 {
+            let (flag, suffix) = if i == 2 {
+                ("--xz", "xz")
+            } else {
+                ("--zstd", "zst")
+            };
+            let out = dir.join(format!("{name}.tar.{suffix}"));
+            if i == 1 {
+                kpack_tar::pack_dir(&artifact, &out, PackOptions::from_env()).unwrap();
+            } else {
                 run_tool(
                     "tar",
                     &[
-                        "--zstd",
+                        flag,
                         "-cf",
                         out.to_str().unwrap(),
                         "-C",
@@ -44,8 +51,6 @@ fn tar_shards(into: &Path) -> PathBuf {
                         ".",
                     ],
                 );
-            } else {
-                kpack_tar::pack_dir(&artifact, &out, PackOptions::from_env()).unwrap();
             }
         }
     }
