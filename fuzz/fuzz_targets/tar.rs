@@ -2,7 +2,6 @@
 //! safety rules. Every member the reader accepts must be safe to write below a root.
 #![no_main]
 
-use std::io::Read;
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
