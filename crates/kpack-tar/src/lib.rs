@@ -18,7 +18,9 @@
 //! * a symlink's target must be relative and stay inside the tree when resolved from the
 //!   link's directory; no member may lie below a symlink member, nor below a file member
 //!   (writing through a link is how an archive escapes the destination);
-//! * a path may appear once (directories excepted), so no member overwrites another.
+//! * a path may appear once (directories excepted), so no member overwrites another;
+//! * at most [`MAX_HEADERS`] bytes of headers, GNU long names and PAX extensions may come
+//!   between two members (the `tar` crate holds those in memory; contents it never holds).
 //!
 //! **Writing** ([`pack_dir`]) makes the same tarball from the same tree on every machine:
 //! members sorted by path (a directory's entries right after it), mtime `SOURCE_DATE_EPOCH`
@@ -29,7 +31,9 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Why a tarball could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -160,7 +164,11 @@ pub fn read_members<E: From<TarError>>(
     path: &Path,
     mut visit: impl FnMut(&Member, &mut dyn Read) -> Result<(), E>,
 ) -> Result<usize, E> {
-    let mut archive = tar::Archive::new(reader);
+    let between_members = Rc::new(Cell::new(Some(0)));
+    let mut archive = tar::Archive::new(Metered {
+        inner: reader,
+        read: between_members.clone(),
+    });
     let mut rules = Rules::default();
     let mut index = 0;
     let mut last_offset = 0;
@@ -173,6 +181,7 @@ pub fn read_members<E: From<TarError>>(
     let entries = archive.entries().map_err(|e| corrupt(0, 0, e))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| corrupt(index, last_offset, e))?;
+        between_members.set(None);
         let offset = entry.raw_header_position();
         last_offset = offset;
         let checked = rules
@@ -188,8 +197,39 @@ pub fn read_members<E: From<TarError>>(
             visit(&member, &mut entry)?;
             index += 1;
         }
+        std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| corrupt(index, offset, e))?;
+        between_members.set(Some(0));
     }
     Ok(index)
+}
+
+/// The most a tar may hold between two members' contents: headers, GNU long names and PAX
+/// extensions, which the `tar` crate reads into memory (a name is at most 4 KiB on Linux).
+pub const MAX_HEADERS: u64 = 1 << 20;
+
+/// Counts the bytes read between one member's content and the next member (`None` while a
+/// member's content is read) and fails past [`MAX_HEADERS`]: so a small compressed tarball
+/// cannot make the reader hold gigabytes of "file name".
+struct Metered<R> {
+    inner: R,
+    read: Rc<Cell<Option<u64>>>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(before) = self.read.get() {
+            let after = before + n as u64;
+            if after > MAX_HEADERS {
+                return Err(std::io::Error::other(format!(
+                    "more than {MAX_HEADERS} bytes of headers, long names and PAX extensions \
+                     before the next member"
+                )));
+            }
+            self.read.set(Some(after));
+        }
+        Ok(n)
+    }
 }
 
 /// What the members seen so far were, for the rules that relate members to each other.
@@ -514,6 +554,50 @@ mod tests {
         assert_eq!(normalise("./").unwrap(), None);
         assert!(normalise("/etc/passwd").unwrap_err().contains("absolute"));
         assert!(normalise("a/../../b").unwrap_err().contains("traversal"));
+    }
+
+    #[test]
+    fn a_long_name_bigger_than_the_header_budget_is_refused_before_it_is_read_whole() {
+        // A GNU long-name entry of 2 MiB, then a member: the reader must stop at the budget.
+        let mut tar = Vec::new();
+        let mut long = tar::Header::new_gnu();
+        long.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
+        long.set_entry_type(tar::EntryType::GNULongName);
+        long.set_size(2 << 20);
+        long.set_cksum();
+        tar.extend_from_slice(long.as_bytes());
+        tar.extend(std::iter::repeat_n(b'a', 2 << 20));
+        let mut file = tar::Header::new_gnu();
+        file.set_path("x").unwrap();
+        file.set_size(0);
+        file.set_cksum();
+        tar.extend_from_slice(file.as_bytes());
+        tar.extend([0; 1024]);
+        let e = read_members(
+            &tar[..],
+            Path::new("bomb.tar"),
+            |_, _| Ok::<_, TarError>(()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("bomb.tar") && e.contains("more than 1048576 bytes"),
+            "{e}"
+        );
+        // Within the budget, the same shape reads.
+        let mut ok = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        ok.append_data(&mut h, "d/".repeat(200) + "f", &b"x"[..])
+            .unwrap();
+        let ok = ok.into_inner().unwrap();
+        let n = read_members(&ok[..], Path::new("ok.tar"), |m, _| {
+            assert_eq!(m.path.len(), 401);
+            Ok::<_, TarError>(())
+        })
+        .unwrap();
+        assert_eq!(n, 1);
     }
 
     #[test]
