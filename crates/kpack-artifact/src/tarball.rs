@@ -77,11 +77,25 @@ pub fn artifacts_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError>
 pub(crate) struct View {
     path: PathBuf,
     _temp: Option<tempfile::TempDir>,
+    /// (artifact path in the view, the path the user gave), for messages.
+    given: Vec<(String, String)>,
 }
 
 impl View {
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// `text` with the view's artifact paths written as the user gave them (`DIR/<name>` for
+    /// a directory, `DIR/<name>.tar.zst` for a tarball), so messages name real files.
+    pub(crate) fn shown(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for (view, given) in &self.given {
+            for end in ["/", ":"] {
+                text = text.replace(&format!("{view}{end}"), &format!("{given}{end}"));
+            }
+        }
+        text
     }
 }
 
@@ -93,6 +107,7 @@ pub(crate) fn view(path: &Path) -> Result<View, ArtifactError> {
     let unchanged = || View {
         path: path.to_owned(),
         _temp: None,
+        given: Vec::new(),
     };
     if is_tarball(path) {
         let temp = temp_dir()?;
@@ -103,9 +118,11 @@ pub(crate) fn view(path: &Path) -> Result<View, ArtifactError> {
             .ok_or_else(|| {
                 ArtifactError::invalid(path, "expected <artifact>.tar.zst, .tar.xz or .tar")
             })?;
-        kpack_tar::unpack(path, &temp.path().join(name))?;
+        let to = temp.path().join(name);
+        kpack_tar::unpack(path, &to)?;
         return Ok(View {
             path: temp.path().to_owned(),
+            given: vec![(to.display().to_string(), path.display().to_string())],
             _temp: Some(temp),
         });
     }
@@ -132,10 +149,12 @@ pub(crate) fn view(path: &Path) -> Result<View, ArtifactError> {
         return Ok(unchanged());
     }
     let temp = temp_dir()?;
-    let place = |artifacts: &[(String, PathBuf)], into: &Path| -> Result<(), ArtifactError> {
+    let mut given = Vec::new();
+    let mut place = |artifacts: &[(String, PathBuf)], into: &Path| -> Result<(), ArtifactError> {
         std::fs::create_dir_all(into).map_err(ArtifactError::io(into))?;
         for (name, from) in artifacts {
             let to = into.join(name);
+            given.push((to.display().to_string(), from.display().to_string()));
             if is_tarball(from) {
                 kpack_tar::unpack(from, &to)?;
             } else {
@@ -153,6 +172,7 @@ pub(crate) fn view(path: &Path) -> Result<View, ArtifactError> {
     Ok(View {
         path: temp.path().to_owned(),
         _temp: Some(temp),
+        given,
     })
 }
 

@@ -24,7 +24,8 @@
 //!    the rewrite of at least one shard's original (the primary's, after recombine).
 //!
 //! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]);
-//! tarballs are read unpacked in a temporary directory, which failure lines then name.
+//! tarballs are read unpacked in a temporary directory, and failure lines name them as
+//! `<tarball>/<member>`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -323,6 +324,13 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     if let Some(original) = &original {
         identity(&ctx, original.path(), threads, &mut report, &mut failures)?;
     }
+    let mut failures: Vec<String> = failures
+        .iter()
+        .map(|f| match &original {
+            Some(o) => o.shown(&view.shown(f)),
+            None => view.shown(f),
+        })
+        .collect();
     failures.sort();
     failures.dedup();
     report.failures = failures;

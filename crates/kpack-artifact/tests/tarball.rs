@@ -224,6 +224,19 @@ fn tarball_artifacts_split_recombine_and_verify_to_the_same_bytes_as_directories
     )
     .unwrap();
     assert!(one.code_objects > 0);
+    // A failure inside a tarball names the tarball and the member, not a temporary path.
+    let lone = t.join("lone");
+    std::fs::create_dir(&lone).unwrap();
+    let arch = "demo_lib_gfx90a.tar.zst";
+    std::fs::copy(t.join("split-dir-zst/shard-b").join(arch), lone.join(arch)).unwrap();
+    let report = verify(&lone, &VerifyOptions::default()).unwrap();
+    let want = format!(
+        "{}/demo/stage/.kpack/bin_demo_gfx90a:xnack+.kpack: no binary's marker reaches this archive",
+        lone.join(arch).display()
+    );
+    assert!(report.failures.contains(&want), "{:?}", report.failures);
+    assert!(!report.failures.iter().any(|f| f.contains("kpack-view-")));
+
     untar_all(&rec_tar);
     assert_eq!(snapshot(&rec_tar), snapshot(&rec_dir));
 }
