@@ -8,6 +8,11 @@ cd "$(dirname "$0")/../fuzz"
 SECONDS_PER_TARGET=${1:-15}
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O >/dev/null 2>&1 || cargo fuzz build -O
+# The tar reader's seeds: an artifact of the shard fixtures packed plain, zstd and xz.
+mkdir -p corpus/tar
+tar -C ../fixtures/shards/shard-a/demo_host_gfx90X -cf corpus/tar/seed.tar .
+zstd -qf corpus/tar/seed.tar -o corpus/tar/seed.tar.zst
+xz -kfq corpus/tar/seed.tar
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for target in $(cargo fuzz list); do

@@ -11,8 +11,9 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 # binutils/elfutils/patchelf: readelf, objcopy, eu-elflint, patchelf as witnesses for ELF output.
 # gcc, cmake, pkg-config: the C stand-ins and the C API's CMake package test.
 # zip, unzip: the naive re-zip baseline of the wheel benchmark; python3-venv: the fresh venvs
-# the split wheels are pip-installed into.
-PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip zip python3-venv"
+# the split wheels are pip-installed into. jq, xz-utils: the example CI workflow's steps and its
+# local dry run; tar and zstd also witness kpack's .tar.zst artifacts.
+PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip zip python3-venv jq xz-utils"
 # pip downloads the PyPI wheels of the corpus.
 python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=
@@ -22,6 +23,16 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
+
+# check-jsonschema (GitHub's workflow schema bundled, so validation works offline) and PyYAML
+# (scripts/ci-dry-run.py) for the example workflow's test, in a venv of their own.
+CI_VENV=${KPACK_CI_VENV:-/opt/kpack-ci-venv}
+if [ ! -x "$CI_VENV/bin/check-jsonschema" ] || ! "$CI_VENV/bin/python" -c 'import yaml' 2>/dev/null; then
+  echo "setup: installing check-jsonschema and PyYAML into $CI_VENV"
+  $SUDO python3 -m venv "$CI_VENV"
+  $SUDO "$CI_VENV/bin/pip" install -q check-jsonschema pyyaml
+fi
+command -v check-jsonschema >/dev/null 2>&1 || $SUDO ln -sf "$CI_VENV/bin/check-jsonschema" /usr/local/bin/check-jsonschema
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "setup: installing cargo-fuzz"

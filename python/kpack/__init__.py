@@ -71,6 +71,7 @@ def split(
     compression: str = "zstd",
     level: int = 3,
     threads: int = 0,
+    output_format: str = "dir",
 ) -> List[Dict[str, Any]]:
     """Splits a build artifact (``kpack split``): ``output/<component>_generic`` gets the host
     code and rewritten binaries, ``output/<component>_<processor>`` each GPU processor's
@@ -81,6 +82,8 @@ def split(
     apply, in order (``rocblas``, ``hipblaslt``, ``hipsparselt``, ``aotriton``, ``miopen``,
     ``composablekernel``, ``hipkernelprovider``, ``hotswap_cache``). ``compression`` is
     ``"zstd"`` (at ``level`` 1 to 22) or ``"none"``; ``threads=0`` uses one per core.
+    ``input`` may be an artifact directory or a ``.tar.zst``/``.tar.xz`` of one;
+    ``output_format="tar.zst"`` writes every artifact as a reproducible ``<name>.tar.zst``.
 
     Returns one summary per artifact split, as ``kpack split --json`` prints them.
     """
@@ -94,6 +97,7 @@ def split(
             compression,
             level,
             threads,
+            output_format,
         )
     )
     return cast(List[Dict[str, Any]], summaries)
@@ -106,15 +110,19 @@ def recombine(
     *,
     component: Optional[str] = None,
     threads: int = 0,
+    output_format: str = "dir",
 ) -> Dict[str, Any]:
     """Recombines split shards (``kpack recombine``): each component's generic artifact
     from the primary shard and one ``<component>_<group>`` per architecture group of the
     packaging configuration ``config``, whose ``validation`` flags are enforced (a failed
-    validation raises :class:`ArtifactError`).
+    validation raises :class:`ArtifactError`). Shards may hold ``.tar.zst`` artifacts;
+    ``output_format="tar.zst"`` writes every package as a ``<name>.tar.zst``.
 
     Returns the summary ``kpack recombine --json`` prints.
     """
-    summary = json.loads(_native.recombine(shards, config, output, component, threads))
+    summary = json.loads(
+        _native.recombine(shards, config, output, component, threads, output_format)
+    )
     return cast(Dict[str, Any], summary)
 
 

@@ -19,6 +19,7 @@ def split(
     compression: str,
     level: int,
     threads: int,
+    output_format: str,
 ) -> str: ...
 def recombine(
     shards: _Path,
@@ -26,6 +27,7 @@ def recombine(
     output: _Path,
     component: Optional[str],
     threads: int,
+    output_format: str,
 ) -> str: ...
 def verify(artifacts: _Path, original: Optional[_Path], threads: int) -> str: ...
 def transform(

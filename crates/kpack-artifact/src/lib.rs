@@ -24,6 +24,8 @@ pub mod index;
 pub mod manifest;
 pub mod recombine;
 pub mod split;
+mod split_tar;
+pub mod tarball;
 pub mod verify;
 
 use std::path::{Path, PathBuf};
@@ -90,6 +92,9 @@ pub enum ArtifactError {
         /// What is wrong.
         problem: String,
     },
+    /// A tarball artifact could not be read or written.
+    #[error(transparent)]
+    Tar(Box<kpack_tar::TarError>),
     /// The request itself is invalid (a bad component name, a missing option).
     #[error("{0}")]
     Usage(String),

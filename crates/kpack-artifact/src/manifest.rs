@@ -12,6 +12,11 @@ pub const MANIFEST: &str = "artifact_manifest.txt";
 pub fn read(dir: &Path) -> Result<Vec<String>, ArtifactError> {
     let path = dir.join(MANIFEST);
     let text = std::fs::read_to_string(&path).map_err(ArtifactError::io(&path))?;
+    parse(&text, &path)
+}
+
+/// Parses the manifest text read from `path` (see [`read`]).
+pub fn parse(text: &str, path: &Path) -> Result<Vec<String>, ArtifactError> {
     let mut prefixes: Vec<String> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let prefix = line.trim();
@@ -19,7 +24,7 @@ pub fn read(dir: &Path) -> Result<Vec<String>, ArtifactError> {
             continue;
         }
         let bad = |problem: &str| ArtifactError::Manifest {
-            path: path.clone(),
+            path: path.to_owned(),
             line: n + 1,
             problem: format!("{prefix:?}: {problem}"),
         };

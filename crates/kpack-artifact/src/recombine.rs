@@ -2,7 +2,9 @@
 //! package per architecture group (the reduce step).
 //!
 //! Shards are the sub-directories of the shards directory, each holding split outputs
-//! `C_generic` and `C_<processor>` (or `C_<family>`). For every component:
+//! `C_generic` and `C_<processor>` (or `C_<family>`), as directories or `.tar.zst` files
+//! ([`crate::tarball`]); the packages are written as directories or, with
+//! [`OutputFormat::TarZst`], as `.tar.zst` files. For every component:
 //! * `C_generic` is copied from the primary shard (symlinks kept), plus, per module with
 //!   archives in any group, the [index](crate::index) `<dir>/.kpack/<module>.kpm` listing
 //!   every architecture packaged and the group package providing it;
@@ -35,6 +37,7 @@ use serde::Deserialize;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
 use crate::index::{self, IndexedArchive};
+use crate::tarball::{self, OutputFormat};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, TreeEntry, manifest};
 
 /// One architecture group of the configuration.
@@ -259,6 +262,8 @@ pub struct RecombineOptions {
     pub component: Option<String>,
     /// Worker threads for copying; 0 = one per core.
     pub threads: usize,
+    /// Directories or `.tar.zst` packages.
+    pub output: OutputFormat,
 }
 
 /// One group package written.
@@ -451,6 +456,8 @@ pub fn recombine(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineSummary, ArtifactError> {
+    let view = tarball::view(shards)?;
+    let shards = view.path();
     let shard_names: Vec<String> = crate::sorted_subdirs(shards)?
         .iter()
         .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
@@ -602,9 +609,9 @@ pub fn recombine(
     // Staging first: its sweep completes what a run killed while publishing began.
     let (stage, root) = crate::stage_output(out)?;
     for p in &packages {
-        if out.join(&p.name).exists() {
+        if let Some(existing) = tarball::existing(out, &p.name) {
             return Err(ArtifactError::invalid(
-                out.join(&p.name),
+                existing,
                 "already exists; refusing to overwrite an artifact",
             ));
         }
@@ -621,6 +628,7 @@ pub fn recombine(
     {
         g.files = files[g.artifact.as_str()];
     }
+    tarball::pack_staged(&root, packages.iter().map(|p| p.name.clone()), opts.output)?;
     stage.publish()?;
     Ok(summary)
 }

@@ -26,6 +26,10 @@
 //! (`bin/demo` → `bin_demo`, `lib/libdemo.so.1` → `lib_libdemo.so.1`), whatever the order
 //! they are found in; if even those collide, the split fails.
 //!
+//! The input is an artifact directory or a tarball of one (`.tar.zst`, `.tar.xz`, `.tar`;
+//! streamed, see [`crate::split_tar`]); either gives the same bytes. With
+//! [`OutputFormat::TarZst`] each artifact is written as a reproducible `<name>.tar.zst`.
+//!
 //! Inputs are only read. Output files are always new files (a hard link in the input is
 //! never written through). Work is spread over the cores per file (and per target inside a
 //! fat binary); the output is identical whatever the thread count. Everything is staged and
@@ -39,6 +43,7 @@ use kpack_archive::Compression;
 use kpack_target::TargetId;
 
 use crate::handlers::{self, DbArch, Handler};
+use crate::tarball::{self, OutputFormat};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RecordBinary, TreeEntry, manifest};
 use kpack_pipeline::transform::{self, HostState, TransformOptions};
 
@@ -51,6 +56,8 @@ pub struct SplitOptions {
     pub compression: Compression,
     /// Worker threads; 0 = one per core.
     pub threads: usize,
+    /// Directories or `.tar.zst` artifacts.
+    pub output: OutputFormat,
 }
 
 impl Default for SplitOptions {
@@ -59,6 +66,7 @@ impl Default for SplitOptions {
             handlers: Vec::new(),
             compression: Compression::zstd(),
             threads: 0,
+            output: OutputFormat::Dir,
         }
     }
 }
@@ -98,7 +106,8 @@ pub struct SplitSummary {
 /// Progress: called with (items done, items in total) as files are processed.
 pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
 
-/// Splits the artifact `input` into `out` (created if missing) as component `component`.
+/// Splits the artifact `input` (a directory or a tarball) into `out` (created if missing)
+/// as component `component`.
 pub fn split(
     input: &Path,
     out: &Path,
@@ -111,13 +120,14 @@ pub fn split(
     let (stage, root) = crate::stage_output(out)?;
     refuse_existing(out, component)?;
     let summary = split_into(input, &root, component, opts, progress)?;
+    pack_outputs(&root, &summary, opts.output)?;
     stage.publish()?;
     Ok(summary)
 }
 
-/// Splits every sub-directory of `parent` holding an `artifact_manifest.txt` (sorted by
-/// name; `<component>_<suffix>`, those ending `_generic` skipped) into `out`. All or
-/// nothing: one failure leaves no output.
+/// Splits every artifact in `parent` (sub-directories holding an `artifact_manifest.txt`
+/// and tarballs, sorted by name; `<component>_<suffix>`, those ending `_generic` skipped)
+/// into `out`. All or nothing: one failure leaves no output.
 pub fn split_batch(
     parent: &Path,
     out: &Path,
@@ -127,7 +137,7 @@ pub fn split_batch(
     // Staging first: its sweep completes what a run killed while publishing began.
     let (stage, root) = crate::stage_output(out)?;
     let mut jobs: Vec<(String, PathBuf)> = Vec::new();
-    for (name, dir) in crate::artifact_dirs(parent)? {
+    for (name, dir) in tarball::artifacts_in(parent)? {
         let Some((component, suffix)) = crate::split_artifact_name(&name) else {
             return Err(ArtifactError::invalid(
                 dir,
@@ -152,7 +162,9 @@ pub fn split_batch(
     }
     let mut summaries = Vec::new();
     for (component, dir) in &jobs {
-        summaries.push(split_into(dir, &root, component, opts, progress)?);
+        let summary = split_into(dir, &root, component, opts, progress)?;
+        pack_outputs(&root, &summary, opts.output)?;
+        summaries.push(summary);
     }
     stage.publish()?;
     Ok(summaries)
@@ -167,9 +179,16 @@ fn check_component(component: &str) -> Result<(), ArtifactError> {
     Ok(())
 }
 
+fn pack_outputs(
+    stage: &Path,
+    summary: &SplitSummary,
+    format: OutputFormat,
+) -> Result<(), ArtifactError> {
+    tarball::pack_staged(stage, summary.artifacts.iter().map(|a| &a.name), format)
+}
+
 fn refuse_existing(out: &Path, component: &str) -> Result<(), ArtifactError> {
-    let generic = out.join(format!("{component}_generic"));
-    if generic.exists() {
+    if let Some(generic) = tarball::existing(out, &format!("{component}_generic")) {
         return Err(ArtifactError::invalid(
             generic,
             "already exists; refusing to overwrite an artifact",
@@ -189,7 +208,7 @@ pub fn module_name(file_name: &str) -> String {
 
 /// Where an entry goes.
 #[derive(Debug, Clone)]
-enum Class {
+pub(crate) enum Class {
     Dir,
     Symlink(PathBuf),
     Plain,
@@ -197,15 +216,15 @@ enum Class {
     Fat,
 }
 
-struct Item {
-    prefix: String,
-    rel: String,
-    class: Class,
+pub(crate) struct Item {
+    pub(crate) prefix: String,
+    pub(crate) rel: String,
+    pub(crate) class: Class,
 }
 
 /// What processing one item produced.
 #[derive(Default)]
-struct Done {
+pub(crate) struct Done {
     /// (artifact suffix, prefix, bytes, is archive) of each file written to a per-arch artifact.
     arch_files: Vec<(String, u64, bool)>,
     generic_bytes: Option<u64>,
@@ -220,6 +239,9 @@ fn split_into(
     opts: &SplitOptions,
     progress: Progress<'_>,
 ) -> Result<SplitSummary, ArtifactError> {
+    if tarball::is_tarball(input) {
+        return crate::split_tar::split_tar_into(input, stage, component, opts, progress);
+    }
     let prefixes: Vec<String> = manifest::read(input)?
         .into_iter()
         .filter(|p| input.join(p).is_dir())
@@ -240,44 +262,16 @@ fn split_into(
         .map(|((prefix, rel, _), class)| Item { prefix, rel, class })
         .collect();
     let modules = assign_modules(&items)?;
-
-    let generic = stage.join(format!("{component}_generic"));
-    std::fs::create_dir_all(&generic).map_err(ArtifactError::io(&generic))?;
-    // Directories and symlinks first, in order (cheap, and files need their directories).
-    for prefix in &prefixes {
-        let dir = generic.join(prefix);
-        std::fs::create_dir_all(&dir).map_err(ArtifactError::io(&dir))?;
-    }
-    for item in &items {
-        let to = generic.join(&item.prefix).join(&item.rel);
-        match &item.class {
-            Class::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
-            Class::Symlink(target) => crate::copy_symlink(target, &to)?,
-            _ => {}
-        }
-    }
+    create_tree(stage, component, &prefixes, &items)?;
     let total = items.len() as u64;
     let done_count = AtomicU64::new(0);
     let results = crate::parallel_map(&items, threads, |i, item| {
         let from = input.join(&item.prefix).join(&item.rel);
         let r = match &item.class {
             Class::Dir | Class::Symlink(_) => Ok(Done::default()),
-            Class::Plain => {
-                let to = generic.join(&item.prefix).join(&item.rel);
-                crate::copy_file(&from, &to).map(|bytes| Done {
-                    generic_bytes: Some(bytes),
-                    ..Done::default()
-                })
-            }
-            Class::Db(arch) => {
-                let to = stage
-                    .join(format!("{component}_{}", arch.artifact))
-                    .join(&item.prefix)
-                    .join(&item.rel);
-                crate::copy_file(&from, &to).map(|bytes| Done {
-                    arch_files: vec![(arch.artifact.clone(), bytes, false)],
-                    ..Done::default()
-                })
+            Class::Plain | Class::Db(_) => {
+                let to = copy_destination(stage, component, item).expect("a copied class");
+                crate::copy_file(&from, &to).map(|bytes| copied(&item.class, bytes))
             }
             Class::Fat => split_fat(
                 &from,
@@ -291,8 +285,75 @@ fn split_into(
         progress(done_count.fetch_add(1, Ordering::Relaxed) + 1, total);
         r
     })?;
+    finish(input, stage, component, opts, &prefixes, &items, results)
+}
 
-    // Manifests, records and the summary.
+/// Where a copied item (a plain or database file) goes; `None` for the other classes.
+pub(crate) fn copy_destination(stage: &Path, component: &str, item: &Item) -> Option<PathBuf> {
+    let artifact = match &item.class {
+        Class::Plain => "generic",
+        Class::Db(arch) => &arch.artifact,
+        _ => return None,
+    };
+    Some(
+        stage
+            .join(format!("{component}_{artifact}"))
+            .join(&item.prefix)
+            .join(&item.rel),
+    )
+}
+
+/// What copying `bytes` of an item of `class` produced.
+pub(crate) fn copied(class: &Class, bytes: u64) -> Done {
+    match class {
+        Class::Db(arch) => Done {
+            arch_files: vec![(arch.artifact.clone(), bytes, false)],
+            ..Done::default()
+        },
+        _ => Done {
+            generic_bytes: Some(bytes),
+            ..Done::default()
+        },
+    }
+}
+
+/// Creates the generic artifact's prefixes, directories and symlinks, in order (cheap, and
+/// files need their directories).
+pub(crate) fn create_tree(
+    stage: &Path,
+    component: &str,
+    prefixes: &[String],
+    items: &[Item],
+) -> Result<(), ArtifactError> {
+    let generic = stage.join(format!("{component}_generic"));
+    std::fs::create_dir_all(&generic).map_err(ArtifactError::io(&generic))?;
+    for prefix in prefixes {
+        let dir = generic.join(prefix);
+        std::fs::create_dir_all(&dir).map_err(ArtifactError::io(&dir))?;
+    }
+    for item in items {
+        let to = generic.join(&item.prefix).join(&item.rel);
+        match &item.class {
+            Class::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
+            Class::Symlink(target) => crate::copy_symlink(target, &to)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Writes the manifests and records of the artifacts the items went to (one [`Done`] per
+/// item) and sums up.
+pub(crate) fn finish(
+    input: &Path,
+    stage: &Path,
+    component: &str,
+    opts: &SplitOptions,
+    prefixes: &[String],
+    items: &[Item],
+    results: Vec<Done>,
+) -> Result<SplitSummary, ArtifactError> {
+    let generic = stage.join(format!("{component}_generic"));
     let mut summary = SplitSummary {
         component: component.to_owned(),
         input: input.to_owned(),
@@ -343,7 +404,7 @@ fn split_into(
         }
     }
     summary.generic_only = arch.is_empty();
-    manifest::write(&generic, &prefixes)?;
+    manifest::write(&generic, prefixes)?;
     ArtifactRecord {
         format_version: 1,
         component: component.to_owned(),
@@ -375,7 +436,7 @@ fn split_into(
     Ok(summary)
 }
 
-fn classify(
+pub(crate) fn classify(
     path: &Path,
     rel: &str,
     entry: &TreeEntry,
@@ -406,7 +467,7 @@ fn classify(
 }
 
 /// Module names of the fat items (by item index); see the module docs.
-fn assign_modules(items: &[Item]) -> Result<BTreeMap<usize, String>, ArtifactError> {
+pub(crate) fn assign_modules(items: &[Item]) -> Result<BTreeMap<usize, String>, ArtifactError> {
     let fat: Vec<usize> = (0..items.len())
         .filter(|&i| matches!(items[i].class, Class::Fat))
         .collect();
@@ -452,7 +513,7 @@ pub fn module_names(rels: &[&str]) -> Result<Vec<String>, (usize, usize, String)
     Ok(names)
 }
 
-fn split_fat(
+pub(crate) fn split_fat(
     from: &Path,
     stage: &Path,
     component: &str,

@@ -30,6 +30,10 @@
 //!    directly or one level down (one directory per shard) ([`original_artifacts`]); a
 //!    rewritten binary must equal the rewrite of at least one shard's original (the
 //!    primary's, after recombine).
+//!
+//! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]);
+//! tarballs are read unpacked in a temporary directory, and failure lines name them as
+//! `<tarball>/<member>`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -163,6 +167,13 @@ impl Ctx {
 /// Verifies the artifacts under `dir`. I/O errors on the top directory are errors; every
 /// problem inside is a failure line of the report.
 pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, ArtifactError> {
+    let view = crate::tarball::view(dir)?;
+    let dir = view.path();
+    let original = opts
+        .original
+        .as_deref()
+        .map(crate::tarball::view)
+        .transpose()?;
     let mut report = VerifyReport::default();
     let mut failures = Vec::new();
     let mut artifacts = Vec::new();
@@ -346,9 +357,16 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
         }
     }
 
-    if let Some(original) = &opts.original {
-        identity(&ctx, original, threads, &mut report, &mut failures)?;
+    if let Some(original) = &original {
+        identity(&ctx, original.path(), threads, &mut report, &mut failures)?;
     }
+    let mut failures: Vec<String> = failures
+        .iter()
+        .map(|f| match &original {
+            Some(o) => o.shown(&view.shown(f)),
+            None => view.shown(f),
+        })
+        .collect();
     failures.sort();
     failures.dedup();
     report.failures = failures;

@@ -2,7 +2,8 @@
 //! TheRock artifacts (hard links into the corpus), split, recombined into at least two groups
 //! and verified with strict identity; per-arch file counts match `kerneldb_tables.md` (from
 //! the file names); the generic package indexes every archive of every group, and the
-//! packages install side by side.
+//! packages install side by side. The rocBLAS artifact as a `.tar.zst`
+//! splits to the same bytes as its directory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use kpack_artifact::handlers::Handler;
 use kpack_artifact::manifest;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_artifact::split::{SplitOptions, split};
+use kpack_artifact::tarball::OutputFormat;
 use kpack_artifact::verify::{VerifyOptions, verify};
 
 struct Package {
@@ -312,4 +314,71 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
             assert!(a == b && a.starts_with(b"\x7fELF"));
         }
     }
+}
+
+#[test]
+#[ignore = "real-world"]
+fn rocblas_tarball_splits_streamed_to_the_same_bytes_as_its_directory() {
+    let p = &PACKAGES[0];
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let artifact = arrange(p, &root.path().join("dir"));
+    let tarball = root.path().join(format!("{}_gfxall.tar.zst", p.component));
+    kpack_tar::pack_dir(&artifact, &tarball, kpack_tar::PackOptions::from_env()).unwrap();
+    let opts = |output| SplitOptions {
+        handlers: vec![p.handler],
+        output,
+        ..SplitOptions::default()
+    };
+    let from_dir = root.path().join("split-dir");
+    let from_tar = root.path().join("split-tar");
+    let a = split(
+        &artifact,
+        &from_dir,
+        p.component,
+        &opts(OutputFormat::Dir),
+        &|_, _| {},
+    )
+    .unwrap();
+    let b = split(
+        &tarball,
+        &from_tar,
+        p.component,
+        &opts(OutputFormat::TarZst),
+        &|_, _| {},
+    )
+    .unwrap();
+    assert_eq!(a.artifacts, b.artifacts);
+    assert!(a.code_objects > 0 && a.database_files > 1000);
+    // Every output tarball unpacked by the `tar` CLI holds the directory split's bytes.
+    let unpacked = root.path().join("split-tar-unpacked");
+    for w in &b.artifacts {
+        let to = unpacked.join(&w.name);
+        std::fs::create_dir_all(&to).unwrap();
+        let t = from_tar.join(format!("{}.tar.zst", w.name));
+        kpack_testkit::run_tool(
+            "tar",
+            &[
+                "--zstd",
+                "-xf",
+                t.to_str().unwrap(),
+                "-C",
+                to.to_str().unwrap(),
+            ],
+        );
+    }
+    assert_eq!(
+        kpack_testkit::snapshot_digests(&unpacked),
+        kpack_testkit::snapshot_digests(&from_dir)
+    );
+    // The tar outputs verify against the tarball original, code object by code object.
+    let report = verify(
+        &from_tar,
+        &VerifyOptions {
+            original: Some(tarball.clone()),
+            threads: 0,
+        },
+    )
+    .unwrap();
+    assert_eq!(report.failures, Vec::<String>::new());
+    assert!(report.code_objects > 0 && report.original_files > 1000);
 }

@@ -177,6 +177,7 @@ fn split(
     compression: &str,
     level: i32,
     threads: usize,
+    output_format: &str,
 ) -> PyResult<String> {
     let handlers = split_databases
         .iter()
@@ -187,6 +188,7 @@ fn split(
         handlers,
         compression: self::compression(compression, level)?,
         threads,
+        output: self::output_format(output_format)?,
     };
     let no_progress = |_: u64, _: u64| {};
     let summaries = match (component, batch) {
@@ -203,6 +205,18 @@ fn split(
     to_json(&summaries)
 }
 
+/// `--output-format dir|tar.zst`.
+fn output_format(name: &str) -> PyResult<kpack_artifact::tarball::OutputFormat> {
+    use kpack_artifact::tarball::OutputFormat;
+    match name {
+        "dir" => Ok(OutputFormat::Dir),
+        "tar.zst" => Ok(OutputFormat::TarZst),
+        _ => Err(usage(format!(
+            "unknown output format {name:?}; expected \"dir\" or \"tar.zst\""
+        ))),
+    }
+}
+
 /// `kpack recombine --shards SHARDS --config CONFIG -o OUTPUT [--component C] --json`: the
 /// JSON summary, as a string.
 #[pyfunction]
@@ -213,10 +227,16 @@ fn recombine(
     output: PathBuf,
     component: Option<String>,
     threads: usize,
+    output_format: &str,
 ) -> PyResult<String> {
+    let output_format = self::output_format(output_format)?;
     let summary = py.detach(|| {
         let config = PackagingConfig::load(&config)?;
-        let opts = RecombineOptions { component, threads };
+        let opts = RecombineOptions {
+            component,
+            threads,
+            output: output_format,
+        };
         kpack_artifact::recombine::recombine(&shards, &config, &output, &opts)
     });
     let summary = summary.map_err(|e| raise(Class::of_artifact(&e), &e))?;

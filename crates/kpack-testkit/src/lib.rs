@@ -193,15 +193,31 @@ pub fn run_tool(program: &str, args: &[&str]) -> Vec<u8> {
 /// Hex SHA-256.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&sha2::Sha256::digest(data))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every entry below `root` with its permissions and content (file bytes, link text, or
 /// nothing for a directory), sorted by path, for byte-for-byte tree comparisons.
 pub fn snapshot(root: &Path) -> Vec<(String, String, Vec<u8>)> {
+    snapshot_by(root, |p| std::fs::read(p).unwrap())
+}
+
+/// Like [`snapshot`], with each file's content as its hex SHA-256, read in chunks: for trees
+/// too large to hold in memory.
+pub fn snapshot_digests(root: &Path) -> Vec<(String, String, Vec<u8>)> {
+    use sha2::Digest;
+    snapshot_by(root, |p| {
+        let mut hash = sha2::Sha256::new();
+        std::io::copy(&mut std::fs::File::open(p).unwrap(), &mut hash).unwrap();
+        hex(&hash.finalize()).into_bytes()
+    })
+}
+
+fn snapshot_by(root: &Path, file: impl Fn(&Path) -> Vec<u8>) -> Vec<(String, String, Vec<u8>)> {
     use std::os::unix::fs::PermissionsExt;
     let mut out: Vec<_> = kpack_fs::walk(root)
         .map(|e| {
@@ -214,7 +230,7 @@ pub fn snapshot(root: &Path) -> Vec<(String, String, Vec<u8>)> {
             } else if e.file_type.is_dir() {
                 Vec::new()
             } else {
-                std::fs::read(&e.path).unwrap()
+                file(&e.path)
             };
             (e.rel.display().to_string(), mode, content)
         })

@@ -408,14 +408,7 @@ pub fn split_wheel_with_progress(
 
     let zstd = matches!(opts.compression, Compression::Zstd { .. });
     let stored = |p: &str| zstd && p.ends_with(".kpack") && p.contains("/.kpack/");
-    let published = publish_all(
-        input,
-        &staged,
-        &jobs,
-        opts.output_format,
-        &stored,
-        progress,
-    )?;
+    let published = publish_all(input, &staged, &jobs, opts.output_format, &stored, progress)?;
     let mut outputs = jobs
         .iter()
         .zip(published)

@@ -42,3 +42,23 @@ impl CompressionArgs {
         }
     }
 }
+
+/// `--output-format dir|tar.zst`, for the commands that write artifacts.
+#[derive(Clone, Copy, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// One directory per artifact.
+    #[default]
+    Dir,
+    /// One reproducible `<artifact>.tar.zst` per artifact.
+    #[value(name = "tar.zst")]
+    TarZst,
+}
+
+impl From<OutputFormat> for kpack_artifact::tarball::OutputFormat {
+    fn from(f: OutputFormat) -> Self {
+        match f {
+            OutputFormat::Dir => Self::Dir,
+            OutputFormat::TarZst => Self::TarZst,
+        }
+    }
+}

@@ -9,7 +9,7 @@ use crate::output::{self, Error};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Directory of shards, each holding split artifacts.
+    /// Directory of shards, each holding split artifacts (directories or .tar.zst).
     #[arg(long)]
     shards: PathBuf,
     /// The packaging configuration (primary_shard, architecture_groups, validation).
@@ -24,6 +24,10 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Write each package as a directory or as `<artifact>.tar.zst` (mtime from
+    /// SOURCE_DATE_EPOCH, else 0).
+    #[arg(long, value_enum, default_value = "dir")]
+    output_format: super::OutputFormat,
     /// Print a summary as JSON.
     #[arg(long)]
     json: bool,
@@ -34,6 +38,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let opts = RecombineOptions {
         component: args.component.clone(),
         threads: args.threads,
+        output: args.output_format.into(),
     };
     let summary = recombine::recombine(&args.shards, &config, &args.output, &opts)?;
     if args.json {

@@ -1,5 +1,6 @@
-//! `kpack split ARTIFACT_DIR -o OUT --component C [--split-databases H...]` and
-//! `kpack split --batch PARENT_DIR -o OUT`.
+//! `kpack split ARTIFACT -o OUT --component C [--split-databases H...]` and
+//! `kpack split --batch PARENT_DIR -o OUT`; artifacts are directories or tarballs
+//! (`.tar.zst`, `.tar.xz`), written as directories or `--output-format tar.zst`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +12,8 @@ use crate::output::{self, Error};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The artifact directory (with artifact_manifest.txt); with --batch, a directory of them.
+    /// The artifact: a directory (with artifact_manifest.txt) or a tarball of one (.tar.zst,
+    /// .tar.xz, .tar); with --batch, a directory of them.
     input: PathBuf,
     /// Output directory for `<component>_generic` and `<component>_<arch>`.
     #[arg(short, long)]
@@ -30,6 +32,10 @@ pub struct Args {
     /// Worker threads (default: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Write each artifact as a directory or as `<artifact>.tar.zst` (mtime from
+    /// SOURCE_DATE_EPOCH, else 0).
+    #[arg(long, value_enum, default_value = "dir")]
+    output_format: super::OutputFormat,
     /// Print a summary as JSON.
     #[arg(long)]
     json: bool,
@@ -40,6 +46,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         handlers: args.handlers.clone(),
         compression: args.compression.compression(),
         threads: args.threads,
+        output: args.output_format.into(),
     };
     let bar = output::progress(0, "split");
     let progress = |done: u64, total: u64| {

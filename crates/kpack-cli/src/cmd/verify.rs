@@ -9,10 +9,11 @@ use crate::output::{self, Error};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Directory of split or recombined artifacts.
+    /// Directory of split or recombined artifacts (directories or .tar.zst).
     artifacts: PathBuf,
     /// The original (unsplit) artifacts, for the strict identity check (a directory of
-    /// artifacts, or of shard directories holding them).
+    /// artifacts, or of shard directories holding them; artifacts as directories or
+    /// tarballs; or one tarball).
     #[arg(long)]
     original: Option<PathBuf>,
     /// Worker threads (default: one per core).

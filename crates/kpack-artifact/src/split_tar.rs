@@ -1,0 +1,284 @@
+//! `split` of an artifact tarball, streamed: the same outputs as the directory split of the
+//! unpacked tarball, byte for byte, without unpacking it.
+//!
+//! A fat binary's module name depends on every other fat binary of the artifact (see
+//! [`crate::split`]), and whether a file is a fat binary is only known from its content, so
+//! the tarball is read twice, each time as one decompressed stream:
+//! 1. **Scan**: every member is checked (`kpack-tar`'s safety rules) and listed; the
+//!    manifest is read; each ELF member that may need it is spooled to one temporary file,
+//!    classified (fat or not) and removed. Members the manifest's prefixes exclude, or that
+//!    a database handler claims, are skipped without spooling once the manifest is known.
+//! 2. **Write**: database files and plain files are copied from the stream straight to their
+//!    outputs; each fat binary is spooled to one temporary file, split like a file of a
+//!    directory artifact, and removed.
+//!
+//! So the temporary space is one member (the largest ELF member at most), memory holds the
+//! member list, and the outputs are those of the directory split: entries in the same
+//! order and classes (directories a tarball leaves implicit are created), files with the
+//! members' modes, symlinks with their link text. Errors name `<tarball>/<member>`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use kpack_tar::MemberKind;
+
+use crate::split::{self, Class, Done, Item, Progress, SplitOptions, SplitSummary};
+use crate::{ArtifactError, TreeEntry, handlers, manifest};
+
+/// The largest `artifact_manifest.txt` accepted (a few hundred bytes in practice).
+const MAX_MANIFEST: u64 = 1 << 20;
+
+pub(crate) fn split_tar_into(
+    input: &Path,
+    stage: &Path,
+    component: &str,
+    opts: &SplitOptions,
+    progress: Progress<'_>,
+) -> Result<SplitSummary, ArtifactError> {
+    let spool_dir = tempfile::Builder::new()
+        .prefix(".kpack-spool-")
+        .tempdir_in(stage)
+        .map_err(ArtifactError::io(stage))?;
+    let spool = spool_dir.path().join("member");
+    let shown = |member: &str| input.join(member);
+
+    // 1. Scan.
+    let mut prefixes: Option<Vec<String>> = None;
+    let mut members: Vec<(String, TreeEntry)> = Vec::new();
+    let mut checked: HashMap<String, Result<Class, ArtifactError>> = HashMap::new();
+    kpack_tar::open(input, |m, content| -> Result<(), ArtifactError> {
+        let entry = match &m.kind {
+            MemberKind::Dir => TreeEntry::Dir,
+            MemberKind::Symlink(t) => TreeEntry::Symlink(PathBuf::from(t)),
+            MemberKind::File { size, mode } => {
+                if m.path == manifest::MANIFEST {
+                    prefixes = Some(read_manifest(content, *size, &shown(&m.path))?);
+                } else if may_be_fat(prefixes.as_deref(), &opts.handlers, &m.path) {
+                    let mut head = Vec::with_capacity(4);
+                    content
+                        .take(4)
+                        .read_to_end(&mut head)
+                        .map_err(ArtifactError::io(shown(&m.path)))?;
+                    if head == b"\x7fELF" {
+                        kpack_tar::write_file(&mut head.chain(content), &spool, *mode)?;
+                        let class = split::classify(&spool, &m.path, &TreeEntry::File, &[])
+                            .map_err(|e| at_member(e, &spool, shown(&m.path)));
+                        std::fs::remove_file(&spool).map_err(ArtifactError::io(&spool))?;
+                        checked.insert(m.path.clone(), class);
+                    }
+                }
+                TreeEntry::File
+            }
+        };
+        members.push((m.path.clone(), entry));
+        Ok(())
+    })?;
+    let prefixes = prefixes.ok_or_else(|| {
+        ArtifactError::invalid(
+            input,
+            format!(
+                "no {} at the top of the tarball (members must be relative to the artifact \
+                 directory)",
+                manifest::MANIFEST
+            ),
+        )
+    })?;
+
+    // The directory split's view of the same tree: per prefix (in manifest order), every
+    // entry below it sorted component-wise, implicit directories included.
+    let mut tree: BTreeMap<&str, &TreeEntry> = BTreeMap::new();
+    for (path, entry) in &members {
+        tree.insert(path, entry);
+    }
+    let prefixes: Vec<String> = prefixes
+        .into_iter()
+        .filter(|p| match tree.get(p.as_str()) {
+            Some(e) => **e == TreeEntry::Dir,
+            None => members.iter().any(|(m, _)| is_below(m, p)),
+        })
+        .collect();
+    let mut items: Vec<Item> = Vec::new();
+    for prefix in &prefixes {
+        let mut below: BTreeMap<Vec<&str>, TreeEntry> = BTreeMap::new();
+        for (path, entry) in &members {
+            let Some(rel) = path
+                .strip_prefix(prefix.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+            else {
+                continue;
+            };
+            let parts: Vec<&str> = rel.split('/').collect();
+            for n in 1..parts.len() {
+                below.entry(parts[..n].to_vec()).or_insert(TreeEntry::Dir);
+            }
+            below.insert(parts, entry.clone());
+        }
+        for (parts, entry) in below {
+            let rel = parts.join("/");
+            let class = match entry {
+                TreeEntry::Dir => Class::Dir,
+                TreeEntry::Symlink(t) => Class::Symlink(t),
+                TreeEntry::File => match handlers::classify(&opts.handlers, &rel) {
+                    Some(arch) => Class::Db(arch),
+                    None => match checked.get(&format!("{prefix}/{rel}")) {
+                        Some(Ok(class)) => class.clone(),
+                        Some(Err(_)) => {
+                            return Err(checked
+                                .remove(&format!("{prefix}/{rel}"))
+                                .and_then(Result::err)
+                                .expect("an error was found"));
+                        }
+                        None => Class::Plain,
+                    },
+                },
+            };
+            items.push(Item {
+                prefix: prefix.clone(),
+                rel,
+                class,
+            });
+        }
+    }
+    let modules = split::assign_modules(&items)?;
+    split::create_tree(stage, component, &prefixes, &items)?;
+
+    // 2. Write.
+    let mut by_member: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if matches!(item.class, Class::Plain | Class::Db(_) | Class::Fat) {
+            by_member
+                .entry(format!("{}/{}", item.prefix, item.rel))
+                .or_default()
+                .push(i);
+        }
+    }
+    let total = items.len() as u64;
+    let mut done = total - by_member.values().map(|v| v.len() as u64).sum::<u64>();
+    progress(done, total);
+    let mut results: Vec<Option<Done>> = items.iter().map(|_| None).collect();
+    kpack_tar::open(input, |m, content| -> Result<(), ArtifactError> {
+        let Some(indices) = by_member.remove(&m.path) else {
+            return Ok(());
+        };
+        let MemberKind::File { mode, .. } = m.kind else {
+            return Err(ArtifactError::invalid(
+                shown(&m.path),
+                "was a regular file on the first read of the tarball: it changed while split",
+            ));
+        };
+        let fat = indices
+            .iter()
+            .any(|&i| matches!(items[i].class, Class::Fat));
+        // The first copy comes from the stream (or the spool, for a fat binary), the others
+        // (a member below two nested prefixes) from it.
+        let mut first: Option<PathBuf> = None;
+        if fat {
+            kpack_tar::write_file(content, &spool, mode)?;
+            first = Some(spool.clone());
+        }
+        for &i in &indices {
+            let item = &items[i];
+            let result = match split::copy_destination(stage, component, item) {
+                Some(to) => {
+                    let bytes = match &first {
+                        Some(from) => crate::copy_file(from, &to)?,
+                        None => {
+                            let bytes = kpack_tar::write_file(content, &to, mode)?;
+                            first = Some(to);
+                            bytes
+                        }
+                    };
+                    split::copied(&item.class, bytes)
+                }
+                None => split::split_fat(
+                    &spool,
+                    stage,
+                    component,
+                    item,
+                    &modules[&i],
+                    opts.compression,
+                )
+                .map_err(|e| at_member(e, &spool, shown(&m.path)))?,
+            };
+            results[i] = Some(result);
+            done += 1;
+            progress(done, total);
+        }
+        if fat {
+            std::fs::remove_file(&spool).map_err(ArtifactError::io(&spool))?;
+        }
+        Ok(())
+    })?;
+    if let Some(missing) = by_member.keys().min() {
+        return Err(ArtifactError::invalid(
+            shown(missing),
+            "was in the tarball on the first read, not on the second: it changed while split",
+        ));
+    }
+    drop(spool_dir);
+    let results = results.into_iter().map(Option::unwrap_or_default).collect();
+    split::finish(input, stage, component, opts, &prefixes, &items, results)
+}
+
+/// Reads the manifest member (bounded) and parses it.
+fn read_manifest(
+    content: &mut dyn Read,
+    size: u64,
+    shown: &Path,
+) -> Result<Vec<String>, ArtifactError> {
+    if size > MAX_MANIFEST {
+        return Err(ArtifactError::invalid(
+            shown,
+            format!("{size} bytes; a manifest of more than {MAX_MANIFEST} bytes is refused"),
+        ));
+    }
+    let mut text = String::new();
+    content
+        .take(MAX_MANIFEST)
+        .read_to_string(&mut text)
+        .map_err(ArtifactError::io(shown))?;
+    manifest::parse(&text, shown)
+}
+
+/// Whether a regular member needs its content classified: before the manifest is known,
+/// any; after, those below some prefix that a database handler does not claim there.
+fn may_be_fat(prefixes: Option<&[String]>, handlers: &[handlers::Handler], path: &str) -> bool {
+    let Some(prefixes) = prefixes else {
+        return true;
+    };
+    prefixes.iter().any(|p| {
+        path.strip_prefix(p.as_str())
+            .and_then(|r| r.strip_prefix('/'))
+            .is_some_and(|rel| handlers::classify(handlers, rel).is_none())
+    })
+}
+
+fn is_below(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix)
+        .is_some_and(|r| r.starts_with('/'))
+}
+
+/// `e` with the spool file's path replaced by the member's (`<tarball>/<member>`).
+fn at_member(e: ArtifactError, spool: &Path, shown: PathBuf) -> ArtifactError {
+    let fix = |path: PathBuf| if path == spool { shown.clone() } else { path };
+    match e {
+        ArtifactError::Io { path, source } => ArtifactError::Io {
+            path: fix(path),
+            source,
+        },
+        ArtifactError::Transform { path, source } => ArtifactError::Transform {
+            path: fix(path),
+            source,
+        },
+        ArtifactError::Source { path, source } => ArtifactError::Source {
+            path: fix(path),
+            source,
+        },
+        ArtifactError::Invalid { path, problem } => ArtifactError::Invalid {
+            path: fix(path),
+            problem,
+        },
+        other => other,
+    }
+}

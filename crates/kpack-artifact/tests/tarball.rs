@@ -1,0 +1,458 @@
+//! Artifacts as `.tar.zst` (TheRock's CI format) on the hipcc shard fixtures: split from a
+//! tarball gives the directory split's bytes, tar output holds them too, recombine and
+//! verify read tar shards; the tarballs written are reproducible; unsafe members are refused
+//! with nothing written.
+
+use std::path::{Path, PathBuf};
+
+use kpack_artifact::handlers::Handler;
+use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
+use kpack_artifact::split::{SplitOptions, split, split_batch};
+use kpack_artifact::tarball::OutputFormat;
+use kpack_artifact::verify::{VerifyOptions, verify};
+use kpack_tar::PackOptions;
+use kpack_testkit::{SHARDS, fixture, run_tool, snapshot};
+
+fn opts(output: OutputFormat) -> SplitOptions {
+    SplitOptions {
+        handlers: vec![Handler::Rocblas],
+        output,
+        ..SplitOptions::default()
+    }
+}
+
+/// Each shard's artifact directories as tarballs: the first shard packed by the `tar` CLI as
+/// `.tar.zst` (GNU tar: `./` names, directories first, the builder's uid and mtimes), the
+/// second by kpack's writer, the third by the `tar` CLI as `.tar.xz`.
+fn tar_shards(into: &Path) -> PathBuf {
+    for (i, shard) in SHARDS.iter().enumerate() {
+        let dir = into.join(shard);
+        std::fs::create_dir_all(&dir).unwrap();
+        for e in std::fs::read_dir(fixture(&format!("shards/{shard}"))).unwrap() {
+            let artifact = e.unwrap().path();
+            let name = artifact.file_name().unwrap().to_str().unwrap().to_owned();
+            let (flag, suffix) = if i == 2 {
+                ("--xz", "xz")
+            } else {
+                ("--zstd", "zst")
+            };
+            let out = dir.join(format!("{name}.tar.{suffix}"));
+            if i == 1 {
+                kpack_tar::pack_dir(&artifact, &out, PackOptions::from_env()).unwrap();
+            } else {
+                run_tool(
+                    "tar",
+                    &[
+                        flag,
+                        "-cf",
+                        out.to_str().unwrap(),
+                        "-C",
+                        artifact.to_str().unwrap(),
+                        ".",
+                    ],
+                );
+            }
+        }
+    }
+    into.to_owned()
+}
+
+/// Every `<name>.tar.zst` below `dir` unpacked by the `tar` CLI (the witness) into
+/// `<name>/`, the tarball removed.
+fn untar_all(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            untar_all(&p);
+            continue;
+        }
+        let name = p.file_name().unwrap().to_str().unwrap();
+        let stem = name
+            .strip_suffix(".tar.zst")
+            .expect("only tarballs are written");
+        let to = dir.join(stem);
+        std::fs::create_dir(&to).unwrap();
+        run_tool(
+            "tar",
+            &[
+                "--zstd",
+                "-xf",
+                p.to_str().unwrap(),
+                "-C",
+                to.to_str().unwrap(),
+            ],
+        );
+        std::fs::remove_file(&p).unwrap();
+    }
+}
+
+fn config() -> PackagingConfig {
+    PackagingConfig::parse(
+        r#"{"primary_shard": "shard-a",
+            "architecture_groups": {"gfx9": {"architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
+                                    "gfx103X": {"architectures": ["gfx1030"]}},
+            "validation": {"error_on_duplicate_device_code": true, "verify_generic_artifacts_match": true,
+                           "error_on_missing_architecture": true}}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn tarball_artifacts_split_recombine_and_verify_to_the_same_bytes_as_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let tars = tar_shards(&t.join("tars"));
+    for shard in SHARDS {
+        let from_dir = t.join("split-dir").join(shard);
+        let from_tar = t.join("split-tar").join(shard);
+        let tar_to_tar = t.join("split-tar-zst").join(shard);
+        let dir_to_tar = t.join("split-dir-zst").join(shard);
+        let a = split_batch(
+            &fixture(&format!("shards/{shard}")),
+            &from_dir,
+            &opts(OutputFormat::Dir),
+            &|_, _| {},
+        )
+        .unwrap();
+        let b = split_batch(
+            &tars.join(shard),
+            &from_tar,
+            &opts(OutputFormat::Dir),
+            &|_, _| {},
+        )
+        .unwrap();
+        split_batch(
+            &tars.join(shard),
+            &tar_to_tar,
+            &opts(OutputFormat::TarZst),
+            &|_, _| {},
+        )
+        .unwrap();
+        split_batch(
+            &fixture(&format!("shards/{shard}")),
+            &dir_to_tar,
+            &opts(OutputFormat::TarZst),
+            &|_, _| {},
+        )
+        .unwrap();
+        // Same summaries apart from the input path; real work was done.
+        assert_eq!(a.len(), b.len(), "{shard}");
+        for (a, b) in a.iter().zip(&b) {
+            assert_eq!(
+                (
+                    a.fat_binaries,
+                    a.code_objects,
+                    a.database_files,
+                    &a.artifacts
+                ),
+                (
+                    b.fat_binaries,
+                    b.code_objects,
+                    b.database_files,
+                    &b.artifacts
+                ),
+                "{shard}"
+            );
+        }
+        assert!(a.iter().map(|s| s.code_objects).sum::<usize>() > 0);
+        // Tar output is one reproducible file per artifact, whatever the input.
+        for e in std::fs::read_dir(&tar_to_tar).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+            assert!(name.ends_with(".tar.zst"), "{}", p.display());
+            assert_eq!(
+                std::fs::read(&p).unwrap(),
+                std::fs::read(dir_to_tar.join(&name)).unwrap(),
+                "{shard}/{name}"
+            );
+        }
+        let want = snapshot(&from_dir);
+        assert_eq!(snapshot(&from_tar), want, "{shard}: tar input");
+        untar_all(&tar_to_tar);
+        assert_eq!(snapshot(&tar_to_tar), want, "{shard}: tar input and output");
+    }
+
+    // Recombine and verify from tar shards: the same packages, verified against the tarball
+    // originals.
+    let rec_dir = t.join("rec-dir");
+    let rec_tar = t.join("rec-tar");
+    let cfg = config();
+    recombine(
+        &t.join("split-dir"),
+        &cfg,
+        &rec_dir,
+        &RecombineOptions::default(),
+    )
+    .unwrap();
+    recombine(
+        &t.join("split-dir-zst"),
+        &cfg,
+        &rec_tar,
+        &RecombineOptions {
+            output: OutputFormat::TarZst,
+            ..RecombineOptions::default()
+        },
+    )
+    .unwrap();
+    for (checked, original) in [
+        (&rec_tar, &tars),
+        (&t.join("split-dir-zst/shard-b"), &tars.join("shard-b")),
+    ] {
+        let report = verify(
+            checked,
+            &VerifyOptions {
+                original: Some(original.clone()),
+                threads: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            report.failures,
+            Vec::<String>::new(),
+            "{}",
+            checked.display()
+        );
+        assert!(report.code_objects > 0 && report.original_files > 0);
+    }
+    // One original tarball also works as --original.
+    let one = verify(
+        &t.join("split-dir-zst/shard-b"),
+        &VerifyOptions {
+            original: Some(tars.join("shard-b/demo_lib_gfx90a.tar.zst")),
+            threads: 0,
+        },
+    )
+    .unwrap();
+    assert!(one.code_objects > 0);
+    // A failure inside a tarball names the tarball and the member, not a temporary path.
+    let lone = t.join("lone");
+    std::fs::create_dir(&lone).unwrap();
+    let arch = "demo_lib_gfx90a.tar.zst";
+    std::fs::copy(t.join("split-dir-zst/shard-b").join(arch), lone.join(arch)).unwrap();
+    let report = verify(&lone, &VerifyOptions::default()).unwrap();
+    let want = format!(
+        "{}/demo/stage/.kpack/bin_demo_gfx90a:xnack+.kpack: no binary's marker reaches this archive",
+        lone.join(arch).display()
+    );
+    assert!(report.failures.contains(&want), "{:?}", report.failures);
+    assert!(!report.failures.iter().any(|f| f.contains("kpack-view-")));
+
+    untar_all(&rec_tar);
+    assert_eq!(snapshot(&rec_tar), snapshot(&rec_dir));
+}
+
+#[test]
+fn written_tarballs_are_sorted_and_carry_no_build_machine_metadata() {
+    let tmp = tempfile::tempdir().unwrap();
+    let artifact = fixture("shards/shard-a/demo_lib_gfx90X");
+    let (a, b) = (tmp.path().join("a.tar.zst"), tmp.path().join("b.tar.zst"));
+    let opts = PackOptions {
+        level: 3,
+        mtime: 1_700_000_000,
+    };
+    kpack_tar::pack_dir(&artifact, &a, opts).unwrap();
+    kpack_tar::pack_dir(&artifact, &b, opts).unwrap();
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // Read back with the tar crate, not ours.
+    let file = std::fs::File::open(&a).unwrap();
+    let mut archive = tar::Archive::new(zstd::Decoder::new(file).unwrap());
+    let mut names = Vec::new();
+    let mut kinds = std::collections::BTreeSet::new();
+    for e in archive.entries().unwrap() {
+        let e = e.unwrap();
+        let h = e.header();
+        assert_eq!(h.mtime().unwrap(), 1_700_000_000);
+        assert_eq!((h.uid().unwrap(), h.gid().unwrap()), (0, 0));
+        assert_eq!(h.username_bytes().unwrap_or_default(), b"");
+        assert_eq!(h.groupname_bytes().unwrap_or_default(), b"");
+        kinds.insert(format!("{:?}", h.entry_type()));
+        names.push(
+            e.path()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .trim_end_matches('/')
+                .to_owned(),
+        );
+        if h.entry_type().is_symlink() {
+            assert_eq!(
+                e.link_name().unwrap().unwrap().to_str(),
+                Some("libdemo.so.1")
+            );
+        }
+        if e.path().unwrap().ends_with("bin/demo") {
+            assert_eq!(h.mode().unwrap(), 0o755);
+        }
+    }
+    let mut sorted = names.clone();
+    sorted.sort_by(|x, y| x.split('/').cmp(y.split('/')));
+    assert_eq!(names, sorted);
+    assert_eq!(kinds.len(), 3, "files, directories and symlinks: {kinds:?}");
+}
+
+/// A tarball of a small valid artifact plus one member written with a raw header (the tar
+/// crate's own writer refuses these names).
+fn tarball_with(dir: &Path, name: &[u8], kind: tar::EntryType, link: Option<&[u8]>) -> PathBuf {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut raw = |name: &[u8], kind: tar::EntryType, link: Option<&[u8]>, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..name.len()].copy_from_slice(name);
+        if let Some(l) = link {
+            h.as_old_mut().linkname[..l.len()].copy_from_slice(l);
+        }
+        h.set_entry_type(kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append(&h, data).unwrap();
+    };
+    raw(
+        b"artifact_manifest.txt",
+        tar::EntryType::Regular,
+        None,
+        b"demo/stage\n",
+    );
+    raw(
+        b"demo/stage/share/readme.txt",
+        tar::EntryType::Regular,
+        None,
+        b"hello\n",
+    );
+    raw(
+        b"demo/stage/lib/loop",
+        tar::EntryType::Symlink,
+        Some(b"."),
+        b"",
+    );
+    raw(name, kind, link, b"payload");
+    let path = dir.join("bad_lib_gfx90X.tar");
+    std::fs::write(&path, b.into_inner().unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn unsafe_tar_members_are_refused_by_name_and_nothing_is_written() {
+    use tar::EntryType as T;
+    /// (member name, type, link target, the problem the error names)
+    type Case<'a> = (&'a [u8], T, Option<&'a [u8]>, &'a str);
+    let cases: &[Case] = &[
+        (b"../evil.txt", T::Regular, None, "path traversal"),
+        (
+            b"demo/stage/../../../evil.txt",
+            T::Regular,
+            None,
+            "path traversal",
+        ),
+        (b"/tmp/kpack-evil.txt", T::Regular, None, "absolute name"),
+        (b"demo/stage/dev/sda", T::Block, None, "device node"),
+        (b"demo/stage/dev/null", T::Char, None, "device node"),
+        (b"demo/stage/fifo", T::Fifo, None, "FIFO"),
+        (
+            b"demo/stage/lib/hard",
+            T::Link,
+            Some(b"../../../../outside"),
+            "hard link",
+        ),
+        (
+            b"demo/stage/lib/esc",
+            T::Symlink,
+            Some(b"../../../../etc"),
+            "escapes the tree",
+        ),
+        (
+            b"demo/stage/lib/abs",
+            T::Symlink,
+            Some(b"/etc/passwd"),
+            "escapes the tree",
+        ),
+        (
+            b"demo/stage/lib/loop/x.so",
+            T::Regular,
+            None,
+            "below the symlink",
+        ),
+        (
+            b"demo/stage/share/readme.txt",
+            T::Regular,
+            None,
+            "appears twice",
+        ),
+        (
+            b"demo/stage/share/readme.txt/x",
+            T::Regular,
+            None,
+            "below the file",
+        ),
+    ];
+    for (name, kind, link, problem) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let shown = String::from_utf8_lossy(name).into_owned();
+        let input = tmp.path().join("in");
+        std::fs::create_dir(&input).unwrap();
+        let tarball = tarball_with(&input, name, *kind, *link);
+        let work = tmp.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let out = work.join("out");
+        let e = split(
+            &tarball,
+            &out,
+            "bad_lib",
+            &opts(OutputFormat::Dir),
+            &|_, _| {},
+        )
+        .expect_err(&shown)
+        .to_string();
+        assert!(
+            e.contains(&format!("{shown:?}"))
+                && e.contains(problem)
+                && e.contains("bad_lib_gfx90X.tar"),
+            "{shown}: {e}"
+        );
+        assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "{shown}: {e}");
+        // Reading it as a shard or an original fails the same way.
+        let e = verify(&input, &VerifyOptions::default())
+            .expect_err(&shown)
+            .to_string();
+        assert!(e.contains(problem), "{shown}: {e}");
+        let e = recombine(
+            tmp.path(),
+            &config(),
+            &work.join("rec"),
+            &RecombineOptions::default(),
+        )
+        .expect_err(&shown)
+        .to_string();
+        assert!(e.contains(problem), "{shown}: {e}");
+        assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "{shown}");
+    }
+    assert!(!Path::new("/tmp/kpack-evil.txt").exists());
+}
+
+#[test]
+fn a_tarball_without_a_manifest_at_its_top_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("wrapped.tar.zst");
+    // A tarball of the shard (artifacts one level down) rather than of the artifact.
+    run_tool(
+        "tar",
+        &[
+            "--zstd",
+            "-cf",
+            t.to_str().unwrap(),
+            "-C",
+            fixture("shards").to_str().unwrap(),
+            "shard-a",
+        ],
+    );
+    let e = split(
+        &t,
+        &tmp.path().join("out"),
+        "demo_lib",
+        &opts(OutputFormat::Dir),
+        &|_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("no artifact_manifest.txt at the top"), "{e}");
+    assert!(!tmp.path().join("out").exists());
+}

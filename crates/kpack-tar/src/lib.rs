@@ -1,0 +1,611 @@
+//! Artifact tarballs as TheRock's CI stores them (`.tar.zst`, also `.tar.xz` and plain
+//! `.tar`): a streaming reader that refuses unsafe members, and a deterministic writer.
+//!
+//! The `tar`, `zstd` and `xz2` crates do the format work; this crate adds what none of them
+//! does: the rules for untrusted member names, and byte-for-byte reproducible output.
+//!
+//! **Reading** ([`read_members`], [`open`]) streams the decompressed archive once, member by
+//! member; a member's content is read through the visitor's reader and never held whole.
+//! The compression is recognised from the first bytes (zstd or xz magic, else plain tar),
+//! not from the file name. Every member is checked before the visitor sees it, and the
+//! first unsafe one stops the read with an error naming the member, its index and the byte
+//! offset of its header in the decompressed tar:
+//! * names must be UTF-8 and relative: an absolute name, or a `..` component (path
+//!   traversal), is refused; `./` prefixes and repeated `/` are normalised away;
+//! * only regular files, directories and symbolic links are accepted: device nodes,
+//!   FIFOs, sparse files and hard links are refused (a hard link's content is another
+//!   member's, which a single streamed pass cannot produce again);
+//! * a symlink's target must be relative and stay inside the tree when resolved from the
+//!   link's directory; no member may lie below a symlink member, nor below a file member
+//!   (writing through a link is how an archive escapes the destination);
+//! * a path may appear once (directories excepted), so no member overwrites another;
+//! * at most [`MAX_HEADERS`] bytes of headers, GNU long names and PAX extensions may come
+//!   between two members (the `tar` crate holds those in memory; contents it never holds).
+//!
+//! **Writing** ([`pack_dir`]) makes the same tarball from the same tree on every machine:
+//! members sorted by path (a directory's entries right after it), mtime `SOURCE_DATE_EPOCH`
+//! or 0, uid/gid 0 with no user or group names, file modes kept (directories 0755),
+//! symlinks kept as links, GNU long names, single-threaded zstd. The tarball is written
+//! under a temporary name beside the destination and renamed when complete.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Why a tarball could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TarError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A member broke one of the safety rules (see the crate docs), or its header is corrupt.
+    #[error("{}: member {index} {name:?} (header at tar offset {offset:#x}): {problem}", path.display())]
+    Member {
+        path: PathBuf,
+        index: usize,
+        name: String,
+        offset: u64,
+        problem: String,
+    },
+    /// The archive itself is unreadable (bad compression frame, corrupt header).
+    #[error("{}: after member {members} (tar offset {offset:#x}): {problem}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        members: usize,
+        offset: u64,
+        problem: String,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> TarError + '_ {
+    move |source| TarError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What a member is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberKind {
+    Dir,
+    /// A regular file: its size and permission bits (`0o7777`).
+    File {
+        size: u64,
+        mode: u32,
+    },
+    /// A symbolic link and its (checked) link text.
+    Symlink(String),
+}
+
+/// One checked member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Normalised relative path, `/`-separated, no trailing `/`.
+    pub path: String,
+    pub kind: MemberKind,
+    /// Index among the members (extension headers not counted).
+    pub index: usize,
+    /// Byte offset of its header in the decompressed tar.
+    pub offset: u64,
+}
+
+/// The compression of a tarball, recognised from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Zstd,
+    Xz,
+}
+
+impl Compression {
+    const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    const XZ_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0];
+
+    pub fn sniff(head: &[u8]) -> Compression {
+        if head.starts_with(&Self::ZSTD_MAGIC) {
+            Compression::Zstd
+        } else if head.starts_with(&Self::XZ_MAGIC) {
+            Compression::Xz
+        } else {
+            Compression::None
+        }
+    }
+}
+
+/// The file name suffixes of tarballs, longest first.
+pub const SUFFIXES: [&str; 3] = [".tar.zst", ".tar.xz", ".tar"];
+
+/// `name` without its tarball suffix, when it has one (`blas_lib_gfx110X.tar.zst` →
+/// `blas_lib_gfx110X`).
+pub fn stem(name: &str) -> Option<&str> {
+    SUFFIXES
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .filter(|s| !s.is_empty())
+}
+
+/// A decompressing reader of `bytes`, whichever compression they start with.
+pub fn decompress<'a, R: std::io::BufRead + 'a>(
+    mut bytes: R,
+) -> std::io::Result<Box<dyn Read + 'a>> {
+    let head = bytes.fill_buf()?;
+    Ok(match Compression::sniff(head) {
+        Compression::None => Box::new(bytes),
+        Compression::Zstd => Box::new(zstd::Decoder::with_buffer(bytes)?),
+        Compression::Xz => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(bytes)),
+    })
+}
+
+/// Opens the tarball at `path` and streams its members (see [`read_members`]).
+pub fn open<E: From<TarError>>(
+    path: &Path,
+    visit: impl FnMut(&Member, &mut dyn Read) -> Result<(), E>,
+) -> Result<usize, E> {
+    let file = std::fs::File::open(path).map_err(io_error(path))?;
+    let reader =
+        decompress(std::io::BufReader::with_capacity(1 << 20, file)).map_err(|e| TarError::Io {
+            path: path.to_owned(),
+            source: e,
+        })?;
+    read_members(reader, path, visit)
+}
+
+/// Streams the members of the (decompressed) tar `reader`, checking each against the
+/// safety rules before `visit` sees it with a reader of its content (the rest of the
+/// content is skipped when `visit` does not read it all). `path` names the tarball in
+/// errors. Returns the number of members.
+pub fn read_members<E: From<TarError>>(
+    reader: impl Read,
+    path: &Path,
+    mut visit: impl FnMut(&Member, &mut dyn Read) -> Result<(), E>,
+) -> Result<usize, E> {
+    let between_members = Rc::new(Cell::new(Some(0)));
+    let mut archive = tar::Archive::new(Metered {
+        inner: reader,
+        read: between_members.clone(),
+    });
+    let mut rules = Rules::default();
+    let mut index = 0;
+    let mut last_offset = 0;
+    let corrupt = |members: usize, offset: u64, e: std::io::Error| TarError::Corrupt {
+        path: path.to_owned(),
+        members,
+        offset,
+        problem: e.to_string(),
+    };
+    let entries = archive.entries().map_err(|e| corrupt(0, 0, e))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| corrupt(index, last_offset, e))?;
+        between_members.set(None);
+        let offset = entry.raw_header_position();
+        last_offset = offset;
+        let checked = rules
+            .check(&entry, index, offset)
+            .map_err(|(name, problem)| TarError::Member {
+                path: path.to_owned(),
+                index,
+                name,
+                offset,
+                problem,
+            })?;
+        if let Some(member) = checked {
+            visit(&member, &mut entry)?;
+            index += 1;
+        }
+        std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| corrupt(index, offset, e))?;
+        between_members.set(Some(0));
+    }
+    Ok(index)
+}
+
+/// The most a tar may hold between two members' contents: headers, GNU long names and PAX
+/// extensions, which the `tar` crate reads into memory (a name is at most 4 KiB on Linux).
+pub const MAX_HEADERS: u64 = 1 << 20;
+
+/// Counts the bytes read between one member's content and the next member (`None` while a
+/// member's content is read) and fails past [`MAX_HEADERS`]: so a small compressed tarball
+/// cannot make the reader hold gigabytes of "file name".
+struct Metered<R> {
+    inner: R,
+    read: Rc<Cell<Option<u64>>>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(before) = self.read.get() {
+            let after = before + n as u64;
+            if after > MAX_HEADERS {
+                return Err(std::io::Error::other(format!(
+                    "more than {MAX_HEADERS} bytes of headers, long names and PAX extensions \
+                     before the next member"
+                )));
+            }
+            self.read.set(Some(after));
+        }
+        Ok(n)
+    }
+}
+
+/// What the members seen so far were, for the rules that relate members to each other.
+#[derive(Default)]
+struct Rules {
+    seen: HashMap<String, Seen>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Dir,
+    File,
+    Symlink,
+}
+
+impl Rules {
+    /// The member, `None` for an entry that carries no tree entry (the root `./`, a PAX
+    /// global header), or (name, problem).
+    fn check<R: Read>(
+        &mut self,
+        entry: &tar::Entry<'_, R>,
+        index: usize,
+        offset: u64,
+    ) -> Result<Option<Member>, (String, String)> {
+        let raw = entry.path_bytes();
+        let shown = String::from_utf8_lossy(&raw).into_owned();
+        let fail = |problem: String| (shown.clone(), problem);
+        let header = entry.header();
+        let kind = header.entry_type();
+        if kind.is_pax_global_extensions() {
+            return Ok(None);
+        }
+        let name = std::str::from_utf8(&raw).map_err(|_| fail("name is not UTF-8".into()))?;
+        let path = normalise(name).map_err(fail)?;
+        let Some(path) = path else {
+            return if kind.is_dir() {
+                Ok(None)
+            } else {
+                Err(fail("names the archive root but is not a directory".into()))
+            };
+        };
+        let kind = match kind {
+            tar::EntryType::Directory => MemberKind::Dir,
+            tar::EntryType::Regular | tar::EntryType::Continuous => MemberKind::File {
+                size: entry.size(),
+                mode: header.mode().map_err(|e| fail(format!("bad mode: {e}")))? & 0o7777,
+            },
+            tar::EntryType::Symlink => {
+                let target = entry
+                    .link_name_bytes()
+                    .ok_or_else(|| fail("symlink without a target".into()))?;
+                let target = std::str::from_utf8(&target)
+                    .map_err(|_| fail("symlink target is not UTF-8".into()))?;
+                check_link_target(&path, target).map_err(fail)?;
+                MemberKind::Symlink(target.to_owned())
+            }
+            tar::EntryType::Link => {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default();
+                return Err(fail(format!(
+                    "a hard link (to {target:?}); hard links are not accepted (archive with \
+                     `tar --hard-dereference`)"
+                )));
+            }
+            tar::EntryType::Char | tar::EntryType::Block => {
+                return Err(fail(
+                    "a device node; only files, directories and symlinks are accepted".into(),
+                ));
+            }
+            tar::EntryType::Fifo => {
+                return Err(fail(
+                    "a FIFO; only files, directories and symlinks are accepted".into(),
+                ));
+            }
+            other => {
+                return Err(fail(format!(
+                    "entry type {:?} ({:?}); only files, directories and symlinks are accepted",
+                    other.as_byte() as char,
+                    other
+                )));
+            }
+        };
+        // Ancestors: never below a symlink or a file.
+        for (i, _) in path.match_indices('/') {
+            match self.seen.get(&path[..i]) {
+                Some(Seen::Symlink) => {
+                    return Err(fail(format!(
+                        "lies below the symlink {:?}: writing through a link is refused",
+                        &path[..i]
+                    )));
+                }
+                Some(Seen::File) => {
+                    return Err(fail(format!("lies below the file {:?}", &path[..i])));
+                }
+                _ => {}
+            }
+        }
+        let seen = match kind {
+            MemberKind::Dir => Seen::Dir,
+            MemberKind::File { .. } => Seen::File,
+            MemberKind::Symlink(_) => Seen::Symlink,
+        };
+        match self.seen.insert(path.clone(), seen) {
+            Some(Seen::Dir) if seen == Seen::Dir => {}
+            Some(Seen::Dir) => {
+                return Err(fail(
+                    "is a directory of earlier members, and now not a directory".into(),
+                ));
+            }
+            Some(_) => return Err(fail("appears twice in the archive".into())),
+            None => {}
+        }
+        // Ancestors not listed are directories all the same.
+        for (i, _) in path.match_indices('/') {
+            self.seen.entry(path[..i].to_owned()).or_insert(Seen::Dir);
+        }
+        Ok(Some(Member {
+            path,
+            kind,
+            index,
+            offset,
+        }))
+    }
+}
+
+/// `name` as a relative `/`-separated path without `.` components, `None` for the root.
+fn normalise(name: &str) -> Result<Option<String>, String> {
+    if name.starts_with('/') {
+        return Err("absolute name; members must be relative to the artifact".into());
+    }
+    let mut parts = Vec::new();
+    for c in name.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => return Err("path traversal: a `..` component".into()),
+            c if c.contains('\0') => return Err("NUL in name".into()),
+            c => parts.push(c),
+        }
+    }
+    Ok((!parts.is_empty()).then(|| parts.join("/")))
+}
+
+/// A symlink target must be relative and, resolved from the link's directory, stay inside
+/// the tree.
+fn check_link_target(link: &str, target: &str) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("symlink with an empty target".into());
+    }
+    if target.starts_with('/') {
+        return Err(format!(
+            "symlink to the absolute path {target:?} escapes the tree"
+        ));
+    }
+    let mut depth = link.matches('/').count();
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or_else(|| format!("symlink to {target:?} escapes the tree"))?;
+            }
+            _ => depth += 1,
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks the tarball at `tarball` into the directory `dest` (created; it must not hold
+/// any of the members yet), keeping modes and symlinks. Members are checked as
+/// [`read_members`] does, so nothing is written outside `dest`; on an error, what was
+/// written so far stays for the caller to remove.
+pub fn unpack(tarball: &Path, dest: &Path) -> Result<usize, TarError> {
+    std::fs::create_dir_all(dest).map_err(io_error(dest))?;
+    open(tarball, |m, content| write_member(m, content, dest))
+}
+
+/// Writes one member below `root`: a directory, a new file with the member's mode, or a
+/// symlink.
+pub fn write_member(member: &Member, content: &mut dyn Read, root: &Path) -> Result<(), TarError> {
+    let to = root.join(&member.path);
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    }
+    match &member.kind {
+        MemberKind::Dir => std::fs::create_dir_all(&to).map_err(io_error(&to)),
+        MemberKind::Symlink(target) => {
+            std::os::unix::fs::symlink(target, &to).map_err(io_error(&to))
+        }
+        MemberKind::File { mode, .. } => write_file(content, &to, *mode).map(|_| ()),
+    }
+}
+
+/// Writes `content` to the new file `to` (never through an existing file or link) with the
+/// permission bits `mode`, creating its directory; returns the bytes written.
+pub fn write_file(content: &mut dyn Read, to: &Path, mode: u32) -> Result<u64, TarError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)
+        .map_err(io_error(to))?;
+    let bytes = std::io::copy(content, &mut file).map_err(io_error(to))?;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode)).map_err(io_error(to))?;
+    Ok(bytes)
+}
+
+/// How [`pack_dir`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct PackOptions {
+    /// zstd level.
+    pub level: i32,
+    /// Every member's mtime: `SOURCE_DATE_EPOCH` or 0 ([`PackOptions::from_env`]).
+    pub mtime: u64,
+}
+
+impl PackOptions {
+    /// zstd level 3 (fast; the content is mostly compressed archives already), mtime from
+    /// `SOURCE_DATE_EPOCH` (0 when unset or not a number).
+    pub fn from_env() -> PackOptions {
+        PackOptions {
+            level: 3,
+            mtime: std::env::var("SOURCE_DATE_EPOCH")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+        }
+    }
+}
+
+/// Writes the tree `dir` as the zstd tarball `out` (see the crate docs); `out` appears only
+/// when complete. Returns the number of members.
+pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarError> {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let temp = tempfile::Builder::new()
+        .prefix(".kpack-tar-")
+        .tempfile_in(parent)
+        .map_err(io_error(parent))?;
+    let encoder = zstd::Encoder::new(temp.as_file(), opts.level).map_err(io_error(out))?;
+    let mut builder = tar::Builder::new(encoder);
+    let mut members = 0;
+    let walk = walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .follow_links(false)
+        .sort_by_file_name();
+    for e in walk {
+        let e = e.map_err(|e| TarError::Io {
+            path: e.path().unwrap_or(dir).to_owned(),
+            source: e.into(),
+        })?;
+        let rel = e
+            .path()
+            .strip_prefix(dir)
+            .expect("walkdir stays below its root");
+        let name = rel.to_str().ok_or_else(|| TarError::Io {
+            path: e.path().to_owned(),
+            source: std::io::Error::other("file name is not UTF-8"),
+        })?;
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(opts.mtime);
+        header.set_uid(0);
+        header.set_gid(0);
+        let kind = e.file_type();
+        let written = if kind.is_symlink() {
+            let target = std::fs::read_link(e.path()).map_err(io_error(e.path()))?;
+            header.set_entry_type(tar::EntryType::Symlink);
+            header.set_mode(0o777);
+            header.set_size(0);
+            builder.append_link(&mut header, name, target)
+        } else if kind.is_dir() {
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            builder.append_data(&mut header, format!("{name}/"), std::io::empty())
+        } else if kind.is_file() {
+            let file = std::fs::File::open(e.path()).map_err(io_error(e.path()))?;
+            let meta = file.metadata().map_err(io_error(e.path()))?;
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_mode(meta.permissions().mode() & 0o7777);
+            header.set_size(meta.len());
+            builder.append_data(&mut header, name, file)
+        } else {
+            return Err(TarError::Io {
+                path: e.path().to_owned(),
+                source: std::io::Error::other("neither a file, a directory nor a symlink"),
+            });
+        };
+        written.map_err(io_error(e.path()))?;
+        members += 1;
+    }
+    let encoder = builder.into_inner().map_err(io_error(out))?;
+    let mut file = encoder.finish().map_err(io_error(out))?;
+    file.flush().map_err(io_error(out))?;
+    file.sync_all().map_err(io_error(out))?;
+    // A published file, not a private temporary: readable like any other output.
+    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o644))
+        .map_err(io_error(out))?;
+    temp.persist_noclobber(out).map_err(|e| TarError::Io {
+        path: out.to_owned(),
+        source: e.error,
+    })?;
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_normalised_and_traversal_refused() {
+        assert_eq!(normalise("./a//b/./c/").unwrap().as_deref(), Some("a/b/c"));
+        assert_eq!(normalise("./").unwrap(), None);
+        assert!(normalise("/etc/passwd").unwrap_err().contains("absolute"));
+        assert!(normalise("a/../../b").unwrap_err().contains("traversal"));
+    }
+
+    #[test]
+    fn a_long_name_bigger_than_the_header_budget_is_refused_before_it_is_read_whole() {
+        // A GNU long-name entry of 2 MiB, then a member: the reader must stop at the budget.
+        let mut tar = Vec::new();
+        let mut long = tar::Header::new_gnu();
+        long.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
+        long.set_entry_type(tar::EntryType::GNULongName);
+        long.set_size(2 << 20);
+        long.set_cksum();
+        tar.extend_from_slice(long.as_bytes());
+        tar.extend(std::iter::repeat_n(b'a', 2 << 20));
+        let mut file = tar::Header::new_gnu();
+        file.set_path("x").unwrap();
+        file.set_size(0);
+        file.set_cksum();
+        tar.extend_from_slice(file.as_bytes());
+        tar.extend([0; 1024]);
+        let e = read_members(
+            &tar[..],
+            Path::new("bomb.tar"),
+            |_, _| Ok::<_, TarError>(()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("bomb.tar") && e.contains("more than 1048576 bytes"),
+            "{e}"
+        );
+        // Within the budget, the same shape reads.
+        let mut ok = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        ok.append_data(&mut h, "d/".repeat(200) + "f", &b"x"[..])
+            .unwrap();
+        let ok = ok.into_inner().unwrap();
+        let n = read_members(&ok[..], Path::new("ok.tar"), |m, _| {
+            assert_eq!(m.path.len(), 401);
+            Ok::<_, TarError>(())
+        })
+        .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn symlink_targets_stay_inside_the_tree() {
+        assert!(check_link_target("lib/libx.so", "libx.so.1").is_ok());
+        assert!(check_link_target("a/b/c", "../../d").is_ok());
+        assert!(check_link_target("a/b/c", "../../../d").is_err());
+        assert!(check_link_target("lib/x", "/usr/lib/x").is_err());
+        assert!(check_link_target("x", "").is_err());
+    }
+}
