@@ -1,5 +1,6 @@
 //! The `.kpack` archive format: a reader built for the runtime and a deterministic writer,
-//! plus the small MessagePack codec, HIPK marker metadata and `.kpm` manifests that go with it.
+//! plus HIPK marker metadata and `.kpm` manifests, all in MessagePack read and written with
+//! the `rmp` crate ([`msgpack`] adds offsets in errors and bounded reads of untrusted bytes).
 //!
 //! # Format (reference spec §1)
 //!
@@ -27,7 +28,8 @@
 //!
 //! [`Archive::open`] memory-maps the file and reads only the header, the TOC and (for zstd)
 //! the frame count, so it costs O(TOC) in time and touched memory. The TOC is read straight
-//! from the wire form: no msgpack tree, paths for error messages spelled only on error. zstd
+//! from the wire form in one pass: no msgpack tree, paths for error messages spelled only on
+//! error. zstd
 //! frames are located by walking their size prefixes once, on the first call that needs them
 //! ([`Archive::get`], [`Archive::get_into`], [`Archive::validate`], or an [`EntryInfo`]'s
 //! `stored_size`). `none` kernels are returned borrowed from the map; zstd kernels are decoded

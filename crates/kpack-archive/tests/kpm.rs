@@ -2,7 +2,10 @@
 
 use kpack_archive::ErrorKind;
 use kpack_archive::kpm::KpmManifest;
-use kpack_archive::msgpack::{self, Value};
+use rmpv::Value;
+
+mod common;
+use common::encode;
 
 #[test]
 fn missing_and_mistyped_manifest_fields_are_named() {
@@ -13,8 +16,8 @@ fn missing_and_mistyped_manifest_fields_are_named() {
         ])
     };
     let doc = |files: Value| {
-        msgpack::encode(&Value::Map(vec![
-            ("format_version".into(), Value::UInt(1)),
+        encode(&Value::Map(vec![
+            ("format_version".into(), Value::from(1)),
             ("component_name".into(), "c".into()),
             ("prefix".into(), "p".into()),
             ("kpack_files".into(), files),
@@ -23,7 +26,7 @@ fn missing_and_mistyped_manifest_fields_are_named() {
     };
     let e = KpmManifest::decode(&doc(Value::Map(vec![(
         "gfx1100".into(),
-        entry(Value::UInt(1)),
+        entry(Value::from(1)),
     )])))
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidMetadata);
