@@ -7,18 +7,24 @@ use crate::msgpack::{Cursor, EncodeError, Encoder, KeySet, Path, once, required}
 /// A decoded `.kpm` manifest; `kpack_files` keeps the file's arch order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KpmManifest {
+    /// `format_version` (1 in every known manifest).
     pub format_version: u64,
+    /// The component the manifest describes.
     pub component_name: String,
+    /// The install prefix the archives belong under.
     pub prefix: String,
+    /// Per arch, the archive holding its kernels, in the file's order.
     pub kpack_files: Vec<(String, KpmEntry)>,
 }
 
+/// One arch's archive in a `.kpm` manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KpmEntry {
     /// Archive file name, in the manifest's directory.
     pub file: String,
     /// Archive size in bytes.
     pub size: u64,
+    /// Kernels in the archive.
     pub kernel_count: u64,
 }
 

@@ -22,7 +22,10 @@ pub enum Compression {
     /// Scheme `none`: kernels stored raw.
     None,
     /// Scheme `zstd-per-kernel`: one frame per kernel, content size recorded, no checksum.
-    Zstd { level: i32 },
+    Zstd {
+        /// The zstd level (1 to 22).
+        level: i32,
+    },
 }
 
 impl Compression {
@@ -33,6 +36,7 @@ impl Compression {
         }
     }
 
+    /// The TOC scheme this compression writes.
     pub fn scheme(&self) -> CompressionScheme {
         match self {
             Compression::None => CompressionScheme::None,
@@ -75,6 +79,7 @@ struct PendingEntry {
 }
 
 impl<'a> ArchiveWriter<'a> {
+    /// An empty writer; `group_name` and `gfx_arch_family` go into the TOC as they are.
     pub fn new(
         group_name: impl Into<String>,
         gfx_arch_family: impl Into<String>,

@@ -22,6 +22,7 @@ pub const MAX_METADATA_LEN: usize = 64 * 1024;
 
 /// Why metadata could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MetadataReadError {
     /// The encoding needs more than [`MAX_METADATA_LEN`] bytes: at `offset`, `expected` needs
     /// `needed` bytes at least.
@@ -39,10 +40,18 @@ pub enum MetadataReadError {
     },
     /// The byte source ended inside the value (only byte slices end; pointers do not).
     #[error("HIPK metadata: input ends at byte {offset} inside the msgpack value")]
-    Truncated { offset: usize },
+    Truncated {
+        /// The offset the source had no byte for.
+        offset: usize,
+    },
     /// A byte that cannot start a value in kpack metadata: `0xc1` or an extension type.
     #[error("HIPK metadata: byte {byte:#04x} at {offset} is not a msgpack value kpack writes")]
-    BadMarker { offset: usize, byte: u8 },
+    BadMarker {
+        /// Byte offset of the problem.
+        offset: usize,
+        /// The byte found.
+        byte: u8,
+    },
     /// The value is msgpack but not HIPK metadata.
     #[error("HIPK metadata: {0}")]
     Schema(#[from] MetadataError),

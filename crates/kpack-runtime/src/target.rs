@@ -76,6 +76,7 @@ pub struct TargetIndex {
 }
 
 impl TargetIndex {
+    /// Indexes an archive's `gfx_arches`.
     pub fn new<'a>(arches: impl IntoIterator<Item = &'a str>) -> TargetIndex {
         let mut by_canonical = HashMap::new();
         for arch in arches {

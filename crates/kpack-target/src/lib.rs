@@ -32,6 +32,8 @@
 //! All parsers take untrusted input: they never panic, allocate at most in
 //! proportion to the input, and report the byte offset of the problem.
 
+#![warn(missing_docs)]
+
 mod bundle_id;
 mod code_object;
 mod error;

@@ -13,7 +13,9 @@ pub const MAX_FEATURES: usize = 8;
 /// Whether a target feature is requested on (`+`) or off (`-`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FeatureState {
+    /// `+`.
     On,
+    /// `-`.
     Off,
 }
 
@@ -38,7 +40,9 @@ impl FeatureState {
 /// One `name±` feature of a target ID, e.g. `xnack+`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Feature {
+    /// The feature's name, e.g. `xnack`.
     pub name: String,
+    /// On or off.
     pub state: FeatureState,
 }
 
