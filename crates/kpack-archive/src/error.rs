@@ -28,39 +28,71 @@ pub enum ErrorKind {
 
 /// Everything that can go wrong reading or writing a `.kpack` archive.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArchiveError {
     /// Wraps any other error with the archive file it concerns.
     #[error("{}: {source}", path.display())]
     File {
+        /// The archive file.
         path: PathBuf,
+        /// The error, about that file.
         source: Box<ArchiveError>,
     },
 
+    /// Reading or writing the file failed.
     #[error("{context}: {source}")]
     Io {
+        /// What was being done.
         context: &'static str,
+        /// The I/O error.
         source: io::Error,
     },
 
+    /// The file ends before the 16-byte header does.
     #[error("file is {len} bytes, shorter than the 16-byte kpack header")]
-    TooShort { len: u64 },
+    TooShort {
+        /// Length of the file, in bytes.
+        len: u64,
+    },
 
+    /// The file does not start with `KPAK`.
     #[error("bad magic {found:02x?} at byte 0, expected \"KPAK\"")]
-    BadMagic { found: [u8; 4] },
+    BadMagic {
+        /// What the input holds there.
+        found: [u8; 4],
+    },
 
+    /// A version other than 1, in the header or the TOC.
     #[error("unsupported {what} {version}, expected 1")]
-    UnsupportedVersion { what: &'static str, version: u64 },
+    UnsupportedVersion {
+        /// What the version belongs to (the header or the TOC).
+        what: &'static str,
+        /// The version the input holds.
+        version: u64,
+    },
 
+    /// The header's `toc_offset` is outside `[64, file length)`.
     #[error("toc_offset {toc_offset} at byte 8 is outside [64, {file_len})")]
-    TocOffsetOutOfRange { toc_offset: u64, file_len: u64 },
+    TocOffsetOutOfRange {
+        /// Where the TOC starts.
+        toc_offset: u64,
+        /// Length of the file, in bytes.
+        file_len: u64,
+    },
 
     /// The TOC bytes are not one valid msgpack value; `source.offset` is a file offset.
     #[error("TOC: {source}")]
-    TocParse { source: DecodeError },
+    TocParse {
+        /// The msgpack error, at a file offset.
+        source: DecodeError,
+    },
 
+    /// The TOC is one msgpack value, but not a map.
     #[error("TOC at byte {toc_offset}: expected a map, found {found}")]
     TocNotMap {
+        /// Where the TOC starts.
         toc_offset: u64,
+        /// What the input holds there.
         found: &'static str,
     },
 
@@ -68,52 +100,87 @@ pub enum ArchiveError {
     #[error("TOC: {0}")]
     TocField(FieldError),
 
+    /// A `compression_scheme` neither reference writes.
     #[error("TOC: unknown compression_scheme {0:?}")]
     UnknownCompressionScheme(String),
 
+    /// An entry's `ordinal` names no stored blob or frame.
     #[error("TOC: {path}: ordinal {ordinal} out of range, the archive stores {count} blobs")]
     OrdinalOutOfRange {
+        /// The entry's `ordinal` field in the TOC.
         path: String,
+        /// The `ordinal` field.
         ordinal: u64,
+        /// How many blobs or frames the archive stores.
         count: usize,
     },
 
     /// A blob (`none`), the zstd region, or a zstd frame lies outside the data region
     /// `[64, toc_offset)`, or the region is not exactly the frames it declares.
     #[error("{what}: {detail}")]
-    BadLayout { what: String, detail: String },
+    BadLayout {
+        /// What lies outside: a blob, the zstd region or a frame.
+        what: String,
+        /// Where it lies, and where it should.
+        detail: String,
+    },
 
+    /// An entry's `original_size` is over the limit, or (`none`) not its blob's size.
     #[error("TOC: {path}: original_size {original_size} {problem}")]
     BadOriginalSize {
+        /// The entry's `original_size` field in the TOC.
         path: String,
+        /// The `original_size` field.
         original_size: u64,
+        /// What is wrong.
         problem: String,
     },
 
+    /// The archive has no entry for this binary and arch.
     #[error("no kernel for binary {binary:?}, arch {arch:?}")]
-    KernelNotFound { binary: String, arch: String },
+    KernelNotFound {
+        /// The TOC binary key.
+        binary: String,
+        /// The architecture, as the archive spells it.
+        arch: String,
+    },
 
+    /// A zstd frame does not decode to the entry's `original_size` bytes.
     #[error("decompressing binary {binary:?}, arch {arch:?}: {reason}")]
     DecompressionFailed {
+        /// The TOC binary key.
         binary: String,
+        /// The architecture, as the archive spells it.
         arch: String,
+        /// What the decompressor reported.
         reason: String,
     },
 
     /// Found by [`crate::Archive::validate`]: the runtime could not reach this entry.
     #[error("{binary:?}/{arch:?}: {problem}")]
     Unreachable {
+        /// The TOC binary key.
         binary: String,
+        /// The architecture, as the archive spells it.
         arch: String,
+        /// What is wrong.
         problem: String,
     },
 
+    /// The writer was given the same binary and arch twice.
     #[error("binary {binary:?}, arch {arch:?} is already in the archive")]
-    DuplicateEntry { binary: String, arch: String },
+    DuplicateEntry {
+        /// The TOC binary key.
+        binary: String,
+        /// The architecture, as the archive spells it.
+        arch: String,
+    },
 
+    /// The writer was asked for something the format cannot hold.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A string or list too long for msgpack.
     #[error(transparent)]
     Encode(#[from] EncodeError),
 }
@@ -174,9 +241,12 @@ impl From<FieldError> for ArchiveError {
 
 /// A HIPK marker or `.kpm` manifest that does not decode or does not fit its schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MetadataError {
+    /// The bytes are not msgpack.
     #[error(transparent)]
     Msgpack(#[from] DecodeError),
+    /// The msgpack does not fit the schema.
     #[error(transparent)]
     Field(#[from] FieldError),
 }

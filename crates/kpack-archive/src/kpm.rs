@@ -7,24 +7,29 @@
 //! byte.
 
 use crate::error::MetadataError;
-use crate::msgpack::schema::{Fields, Path};
-use crate::msgpack::{self, Decoder, EncodeError, Value};
+use crate::msgpack::{Cursor, EncodeError, Encoder, KeySet, Path, once, required};
 
 /// A decoded `.kpm` manifest; `kpack_files` keeps the file's arch order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KpmManifest {
+    /// `format_version` (1 in every known manifest).
     pub format_version: u64,
+    /// The component the manifest describes.
     pub component_name: String,
+    /// The install prefix the archives belong under.
     pub prefix: String,
+    /// Per arch, the archive holding its kernels, in the file's order.
     pub kpack_files: Vec<(String, KpmEntry)>,
 }
 
+/// One arch's archive in a `.kpm` manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KpmEntry {
     /// Archive file name, in the manifest's directory.
     pub file: String,
     /// Archive size in bytes.
     pub size: u64,
+    /// Kernels in the archive.
     pub kernel_count: u64,
     /// The package providing the archive (`<component>_<group>`); absent in legacy files.
     pub package: Option<String>,
@@ -35,68 +40,111 @@ impl KpmManifest {
     /// `prefix`, `kpack_files`, entries keyed `file`, `size`, `kernel_count` (then `package`,
     /// when known).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        let files = self
-            .kpack_files
-            .iter()
-            .map(|(arch, e)| {
-                let mut entry = vec![
-                    ("file".into(), e.file.as_str().into()),
-                    ("size".into(), e.size.into()),
-                    ("kernel_count".into(), e.kernel_count.into()),
-                ];
-                if let Some(package) = &e.package {
-                    entry.push(("package".into(), package.as_str().into()));
-                }
-                (arch.as_str().into(), Value::Map(entry))
-            })
-            .collect();
-        msgpack::encode(&Value::Map(vec![
-            ("format_version".into(), self.format_version.into()),
-            ("component_name".into(), self.component_name.as_str().into()),
-            ("prefix".into(), self.prefix.as_str().into()),
-            ("kpack_files".into(), Value::Map(files)),
-        ]))
+        let mut e = Encoder::default();
+        e.map(4)?;
+        e.str("format_version")?;
+        e.uint(self.format_version);
+        e.str("component_name")?;
+        e.str(&self.component_name)?;
+        e.str("prefix")?;
+        e.str(&self.prefix)?;
+        e.str("kpack_files")?;
+        e.map(self.kpack_files.len())?;
+        for (arch, entry) in &self.kpack_files {
+            e.str(arch)?;
+            e.map(if entry.package.is_some() { 4 } else { 3 })?;
+            e.str("file")?;
+            e.str(&entry.file)?;
+            e.str("size")?;
+            e.uint(entry.size);
+            e.str("kernel_count")?;
+            e.uint(entry.kernel_count);
+            if let Some(package) = &entry.package {
+                e.str("package")?;
+                e.str(package)?;
+            }
+        }
+        Ok(e.into_bytes())
     }
 
     /// Decodes a whole `.kpm` file. All four top-level keys and all three entry keys are
     /// required (as `PackManifest.from_file` required them), `package` is optional; other keys
-    /// are ignored.
+    /// are skipped.
     pub fn decode(bytes: &[u8]) -> Result<KpmManifest, MetadataError> {
-        let mut d = Decoder::new(bytes);
-        let mut m = Fields::new();
-        let root = m.read(&mut d, &Path::Root, 0, true)?;
-        d.finish()?;
-        root?;
-        let files_path = Path::Field(&Path::Root, "kpack_files");
-        let mut files = Fields::new();
-        m.req(&Path::Root, "kpack_files")?
-            .map_into::<MetadataError>(&mut files, &files_path, false)?;
-        let mut e = Fields::new();
-        let kpack_files = files
-            .iter()
-            .map(|(arch, v)| {
-                let path = Path::Key(&files_path, &arch);
-                v.map_into::<MetadataError>(&mut e, &path, true)?;
-                let entry = KpmEntry {
-                    file: e.str::<MetadataError>(&path, "file")?.into_owned(),
-                    size: e.uint::<MetadataError>(&path, "size")?,
-                    kernel_count: e.uint::<MetadataError>(&path, "kernel_count")?,
-                    package: e
-                        .get("package")
-                        .map(|n| n.str::<MetadataError>(&Path::Field(&path, "package")))
-                        .transpose()?
-                        .map(|s| s.into_owned()),
-                };
-                Ok((arch.into_owned(), entry))
-            })
-            .collect::<Result<Vec<_>, MetadataError>>()?;
+        let mut c = Cursor::new(bytes, 0);
+        let root = &Path::Root;
+        let (mut version, mut component, mut prefix, mut files) = (None, None, None, None);
+        let mut others = KeySet::default();
+        c.lenient_map::<MetadataError>(root, |c, key| {
+            let path = &Path::Field(root, key);
+            match key {
+                "format_version" => once(&mut version, c.uint::<MetadataError>(path)?, root, key)?,
+                "component_name" => {
+                    let name = c.str::<MetadataError>(path)?.to_owned();
+                    once(&mut component, name, root, key)?;
+                }
+                "prefix" => {
+                    let p = c.str::<MetadataError>(path)?.to_owned();
+                    once(&mut prefix, p, root, key)?;
+                }
+                "kpack_files" => once(&mut files, kpack_files(c, path)?, root, key)?,
+                _ => others.skip_unknown::<MetadataError>(c, root, key)?,
+            }
+            Ok(())
+        })?;
+        c.finish()?;
         Ok(KpmManifest {
-            format_version: m.uint::<MetadataError>(&Path::Root, "format_version")?,
-            component_name: m
-                .str::<MetadataError>(&Path::Root, "component_name")?
-                .into_owned(),
-            prefix: m.str::<MetadataError>(&Path::Root, "prefix")?.into_owned(),
-            kpack_files,
+            format_version: required(version, root, "format_version")?,
+            component_name: required(component, root, "component_name")?,
+            prefix: required(prefix, root, "prefix")?,
+            kpack_files: required(files, root, "kpack_files")?,
         })
     }
+}
+
+/// `kpack_files`: arch → `{file, size, kernel_count[, package]}`, in the file's order.
+fn kpack_files(
+    c: &mut Cursor<'_>,
+    path: &Path<'_>,
+) -> Result<Vec<(String, KpmEntry)>, MetadataError> {
+    let mut files = Vec::new();
+    let mut arches = KeySet::default();
+    let mut others = KeySet::default();
+    for _ in 0..c.map::<MetadataError>(path)? {
+        let arch = c.str_key::<MetadataError>(path)?;
+        arches.note(path, arch)?;
+        let epath = &Path::Key(path, arch);
+        let (mut file, mut size, mut kernel_count, mut package) = (None, None, None, None);
+        others.clear();
+        c.lenient_map::<MetadataError>(epath, |c, key| {
+            let field = &Path::Field(epath, key);
+            match key {
+                "file" => {
+                    let f = c.str::<MetadataError>(field)?.to_owned();
+                    once(&mut file, f, epath, key)?;
+                }
+                "size" => once(&mut size, c.uint::<MetadataError>(field)?, epath, key)?,
+                "kernel_count" => once(
+                    &mut kernel_count,
+                    c.uint::<MetadataError>(field)?,
+                    epath,
+                    key,
+                )?,
+                "package" => {
+                    let p = c.str::<MetadataError>(field)?.to_owned();
+                    once(&mut package, p, epath, key)?;
+                }
+                _ => others.skip_unknown::<MetadataError>(c, epath, key)?,
+            }
+            Ok(())
+        })?;
+        let entry = KpmEntry {
+            file: required(file, epath, "file")?,
+            size: required(size, epath, "size")?,
+            kernel_count: required(kernel_count, epath, "kernel_count")?,
+            package,
+        };
+        files.push((arch.to_owned(), entry));
+    }
+    Ok(files)
 }

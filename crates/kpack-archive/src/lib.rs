@@ -1,5 +1,6 @@
 //! The `.kpack` archive format: a reader built for the runtime and a deterministic writer,
-//! plus the small MessagePack codec, HIPK marker metadata and `.kpm` manifests that go with it.
+//! plus HIPK marker metadata and `.kpm` manifests, all in MessagePack read and written with
+//! the `rmp` crate ([`msgpack`] adds offsets in errors and bounded reads of untrusted bytes).
 //!
 //! # Format (reference spec §1)
 //!
@@ -27,10 +28,10 @@
 //!
 //! [`Archive::open`] memory-maps the file and reads only the header, the TOC and (for zstd)
 //! the frame count, so it costs O(TOC) in time and touched memory. The TOC is read straight
-//! from the wire form: no msgpack tree, paths for error messages spelled only on error. zstd
-//! frames are located by walking their size prefixes once, on the first call that needs them
-//! ([`Archive::get`], [`Archive::get_into`], [`Archive::validate`], or an [`EntryInfo`]'s
-//! `stored_size`). `none` kernels are returned borrowed from the map; zstd kernels are decoded
+//! from the wire form in one pass: no msgpack tree, paths for error messages spelled only on
+//! error. zstd frames are located by walking their size prefixes once, on the first call that
+//! needs them ([`Archive::get`], [`Archive::get_into`], [`Archive::validate`], or an
+//! [`EntryInfo`]'s `stored_size`). `none` kernels are returned borrowed from the map; zstd kernels are decoded
 //! on each `get` with a pooled decompression context, or straight into the caller's buffer
 //! with `get_into`. The archive is `Send + Sync` and needs no lock.
 //!
@@ -68,6 +69,8 @@
 //! The writer stores entries with identical bytes once, several TOC entries sharing one
 //! ordinal; the Python writer stores every entry, so only inputs without duplicates give
 //! byte-identical `none` archives. zstd frames are byte-identical only with the same libzstd.
+
+#![warn(missing_docs)]
 
 mod error;
 pub mod kpm;
@@ -112,6 +115,7 @@ impl CompressionScheme {
         }
     }
 
+    /// The scheme a TOC's `compression_scheme` string names, if any.
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "none" => Some(CompressionScheme::None),

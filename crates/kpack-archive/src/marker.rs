@@ -3,8 +3,9 @@
 //! points at.
 
 use crate::error::MetadataError;
-use crate::msgpack::schema::{Fields, Path};
-use crate::msgpack::{self, Decoder, EncodeError, FieldError, Head, Value};
+use crate::msgpack::{
+    Cursor, EncodeError, Encoder, FieldError, KeySet, Path, Source, once, required,
+};
 
 /// Where the runtime looks for a binary's kernels, and under which name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,39 +21,52 @@ impl MarkerMetadata {
     /// The exact bytes of Python `msgpack.packb({"kpack_search_paths": ..., "kernel_name":
     /// ...}, use_bin_type=True)`.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        let paths = self
-            .search_paths
-            .iter()
-            .map(|p| Value::from(p.as_str()))
-            .collect();
-        msgpack::encode(&Value::Map(vec![
-            ("kpack_search_paths".into(), Value::Array(paths)),
-            ("kernel_name".into(), self.kernel_name.as_str().into()),
-        ]))
+        let mut e = Encoder::default();
+        e.map(2)?;
+        e.str("kpack_search_paths")?;
+        e.array(self.search_paths.len())?;
+        for p in &self.search_paths {
+            e.str(p)?;
+        }
+        e.str("kernel_name")?;
+        e.str(&self.kernel_name)?;
+        Ok(e.into_bytes())
     }
 
     /// Decodes metadata from the start of `bytes` as the runtime does: the root must be a map,
     /// `kernel_name` a str, `kpack_search_paths` an array with at least one str (other
-    /// elements are skipped); extra keys are ignored and key order is free. Bytes after the
-    /// map (section padding) are left alone; returns the metadata and the bytes it took.
+    /// elements are skipped); extra keys (of any type) are skipped and key order is free. Bytes
+    /// after the map (section padding) are left alone; returns the metadata and the bytes it
+    /// took.
     pub fn decode(bytes: &[u8]) -> Result<(MarkerMetadata, usize), MetadataError> {
-        let mut d = Decoder::new(bytes);
-        let mut m = Fields::new();
-        m.read_as::<MetadataError>(&mut d, &Path::Root, 0, true)?;
-        let used = d.pos();
-        let kernel_name = m
-            .str::<MetadataError>(&Path::Root, "kernel_name")?
-            .into_owned();
-        let paths_path = Path::Field(&Path::Root, "kpack_search_paths");
-        let (n, mut paths, depth) = m
-            .req(&Path::Root, "kpack_search_paths")?
-            .array::<MetadataError>(&paths_path)?;
-        let mut search_paths = Vec::new();
-        for _ in 0..n {
-            if let Head::Str(s) = paths.next(depth)? {
-                search_paths.push(msgpack::checked_str(s).into_owned());
+        let mut c = Cursor::new(bytes, 0);
+        let root = &Path::Root;
+        let (mut kernel_name, mut search_paths) = (None, None);
+        let mut others = KeySet::default();
+        c.lenient_map::<MetadataError>(root, |c, key| {
+            let path = &Path::Field(root, key);
+            match key {
+                "kernel_name" => {
+                    let name = c.str::<MetadataError>(path)?.to_owned();
+                    once(&mut kernel_name, name, root, key)?;
+                }
+                "kpack_search_paths" => {
+                    let mut paths = Vec::new();
+                    for i in 0..c.array::<MetadataError>(path)? {
+                        if c.at_str() {
+                            paths.push(c.str::<MetadataError>(&Path::Index(path, i))?.to_owned());
+                        } else {
+                            c.skip()?;
+                        }
+                    }
+                    once(&mut search_paths, paths, root, key)?;
+                }
+                _ => others.skip_unknown::<MetadataError>(c, root, key)?,
             }
-        }
+            Ok(())
+        })?;
+        let kernel_name = required(kernel_name, root, "kernel_name")?;
+        let search_paths = required(search_paths, root, "kpack_search_paths")?;
         if search_paths.is_empty() {
             return Err(FieldError::Invalid {
                 path: "kpack_search_paths".to_owned(),
@@ -60,12 +74,10 @@ impl MarkerMetadata {
             }
             .into());
         }
-        Ok((
-            MarkerMetadata {
-                kernel_name,
-                search_paths,
-            },
-            used,
-        ))
+        let metadata = MarkerMetadata {
+            kernel_name,
+            search_paths,
+        };
+        Ok((metadata, c.pos()))
     }
 }

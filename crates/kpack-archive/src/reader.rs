@@ -109,10 +109,12 @@ impl Archive {
         self.path.as_deref()
     }
 
+    /// The TOC's `group_name`.
     pub fn group_name(&self) -> &str {
         &self.index.group_name
     }
 
+    /// The TOC's `gfx_arch_family`.
     pub fn gfx_arch_family(&self) -> &str {
         &self.index.gfx_arch_family
     }
@@ -122,6 +124,7 @@ impl Archive {
         &self.index.gfx_arches
     }
 
+    /// How the blob region stores kernels.
     pub fn compression_scheme(&self) -> CompressionScheme {
         self.index.scheme
     }
@@ -162,6 +165,7 @@ impl Archive {
         self.lookup(binary, arch).map(|(_, e)| self.info_of(e))
     }
 
+    /// Whether the archive has an entry for `binary` and `arch`.
     pub fn contains(&self, binary: &str, arch: &str) -> bool {
         self.lookup(binary, arch).is_some()
     }

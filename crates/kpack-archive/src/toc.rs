@@ -1,21 +1,17 @@
 //! What [`crate::Archive::open`] learns from the header and the TOC.
 //!
-//! The TOC is read straight from its wire form, without building a msgpack tree, in one pass
-//! ([`fast`]) that checks every byte of it and everything below but only learns *whether*
-//! something is wrong. When something is, the TOC is read again by the detailed reader here,
-//! which finds and reports the error: in two passes, the first reading the top-level map and
-//! checking every byte of the TOC as a full decode would (so msgpack errors come first), the
-//! second checking the fields in a fixed order. Both read `toc` the same way: binary names into
-//! one string, arch names interned, entries in one vector. Paths for error messages are
-//! spelled only when an error is reported.
+//! The TOC is read straight from its wire form in one pass, without building a msgpack tree:
+//! binary names into one string, arch names interned, entries in one vector. Every byte of the
+//! TOC is checked; values no field reads (unknown keys, the other scheme's fields) are checked
+//! as msgpack and skipped. The first problem in wire order is reported, with the absolute byte
+//! offset for a wire-form error and the field's path otherwise; paths are spelled only then.
+//! What depends on fields that may come later (an entry's ordinal and size against the stored
+//! blobs, a missing field, a repeated binary name) is checked after the pass.
 
 use std::collections::HashMap;
 use std::ops::Range;
 
-mod fast;
-
-use crate::msgpack::schema::{Distinct, Fields, Node, Path, wrong};
-use crate::msgpack::{DecodeError, Decoder, FieldError, Head, checked_str};
+use crate::msgpack::{Cursor, DecodeError, FieldError, KeySet, Path, Source, once, required};
 use crate::{
     ArchiveError, CompressionScheme, DATA_START, FORMAT_VERSION, HEADER_LEN, MAGIC,
     MAX_ORIGINAL_SIZE,
@@ -106,100 +102,25 @@ impl Index {
         Some(&self.binaries[self.sorted[i] as usize])
     }
 
+    /// Reads the header and the TOC of the archive `bytes`.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Index, ArchiveError> {
         let toc_at = toc_start(bytes)?;
-        match fast::read(bytes, toc_at) {
-            Some(index) => Ok(index),
-            None => Self::parse_checked(bytes, toc_at),
-        }
-    }
-
-    /// Reads the TOC at `toc_at` with the detailed reader: the error [`fast::read`] met.
-    #[cold]
-    fn parse_checked(bytes: &[u8], toc_at: usize) -> Result<Index, ArchiveError> {
-        let toc_offset = toc_at as u64;
-        // The decoder reads the whole file from the TOC on, so its error offsets are file
+        // The cursor reads the whole file from the TOC on, so its error offsets are file
         // offsets.
-        let mut d = Decoder::at(bytes, toc_at);
-
-        // Pass 1.
-        let root = d.clone().head()?;
-        if !matches!(root, Head::Map(_)) {
-            d.next(0)?;
-            d.finish()?;
+        let mut c = Cursor::new(bytes, toc_at);
+        if !c.at_map() {
+            let found = c.found();
+            c.skip()?;
+            c.finish()?;
             return Err(ArchiveError::TocNotMap {
-                toc_offset,
-                found: root.type_name(),
+                toc_offset: toc_at as u64,
+                found,
             });
         }
-        let mut top = Fields::new();
-        let keys = top.read(&mut d, &Path::Root, 0, false)?;
-        d.finish()?;
-        keys?;
-
-        // Pass 2.
-        let root = &Path::Root;
-        let format_version = top.uint::<ArchiveError>(root, "format_version")?;
-        if format_version != u64::from(FORMAT_VERSION) {
-            let what = "TOC format_version";
-            return Err(ArchiveError::UnsupportedVersion {
-                what,
-                version: format_version,
-            });
-        }
-        let group_name = top.str::<ArchiveError>(root, "group_name")?.into_owned();
-        let gfx_arch_family = top
-            .str::<ArchiveError>(root, "gfx_arch_family")?
-            .into_owned();
-        let arches_path = Path::Field(root, "gfx_arches");
-        let (n, mut arches, depth) = top
-            .req(root, "gfx_arches")?
-            .array::<ArchiveError>(&arches_path)?;
-        let mut gfx_arches = Vec::with_capacity(n);
-        for i in 0..n {
-            match arches.next(depth)? {
-                Head::Str(s) => gfx_arches.push(checked_str(s).into_owned()),
-                other => {
-                    let path = Path::Index(&arches_path, i);
-                    return Err(wrong(&path, "str", &other).into());
-                }
-            }
-        }
-
-        // A missing scheme means `none` to both reference readers.
-        let scheme = match top.get("compression_scheme") {
-            None => CompressionScheme::None,
-            Some(v) => {
-                let s = v.str::<ArchiveError>(&Path::Field(root, "compression_scheme"))?;
-                CompressionScheme::from_name(&s)
-                    .ok_or_else(|| ArchiveError::UnknownCompressionScheme(s.into_owned()))?
-            }
-        };
-        let data = DATA_START..toc_offset;
-        let stored = match scheme {
-            CompressionScheme::None => Stored::Blobs(blob_ranges(&top, &data)?),
-            CompressionScheme::ZstdPerKernel => {
-                let offset = top.uint::<ArchiveError>(root, "zstd_offset")?;
-                let size = top.uint::<ArchiveError>(root, "zstd_size")?;
-                zstd_region(offset, size, bytes, &data)?
-            }
-        };
-
-        let mut index = Index {
-            group_name,
-            gfx_arch_family,
-            gfx_arches,
-            scheme,
-            names: String::new(),
-            arch_names: Vec::new(),
-            binaries: Vec::new(),
-            sorted: Vec::new(),
-            entries: Vec::new(),
-            metadata: Vec::new(),
-            stored,
-        };
-        let toc = top.req(root, "toc")?;
-        TocReader::new(bytes, &mut index).read(toc)?;
+        let index = TocReader::new(bytes, toc_at)
+            .read(&mut c)
+            .map_err(|Failed(e)| *e)?;
+        c.finish()?;
         Ok(index)
     }
 }
@@ -272,204 +193,334 @@ fn toc_start(bytes: &[u8]) -> Result<usize, ArchiveError> {
     Ok(toc_offset as usize)
 }
 
-/// Reads `toc` into an [`Index`]. Problems are reported in the order a reader that first
-/// checked every key of `toc`, then every key of each binary's map before its entries, would
-/// meet them: a bad binary key outranks any problem inside a binary, a bad arch key any
-/// problem inside that binary's entries.
-struct TocReader<'a, 'i> {
-    bytes: &'a [u8],
-    index: &'i mut Index,
-    arches: Arches<'a>,
-    fields: Fields<'a>,
+/// An [`ArchiveError`] the TOC reader met, boxed: the reader's results stay two words wide,
+/// which keeps an open fast.
+struct Failed(Box<ArchiveError>);
+
+impl<T: Into<ArchiveError>> From<T> for Failed {
+    #[cold]
+    fn from(e: T) -> Self {
+        Failed(Box::new(e.into()))
+    }
 }
 
-impl<'a, 'i> TocReader<'a, 'i> {
-    fn new(bytes: &'a [u8], index: &'i mut Index) -> Self {
+/// The top-level map's fields, as read.
+#[derive(Default)]
+struct Top<'a> {
+    format_version: Option<u64>,
+    group_name: Option<&'a str>,
+    gfx_arch_family: Option<&'a str>,
+    gfx_arches: Option<Vec<String>>,
+    scheme: Option<&'a str>,
+    toc: Option<()>,
+    /// Read only for the scheme that uses them: what they hold, or what is wrong with them.
+    blobs: Option<Result<Vec<Range<usize>>, Failed>>,
+    zstd_offset: Option<Result<u64, Failed>>,
+    zstd_size: Option<Result<u64, Failed>>,
+}
+
+/// Reads the TOC into an [`Index`].
+struct TocReader<'a> {
+    bytes: &'a [u8],
+    /// The data region: `[64, toc_offset)`.
+    data: Range<u64>,
+    names: String,
+    arch_names: Vec<String>,
+    binaries: Vec<Binary>,
+    arches: Arches<'a>,
+    /// Per arch id, 1 + the last binary that listed it: repeats within a binary.
+    listed_in: Vec<usize>,
+    entries: Entries<'a>,
+}
+
+/// The entries read so far.
+#[derive(Default)]
+struct Entries<'a> {
+    /// Every binary's, binary after binary.
+    list: Vec<Entry>,
+    metadata: Vec<(String, String)>,
+    /// The first entry whose ordinal does not fit in a `u32` (its index and ordinal): out of
+    /// range whatever is stored, reported once the count is known.
+    wide_ordinal: Option<(usize, u64)>,
+    /// Scratch: keys no field reads in the entry being read.
+    others: KeySet<'a>,
+}
+
+/// Fewest TOC bytes an entry takes (an empty arch key, then a map holding `type: "hsaco"`, and
+/// `ordinal` and `original_size` in one byte each): bounds what is reserved for entries before
+/// they are read.
+const MIN_ENTRY_BYTES: usize = 37;
+
+impl<'a> TocReader<'a> {
+    fn new(bytes: &'a [u8], toc_at: usize) -> Self {
         TocReader {
             bytes,
-            index,
+            data: DATA_START..toc_at as u64,
+            names: String::new(),
+            arch_names: Vec::new(),
+            binaries: Vec::new(),
             arches: Arches::default(),
-            fields: Fields::new(),
+            listed_in: Vec::new(),
+            entries: Entries::default(),
         }
     }
 
-    fn read(mut self, toc: Node<'a>) -> Result<(), ArchiveError> {
-        let path = Path::Field(&Path::Root, "toc");
-        let (mut d, depth) = toc.into_parts();
-        let start = d.pos();
-        let head = d.head()?;
-        if !matches!(head, Head::Map(_)) {
-            return Err(wrong(&path, "map", &head).into());
-        }
-        let (n, inner) = d.open(head, depth, start)?;
-        self.index.binaries.reserve_exact(n);
-        self.index.names.reserve(n * 32);
-        let mut inside: Option<ArchiveError> = None;
-        for _ in 0..n {
-            let name = match d.next(inner)? {
-                Head::Str(name) => name,
-                other => {
-                    self.check_distinct_names(&path)?;
-                    return Err(FieldError::WrongType {
-                        path: Path::KeysOf(&path).to_string(),
-                        expected: "str",
-                        found: other.type_name(),
+    /// Reads the top-level map at `c`, then checks what needed all of it.
+    fn read(mut self, c: &mut Cursor<'a>) -> Result<Index, Failed> {
+        let root = &Path::Root;
+        let mut top = Top::default();
+        let mut others = KeySet::default();
+        for _ in 0..c.map::<Failed>(root)? {
+            let key = c.str_key::<Failed>(root)?;
+            let path = &Path::Field(root, key);
+            match key {
+                "format_version" => {
+                    let version = c.uint::<Failed>(path)?;
+                    if version != u64::from(FORMAT_VERSION) {
+                        let what = "TOC format_version";
+                        return Err(ArchiveError::UnsupportedVersion { what, version }.into());
                     }
-                    .into());
+                    once(&mut top.format_version, version, root, key)?;
                 }
-            };
-            let name = checked_str(name);
-            let names = &mut self.index.names;
-            let name_range = names.len()..names.len() + name.len();
-            names.push_str(&name);
-            let first = self.index.entries.len();
-            let value = d.pos();
-            if inside.is_none() {
-                if let Err(e) = self.read_binary(&mut d, inner, &Path::Key(&path, &name)) {
-                    inside = Some(e);
-                    d = Decoder::at(self.bytes, value);
-                    d.next(inner)?;
+                "group_name" => once(&mut top.group_name, c.str::<Failed>(path)?, root, key)?,
+                "gfx_arch_family" => {
+                    once(&mut top.gfx_arch_family, c.str::<Failed>(path)?, root, key)?
                 }
-            } else {
-                d.next(inner)?;
-            }
-            self.index.binaries.push(Binary {
-                name: name_range,
-                entries: first..self.index.entries.len(),
-            });
-        }
-        self.check_distinct_names(&path)?;
-        inside.map_or(Ok(()), Err)
-    }
-
-    /// Sorts the binaries read so far into `sorted` and fails on the first repeated name.
-    fn check_distinct_names(&mut self, path: &Path<'_>) -> Result<(), ArchiveError> {
-        let ix = &mut *self.index;
-        match sort_binaries(&ix.names, &ix.binaries) {
-            Ok(sorted) => {
-                ix.sorted = sorted;
-                Ok(())
-            }
-            Err(i) => Err(FieldError::DuplicateKey {
-                path: path.to_string(),
-                key: ix.names[ix.binaries[i as usize].name.clone()].to_owned(),
-            }
-            .into()),
-        }
-    }
-
-    /// Reads the binary's map at `d`, moving `d` past it unless it fails.
-    fn read_binary(
-        &mut self,
-        d: &mut Decoder<'a>,
-        depth: usize,
-        path: &Path<'_>,
-    ) -> Result<(), ArchiveError> {
-        let start = d.pos();
-        let head = d.head()?;
-        if !matches!(head, Head::Map(_)) {
-            return Err(wrong(path, "map", &head).into());
-        }
-        let (n, inner) = d.open(head, depth, start)?;
-        let mut seen = Distinct::new();
-        let mut inside: Option<ArchiveError> = None;
-        for k in 0..n {
-            let arch = match d.next(inner)? {
-                Head::Str(arch) => arch,
-                other => {
-                    return Err(FieldError::WrongType {
-                        path: Path::KeysOf(path).to_string(),
-                        expected: "str",
-                        found: other.type_name(),
+                "gfx_arches" => {
+                    let mut arches = Vec::new();
+                    for i in 0..c.array::<Failed>(path)? {
+                        arches.push(c.str::<Failed>(&Path::Index(path, i))?.to_owned());
                     }
-                    .into());
+                    once(&mut top.gfx_arches, arches, root, key)?;
                 }
-            };
-            let id = match self.arches.find(arch, k) {
-                Some(id) => id,
-                None => {
-                    let name = checked_str(arch);
-                    self.arches.add(arch, &name, &mut self.index.arch_names)
+                "compression_scheme" => once(&mut top.scheme, c.str::<Failed>(path)?, root, key)?,
+                "toc" => {
+                    once(&mut top.toc, (), root, key)?;
+                    self.toc(c, path)?;
                 }
-            };
-            if !seen.insert(id) {
-                return Err(FieldError::DuplicateKey {
-                    path: path.to_string(),
-                    key: checked_str(arch).into_owned(),
+                "blobs" => {
+                    let blobs = deferred(c, |c| blob_ranges(c, path, &self.data))?;
+                    once(&mut top.blobs, blobs, root, key)?;
                 }
-                .into());
-            }
-            let value = d.pos();
-            if inside.is_some() {
-                d.next(inner)?;
-                continue;
-            }
-            let epath = Path::Key(path, &self.index.arch_names[id as usize]);
-            match Self::read_entry(&mut self.fields, d, inner, &epath, &self.index.stored) {
-                Ok(mut e) => {
-                    e.arch = id;
-                    if let Some(mv) = self.fields.get("metadata") {
-                        let epath = Path::Key(path, &self.index.arch_names[id as usize]);
-                        match read_metadata(mv, &epath, &mut self.index.metadata) {
-                            Ok(m) => e.metadata = m,
-                            Err(err) => {
-                                inside = Some(err);
-                                continue;
-                            }
-                        }
-                    }
-                    self.index.entries.push(e);
+                "zstd_offset" => {
+                    let offset = deferred(c, |c| c.uint::<Failed>(path))?;
+                    once(&mut top.zstd_offset, offset, root, key)?;
                 }
-                Err(e) => {
-                    inside = Some(e);
-                    *d = Decoder::at(self.bytes, value);
-                    d.next(inner)?;
+                "zstd_size" => {
+                    let size = deferred(c, |c| c.uint::<Failed>(path))?;
+                    once(&mut top.zstd_size, size, root, key)?;
                 }
+                _ => others.skip_unknown::<Failed>(c, root, key)?,
             }
         }
-        inside.map_or(Ok(()), Err)
-    }
-
-    /// Reads the entry's map at `d` into `fields`, moving `d` past it unless it fails;
-    /// everything but the arch and the metadata.
-    fn read_entry(
-        fields: &mut Fields<'a>,
-        d: &mut Decoder<'a>,
-        depth: usize,
-        path: &Path<'_>,
-        stored: &Stored,
-    ) -> Result<Entry, ArchiveError> {
-        fields.read_as::<ArchiveError>(d, path, depth, false)?;
-        let ty = fields.str::<ArchiveError>(path, "type")?;
-        if ty != "hsaco" {
-            return Err(FieldError::Invalid {
-                path: Path::Field(path, "type").to_string(),
-                problem: format!("expected \"hsaco\", found {ty:?}"),
-            }
-            .into());
-        }
-        let count = stored.count();
-        let ordinal = fields.uint::<ArchiveError>(path, "ordinal")?;
-        let out_of_range = || ArchiveError::OrdinalOutOfRange {
-            path: Path::Field(path, "ordinal").to_string(),
-            ordinal,
-            count,
+        required(top.format_version, root, "format_version")?;
+        let group_name = required(top.group_name, root, "group_name")?.to_owned();
+        let gfx_arch_family = required(top.gfx_arch_family, root, "gfx_arch_family")?.to_owned();
+        let gfx_arches = required(top.gfx_arches, root, "gfx_arches")?;
+        // A missing scheme means `none` to both reference readers.
+        let scheme = match top.scheme {
+            None => CompressionScheme::None,
+            Some(name) => CompressionScheme::from_name(name)
+                .ok_or_else(|| ArchiveError::UnknownCompressionScheme(name.to_owned()))?,
         };
-        let ordinal = ordinal_index(ordinal, count).ok_or_else(out_of_range)?;
-        let original_size = fields.uint::<ArchiveError>(path, "original_size")?;
-        if let Some(problem) = size_problem(original_size, ordinal, stored) {
-            return Err(ArchiveError::BadOriginalSize {
-                path: Path::Field(path, "original_size").to_string(),
-                original_size,
-                problem,
+        let stored = match scheme {
+            CompressionScheme::None => Stored::Blobs(required(top.blobs, root, "blobs")??),
+            CompressionScheme::ZstdPerKernel => {
+                let offset = required(top.zstd_offset, root, "zstd_offset")??;
+                let size = required(top.zstd_size, root, "zstd_size")??;
+                zstd_region(offset, size, self.bytes, &self.data)?
+            }
+        };
+        required(top.toc, root, "toc")?;
+        self.check_entries(&stored)?;
+        let sorted =
+            sort_binaries(&self.names, &self.binaries).map_err(|i| FieldError::DuplicateKey {
+                path: "toc".to_owned(),
+                key: self.names[self.binaries[i as usize].name.clone()].to_owned(),
+            })?;
+        Ok(Index {
+            group_name,
+            gfx_arch_family,
+            gfx_arches,
+            scheme,
+            names: self.names,
+            arch_names: self.arch_names,
+            binaries: self.binaries,
+            sorted,
+            entries: self.entries.list,
+            metadata: self.entries.metadata,
+            stored,
+        })
+    }
+
+    /// `toc`: binary name → arch → entry.
+    fn toc(&mut self, c: &mut Cursor<'a>, path: &Path<'_>) -> Result<(), Failed> {
+        let n = c.map::<Failed>(path)?;
+        self.binaries.reserve_exact(n);
+        self.names.reserve((n * 32).min(c.room()));
+        for b in 1..=n {
+            let name = c.str_key::<Failed>(path)?;
+            let range = self.names.len()..self.names.len() + name.len();
+            self.names.push_str(name);
+            let first = self.entries.list.len();
+            let bpath = &Path::Key(path, name);
+            let arches = c.map::<Failed>(bpath)?;
+            if b == 1 {
+                let guess = n.saturating_mul(arches);
+                let most = c.room() / MIN_ENTRY_BYTES;
+                self.entries.list.reserve(guess.min(most));
+            }
+            for k in 0..arches {
+                let key = c.key_bytes::<Failed>(bpath)?;
+                let arch = match self.arches.find(key, k) {
+                    Some(id) => id as usize,
+                    None => {
+                        let name = c.utf8(key)?;
+                        let id = self.arches.add(key, name, &mut self.arch_names);
+                        self.listed_in.push(0);
+                        id as usize
+                    }
+                };
+                let key = &self.arch_names[arch];
+                if std::mem::replace(&mut self.listed_in[arch], b) == b {
+                    return Err(FieldError::DuplicateKey {
+                        path: bpath.to_string(),
+                        key: key.to_owned(),
+                    }
+                    .into());
+                }
+                let entry = self.entries.read(c, &Path::Key(bpath, key), arch as u32)?;
+                self.entries.list.push(entry);
+            }
+            self.binaries.push(Binary {
+                name: range,
+                entries: first..self.entries.list.len(),
             });
         }
+        Ok(())
+    }
+
+    /// Checks every entry's ordinal and original size against what is stored, in TOC order.
+    fn check_entries(&self, stored: &Stored) -> Result<(), Failed> {
+        let count = stored.count();
+        for b in &self.binaries {
+            for (i, e) in self.entries.list[b.entries.clone()].iter().enumerate() {
+                let at = b.entries.start + i;
+                let ordinal = match self.entries.wide_ordinal {
+                    Some((wide, ordinal)) if wide == at => ordinal,
+                    _ => e.ordinal.into(),
+                };
+                let problem = match ordinal_index(ordinal, count) {
+                    None => Some(None),
+                    Some(o) => size_problem(e.original_size, o, stored).map(Some),
+                };
+                let Some(problem) = problem else {
+                    continue;
+                };
+                let toc = Path::Field(&Path::Root, "toc");
+                let bpath = Path::Key(&toc, &self.names[b.name.clone()]);
+                let epath = Path::Key(&bpath, &self.arch_names[e.arch as usize]);
+                let e = match problem {
+                    None => ArchiveError::OrdinalOutOfRange {
+                        path: Path::Field(&epath, "ordinal").to_string(),
+                        ordinal,
+                        count,
+                    },
+                    Some(problem) => ArchiveError::BadOriginalSize {
+                        path: Path::Field(&epath, "original_size").to_string(),
+                        original_size: e.original_size,
+                        problem,
+                    },
+                };
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'a> Entries<'a> {
+    /// One entry's map: `type`, `ordinal`, `original_size` and optional `metadata`. The
+    /// ordinal and size are checked against the stored kernels once those are known.
+    fn read(&mut self, c: &mut Cursor<'a>, path: &Path<'_>, arch: u32) -> Result<Entry, Failed> {
+        let (mut hsaco, mut ordinal, mut original_size, mut metadata) = (None, None, None, None);
+        self.others.clear();
+        for _ in 0..c.map::<Failed>(path)? {
+            match c.key_bytes::<Failed>(path)? {
+                b"type" => {
+                    let field = &Path::Field(path, "type");
+                    let ty = c.str_bytes::<Failed>(field)?;
+                    if ty != b"hsaco" {
+                        let ty = String::from_utf8_lossy(ty);
+                        return Err(FieldError::Invalid {
+                            path: field.to_string(),
+                            problem: format!("expected \"hsaco\", found {ty:?}"),
+                        }
+                        .into());
+                    }
+                    once(&mut hsaco, (), path, "type")?;
+                }
+                b"ordinal" => {
+                    let n = c.uint::<Failed>(&Path::Field(path, "ordinal"))?;
+                    once(&mut ordinal, n, path, "ordinal")?;
+                }
+                b"original_size" => {
+                    let n = c.uint::<Failed>(&Path::Field(path, "original_size"))?;
+                    once(&mut original_size, n, path, "original_size")?;
+                }
+                b"metadata" => {
+                    let m = self.metadata(c, &Path::Field(path, "metadata"))?;
+                    once(&mut metadata, m, path, "metadata")?;
+                }
+                key => {
+                    let key = c.utf8(key)?;
+                    self.others.skip_unknown::<Failed>(c, path, key)?;
+                }
+            }
+        }
+        required(hsaco, path, "type")?;
+        let ordinal = required(ordinal, path, "ordinal")?;
+        let original_size = required(original_size, path, "original_size")?;
+        let narrow = u32::try_from(ordinal).unwrap_or_else(|_| {
+            self.wide_ordinal.get_or_insert((self.list.len(), ordinal));
+            u32::MAX
+        });
         Ok(Entry {
-            arch: 0,
-            ordinal,
+            arch,
+            ordinal: narrow,
             original_size,
-            metadata: 0..0,
+            metadata: metadata.unwrap_or(0..0),
         })
+    }
+
+    /// An entry's `metadata` map (str → str), appended to `metadata`.
+    fn metadata(&mut self, c: &mut Cursor<'a>, path: &Path<'_>) -> Result<Range<usize>, Failed> {
+        let first = self.metadata.len();
+        let mut keys = KeySet::default();
+        for _ in 0..c.map::<Failed>(path)? {
+            let key = c.str_key::<Failed>(path)?;
+            let value = c.str::<Failed>(&Path::Key(path, key))?;
+            keys.note(path, key)?;
+            self.metadata.push((key.to_owned(), value.to_owned()));
+        }
+        Ok(first..self.metadata.len())
+    }
+}
+
+/// Reads a value with `read`, or skips it if `read` finds it wrong, keeping what is wrong: for
+/// a field only one scheme uses. Fails only if the value is not well-formed msgpack.
+fn deferred<'a, T>(
+    c: &mut Cursor<'a>,
+    read: impl FnOnce(&mut Cursor<'a>) -> Result<T, Failed>,
+) -> Result<Result<T, Failed>, DecodeError> {
+    let at = c.clone();
+    match read(c) {
+        Ok(v) => Ok(Ok(v)),
+        Err(e) => {
+            *c = at;
+            c.skip()?;
+            Ok(Err(e))
+        }
     }
 }
 
@@ -510,24 +561,6 @@ fn size_problem(original_size: u64, ordinal: u32, stored: &Stored) -> Option<Str
         Stored::Zstd { .. } => None,
     }
 }
-
-/// Appends an entry's `metadata` map (str → str) to `out`; returns where it went.
-fn read_metadata(
-    map: Node<'_>,
-    entry: &Path<'_>,
-    out: &mut Vec<(String, String)>,
-) -> Result<Range<usize>, ArchiveError> {
-    let path = Path::Field(entry, "metadata");
-    let mut pairs = Fields::new();
-    map.map_into::<ArchiveError>(&mut pairs, &path, false)?;
-    let first = out.len();
-    for (k, v) in pairs.iter() {
-        let v = v.str::<ArchiveError>(&Path::Key(&path, &k))?;
-        out.push((k.into_owned(), v.into_owned()));
-    }
-    Ok(first..out.len())
-}
-
 impl From<DecodeError> for ArchiveError {
     fn from(source: DecodeError) -> Self {
         ArchiveError::TocParse { source }
@@ -548,18 +581,36 @@ fn checked_range(offset: u64, size: u64, data: &Range<u64>) -> Option<Range<usiz
 }
 
 /// `none`: the `blobs` array, each blob inside the data region.
-fn blob_ranges(top: &Fields<'_>, data: &Range<u64>) -> Result<Vec<Range<usize>>, ArchiveError> {
-    let path = Path::Field(&Path::Root, "blobs");
-    let (n, mut d, depth) = top
-        .req(&Path::Root, "blobs")?
-        .array::<ArchiveError>(&path)?;
-    let mut blob = Fields::new();
+fn blob_ranges(
+    c: &mut Cursor<'_>,
+    path: &Path<'_>,
+    data: &Range<u64>,
+) -> Result<Vec<Range<usize>>, Failed> {
+    let n = c.array::<Failed>(path)?;
     let mut ranges = Vec::with_capacity(n);
+    let mut others = KeySet::default();
     for i in 0..n {
-        let bpath = Path::Index(&path, i);
-        blob.read_as::<ArchiveError>(&mut d, &bpath, depth, false)?;
-        let offset = blob.uint::<ArchiveError>(&bpath, "offset")?;
-        let size = blob.uint::<ArchiveError>(&bpath, "size")?;
+        let bpath = &Path::Index(path, i);
+        let (mut offset, mut size) = (None, None);
+        others.clear();
+        for _ in 0..c.map::<Failed>(bpath)? {
+            match c.key_bytes::<Failed>(bpath)? {
+                b"offset" => {
+                    let n = c.uint::<Failed>(&Path::Field(bpath, "offset"))?;
+                    once(&mut offset, n, bpath, "offset")?;
+                }
+                b"size" => {
+                    let n = c.uint::<Failed>(&Path::Field(bpath, "size"))?;
+                    once(&mut size, n, bpath, "size")?;
+                }
+                key => {
+                    let key = c.utf8(key)?;
+                    others.skip_unknown::<Failed>(c, bpath, key)?;
+                }
+            }
+        }
+        let offset = required(offset, bpath, "offset")?;
+        let size = required(size, bpath, "size")?;
         let range = checked_range(offset, size, data).ok_or_else(|| {
             layout_error(
                 format!("TOC: {bpath}"),
@@ -661,122 +712,4 @@ pub(crate) fn frame_ranges(
         ));
     }
     Ok(frames)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::msgpack::{self, Value};
-    use crate::{ArchiveWriter, Compression};
-
-    fn vector(name: &str) -> Vec<u8> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures/vectors")
-            .join(name);
-        std::fs::read(path).unwrap()
-    }
-
-    /// The fast reader accepts exactly what the detailed one accepts, with the same index.
-    fn assert_readers_agree(bytes: &[u8], what: &str) {
-        let Ok(toc_at) = toc_start(bytes) else {
-            return;
-        };
-        let fast = fast::read(bytes, toc_at);
-        match (fast, Index::parse_checked(bytes, toc_at)) {
-            (Some(f), Ok(d)) => assert_eq!(f, d, "{what}"),
-            (None, Err(_)) => {}
-            (f, d) => panic!("{what}: fast {:?}, detailed {:?}", f.is_some(), d.err()),
-        }
-    }
-
-    /// Archives with every optional part: metadata, unknown keys at each level, a missing
-    /// scheme, the other scheme's fields.
-    fn samples() -> Vec<Vec<u8>> {
-        let mut out = vec![vector("test_noop.kpack"), vector("test_zstd.kpack")];
-        for compression in [Compression::None, Compression::zstd()] {
-            let mut w = ArchiveWriter::new("g", "gfx9", compression);
-            let meta = [("k".to_owned(), "v".to_owned()), ("é".into(), "w".into())];
-            w.add("a#0", "gfx900", vec![1u8; 5], &meta).unwrap();
-            w.add("a#0", "gfx906", vec![2u8; 6], &[]).unwrap();
-            w.add("b#0", "gfx906", vec![1u8; 5], &meta[1..]).unwrap();
-            let mut bytes = Vec::new();
-            w.write_to(&mut bytes).unwrap();
-            out.push(edit(&bytes, |top| {
-                let extra = |v: Value| (Value::from("x"), v);
-                top.insert(2, extra(Value::Array(vec![Value::Nil, Value::F64(1.0)])));
-                for (k, v) in top.iter_mut() {
-                    match (k.as_str(), v) {
-                        (Some("toc"), Value::Map(bins)) => {
-                            let Value::Map(arches) = &mut bins[0].1 else {
-                                panic!()
-                            };
-                            let Value::Map(entry) = &mut arches[1].1 else {
-                                panic!()
-                            };
-                            entry.insert(1, extra(Value::Bin(vec![0; 3])));
-                        }
-                        (Some("blobs"), Value::Array(blobs)) => {
-                            let Value::Map(blob) = &mut blobs[0] else {
-                                panic!()
-                            };
-                            blob.push(extra(Value::Int(-3)));
-                        }
-                        _ => {}
-                    }
-                }
-                let other = match compression.scheme() {
-                    CompressionScheme::None => ("zstd_size", Value::from("?")),
-                    CompressionScheme::ZstdPerKernel => ("blobs", Value::Nil),
-                };
-                top.push((other.0.into(), other.1));
-            }));
-            out.push(bytes);
-        }
-        out
-    }
-
-    fn edit(archive: &[u8], f: impl FnOnce(&mut Vec<(Value, Value)>)) -> Vec<u8> {
-        let at = toc_start(archive).unwrap();
-        let Value::Map(mut top) = msgpack::decode_exact(&archive[at..]).unwrap() else {
-            panic!()
-        };
-        f(&mut top);
-        let mut out = archive[..at].to_vec();
-        msgpack::encode_into(&Value::Map(top), &mut out).unwrap();
-        out
-    }
-
-    #[test]
-    fn the_fast_reader_agrees_with_the_detailed_one_on_every_small_corruption() {
-        for (n, sample) in samples().into_iter().enumerate() {
-            let toc_at = toc_start(&sample).unwrap();
-            assert!(fast::read(&sample, toc_at).is_some(), "sample {n}");
-            for i in toc_at..sample.len() {
-                let byte = sample[i];
-                let values = [
-                    0x00, 0x01, 0x7f, 0x80, 0x81, 0x90, 0x91, 0xa0, 0xa1, 0xc0, 0xc1,
-                ]
-                .into_iter()
-                .chain([0xc4, 0xca, 0xcc, 0xd0, 0xd9, 0xdc, 0xde, 0xe0, 0xff])
-                .chain([
-                    byte ^ 1,
-                    byte ^ 0x20,
-                    byte.wrapping_add(1),
-                    byte.wrapping_sub(1),
-                ]);
-                for value in values {
-                    let mut b = sample.clone();
-                    b[i] = value;
-                    assert_readers_agree(&b, &format!("sample {n}, byte {i} = {value:#x}"));
-                }
-                let mut b = sample.clone();
-                b.remove(i);
-                assert_readers_agree(&b, &format!("sample {n}, byte {i} removed"));
-                b.insert(i, byte);
-                b.insert(i, byte);
-                assert_readers_agree(&b, &format!("sample {n}, byte {i} doubled"));
-                assert_readers_agree(&sample[..i], &format!("sample {n}, cut at {i}"));
-            }
-        }
-    }
 }

@@ -5,7 +5,7 @@ use std::hash::{Hash, Hasher};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::msgpack::{self, Value};
+use crate::msgpack::Encoder;
 use crate::{
     ArchiveError, CompressionScheme, DATA_START, FORMAT_VERSION, HEADER_LEN, MAGIC,
     MAX_ORIGINAL_SIZE, first_repeat, normalise_key,
@@ -20,7 +20,10 @@ pub enum Compression {
     /// Scheme `none`: kernels stored raw.
     None,
     /// Scheme `zstd-per-kernel`: one frame per kernel, content size recorded, no checksum.
-    Zstd { level: i32 },
+    Zstd {
+        /// The zstd level (1 to 22).
+        level: i32,
+    },
 }
 
 impl Compression {
@@ -31,6 +34,7 @@ impl Compression {
         }
     }
 
+    /// The TOC scheme this compression writes.
     pub fn scheme(&self) -> CompressionScheme {
         match self {
             Compression::None => CompressionScheme::None,
@@ -73,6 +77,7 @@ struct PendingEntry {
 }
 
 impl<'a> ArchiveWriter<'a> {
+    /// An empty writer; `group_name` and `gfx_arch_family` go into the TOC as they are.
     pub fn new(
         group_name: impl Into<String>,
         gfx_arch_family: impl Into<String>,
@@ -259,66 +264,75 @@ impl<'a> ArchiveWriter<'a> {
         }
     }
 
+    /// The TOC's msgpack, keys in the reference writer's order.
     fn toc(&self, region_len: u64) -> Result<Vec<u8>, ArchiveError> {
-        let s = |s: &str| Value::Str(s.to_owned());
-        let toc = self
-            .binaries
-            .iter()
-            .map(|b| {
-                let arches = b
-                    .arches
-                    .iter()
-                    .map(|(arch, e)| {
-                        let mut fields = vec![
-                            (s("type"), s("hsaco")),
-                            (s("ordinal"), e.ordinal.into()),
-                            (s("original_size"), e.original_size.into()),
-                        ];
-                        if !e.metadata.is_empty() {
-                            let m = e.metadata.iter().map(|(k, v)| (s(k), s(v))).collect();
-                            fields.push((s("metadata"), Value::Map(m)));
-                        }
-                        (s(arch), Value::Map(fields))
-                    })
-                    .collect();
-                (s(&b.name), Value::Map(arches))
-            })
-            .collect();
-        let mut top = vec![
-            (s("format_version"), FORMAT_VERSION.into()),
-            (s("group_name"), s(&self.group_name)),
-            (s("gfx_arch_family"), s(&self.gfx_arch_family)),
-            (
-                s("gfx_arches"),
-                Value::Array(self.checked_gfx_arches()?.iter().map(|a| s(a)).collect()),
-            ),
-            (s("toc"), Value::Map(toc)),
-            (s("compression_scheme"), s(self.compression.scheme().name())),
-        ];
-        match self.compression {
-            Compression::None => {
-                let mut offset = DATA_START;
-                let blobs = self
-                    .blobs
-                    .iter()
-                    .map(|b| {
-                        let size = b.len() as u64;
-                        let blob = Value::Map(vec![
-                            (s("offset"), offset.into()),
-                            (s("size"), size.into()),
-                        ]);
-                        offset += size;
-                        blob
-                    })
-                    .collect();
-                top.push((s("blobs"), Value::Array(blobs)));
-            }
-            Compression::Zstd { .. } => {
-                top.push((s("zstd_offset"), DATA_START.into()));
-                top.push((s("zstd_size"), region_len.into()));
+        let gfx_arches = self.checked_gfx_arches()?;
+        let mut e = Encoder::default();
+        let layout_keys = match self.compression {
+            Compression::None => 1,        // blobs
+            Compression::Zstd { .. } => 2, // zstd_offset, zstd_size
+        };
+        e.map(6 + layout_keys)?;
+        e.str("format_version")?;
+        e.uint(FORMAT_VERSION.into());
+        e.str("group_name")?;
+        e.str(&self.group_name)?;
+        e.str("gfx_arch_family")?;
+        e.str(&self.gfx_arch_family)?;
+        e.str("gfx_arches")?;
+        e.array(gfx_arches.len())?;
+        for arch in gfx_arches {
+            e.str(arch)?;
+        }
+        e.str("toc")?;
+        e.map(self.binaries.len())?;
+        for b in &self.binaries {
+            e.str(&b.name)?;
+            e.map(b.arches.len())?;
+            for (arch, entry) in &b.arches {
+                e.str(arch)?;
+                e.map(if entry.metadata.is_empty() { 3 } else { 4 })?;
+                e.str("type")?;
+                e.str("hsaco")?;
+                e.str("ordinal")?;
+                e.uint(entry.ordinal.into());
+                e.str("original_size")?;
+                e.uint(entry.original_size);
+                if !entry.metadata.is_empty() {
+                    e.str("metadata")?;
+                    e.map(entry.metadata.len())?;
+                    for (k, v) in &entry.metadata {
+                        e.str(k)?;
+                        e.str(v)?;
+                    }
+                }
             }
         }
-        Ok(msgpack::encode(&Value::Map(top))?)
+        e.str("compression_scheme")?;
+        e.str(self.compression.scheme().name())?;
+        match self.compression {
+            Compression::None => {
+                e.str("blobs")?;
+                e.array(self.blobs.len())?;
+                let mut offset = DATA_START;
+                for b in &self.blobs {
+                    let size = b.len() as u64;
+                    e.map(2)?;
+                    e.str("offset")?;
+                    e.uint(offset);
+                    e.str("size")?;
+                    e.uint(size);
+                    offset += size;
+                }
+            }
+            Compression::Zstd { .. } => {
+                e.str("zstd_offset")?;
+                e.uint(DATA_START);
+                e.str("zstd_size")?;
+                e.uint(region_len);
+            }
+        }
+        Ok(e.into_bytes())
     }
 
     /// Writes the archive to `w` in one forward pass; returns the number of bytes written.

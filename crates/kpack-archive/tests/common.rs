@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use kpack_archive::msgpack::{self, Value};
+use rmpv::Value;
 use sha2::{Digest, Sha256};
 
 pub fn vector_path(name: &str) -> PathBuf {
@@ -24,10 +24,27 @@ pub fn sha256_prefix(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The msgpack of `value`, as the reference writes it.
+pub fn encode(value: &Value) -> Result<Vec<u8>, rmpv::encode::Error> {
+    let mut out = Vec::new();
+    rmpv::encode::write_value(&mut out, value)?;
+    Ok(out)
+}
+
+/// The one msgpack value that `bytes` holds, all of them.
+pub fn decode(bytes: &[u8]) -> Result<Value, String> {
+    let mut rest = bytes;
+    let value = rmpv::decode::read_value(&mut rest).map_err(|e| e.to_string())?;
+    match rest.len() {
+        0 => Ok(value),
+        n => Err(format!("{n} bytes after the value")),
+    }
+}
+
 /// Splits an archive into (bytes before the TOC, decoded TOC entries).
 pub fn split_toc(archive: &[u8]) -> (Vec<u8>, Vec<(Value, Value)>) {
     let toc_offset = u64::from_le_bytes(archive[8..16].try_into().unwrap()) as usize;
-    let toc = msgpack::decode_exact(&archive[toc_offset..]).unwrap();
+    let toc = decode(&archive[toc_offset..]).unwrap();
     let Value::Map(top) = toc else {
         panic!("TOC is not a map")
     };
@@ -38,7 +55,7 @@ pub fn split_toc(archive: &[u8]) -> (Vec<u8>, Vec<(Value, Value)>) {
 pub fn edit_toc(archive: &[u8], edit: impl FnOnce(&mut Vec<(Value, Value)>)) -> Vec<u8> {
     let (mut out, mut top) = split_toc(archive);
     edit(&mut top);
-    out.extend(msgpack::encode(&Value::Map(top)).unwrap());
+    out.extend(encode(&Value::Map(top)).unwrap());
     out
 }
 

@@ -2,7 +2,10 @@
 
 use kpack_archive::ErrorKind;
 use kpack_archive::kpm::KpmManifest;
-use kpack_archive::msgpack::{self, Value};
+use rmpv::Value;
+
+mod common;
+use common::{decode, encode};
 
 #[test]
 fn missing_and_mistyped_manifest_fields_are_named() {
@@ -13,8 +16,8 @@ fn missing_and_mistyped_manifest_fields_are_named() {
         ])
     };
     let doc = |files: Value| {
-        msgpack::encode(&Value::Map(vec![
-            ("format_version".into(), Value::UInt(1)),
+        encode(&Value::Map(vec![
+            ("format_version".into(), Value::from(1)),
             ("component_name".into(), "c".into()),
             ("prefix".into(), "p".into()),
             ("kpack_files".into(), files),
@@ -23,7 +26,7 @@ fn missing_and_mistyped_manifest_fields_are_named() {
     };
     let e = KpmManifest::decode(&doc(Value::Map(vec![(
         "gfx1100".into(),
-        entry(Value::UInt(1)),
+        entry(Value::from(1)),
     )])))
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidMetadata);
@@ -69,8 +72,16 @@ fn the_package_of_each_entry_round_trips_and_is_optional() {
     let bytes = index.encode().unwrap();
     assert_eq!(KpmManifest::decode(&bytes).unwrap(), index);
     // The legacy keys come first, in the legacy order; `package` only where known.
-    let doc = msgpack::decode_exact(&bytes).unwrap();
-    let files = doc.get("kpack_files").unwrap().as_map().unwrap();
+    let doc = decode(&bytes).unwrap();
+    let files = doc
+        .as_map()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.as_str() == Some("kpack_files"))
+        .unwrap()
+        .1
+        .as_map()
+        .unwrap();
     let keys = |v: &Value| -> Vec<String> {
         v.as_map()
             .unwrap()
@@ -84,8 +95,8 @@ fn the_package_of_each_entry_round_trips_and_is_optional() {
     );
     assert_eq!(keys(&files[1].1), ["file", "size", "kernel_count"]);
     // A package that is not a string is named.
-    let bad = msgpack::encode(&Value::Map(vec![
-        ("format_version".into(), Value::UInt(1)),
+    let bad = encode(&Value::Map(vec![
+        ("format_version".into(), Value::from(1)),
         ("component_name".into(), "c".into()),
         ("prefix".into(), ".".into()),
         (
@@ -94,9 +105,9 @@ fn the_package_of_each_entry_round_trips_and_is_optional() {
                 "gfx900".into(),
                 Value::Map(vec![
                     ("file".into(), "x.kpack".into()),
-                    ("size".into(), Value::UInt(1)),
-                    ("kernel_count".into(), Value::UInt(1)),
-                    ("package".into(), Value::UInt(7)),
+                    ("size".into(), Value::from(1)),
+                    ("kernel_count".into(), Value::from(1)),
+                    ("package".into(), Value::from(7)),
                 ]),
             )]),
         ),

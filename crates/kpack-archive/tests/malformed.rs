@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::{edit_toc, field, top_field, vector};
-use kpack_archive::msgpack::{self, Value};
+use common::{edit_toc, encode, field, top_field, vector};
 use kpack_archive::{Archive, ArchiveError, ErrorKind};
+use rmpv::Value;
 
 fn noop() -> Vec<u8> {
     vector("test_noop.kpack")
@@ -75,7 +75,7 @@ fn header_errors() {
 fn toc_that_is_not_a_map_is_a_parse_failure() {
     let mut b = noop();
     b.truncate(570);
-    b.extend(msgpack::encode(&Value::Array(vec![])).unwrap());
+    b.extend(encode(&Value::Array(vec![])).unwrap());
     assert_rejected(
         b,
         ErrorKind::MsgpackParse,
@@ -121,7 +121,7 @@ fn wrong_typed_fields_name_their_path() {
         "toc[\"lib/libtest.so#0\"][\"gfx900\"].ordinal: expected unsigned int, found str",
     );
     let b = edit_toc(&noop(), |t| {
-        *field(entry(t, "bin/testapp#0", "gfx900"), "ordinal") = Value::Int(-1)
+        *field(entry(t, "bin/testapp#0", "gfx900"), "ordinal") = Value::from(-1)
     });
     assert_rejected(
         b,
@@ -143,7 +143,7 @@ fn wrong_typed_fields_name_their_path() {
         "group_name: expected str, found nil",
     );
     let b = edit_toc(&noop(), |t| {
-        *top_field(t, "gfx_arches") = Value::Array(vec!["gfx900".into(), Value::UInt(906)])
+        *top_field(t, "gfx_arches") = Value::Array(vec!["gfx900".into(), Value::from(906)])
     });
     assert_rejected(
         b,
@@ -216,7 +216,7 @@ fn a_missing_scheme_means_none_but_an_unknown_one_is_rejected() {
 #[test]
 fn toc_format_version_other_than_1_is_unsupported() {
     let b = edit_toc(&noop(), |t| {
-        *top_field(t, "format_version") = Value::UInt(2)
+        *top_field(t, "format_version") = Value::from(2)
     });
     assert_rejected(b, ErrorKind::UnsupportedVersion, "TOC format_version 2");
 }
@@ -233,7 +233,7 @@ fn duplicate_toc_keys_are_rejected() {
 #[test]
 fn ordinal_out_of_range_is_rejected_at_open() {
     let b = edit_toc(&noop(), |t| {
-        *field(entry(t, "bin/testapp#0", "gfx900"), "ordinal") = Value::UInt(3)
+        *field(entry(t, "bin/testapp#0", "gfx900"), "ordinal") = Value::from(3)
     });
     assert_rejected(
         b,
@@ -249,8 +249,8 @@ fn blobs_outside_the_data_region_are_rejected() {
             let Value::Array(blobs) = top_field(t, "blobs") else {
                 panic!()
             };
-            *field(&mut blobs[2], "offset") = Value::UInt(offset);
-            *field(&mut blobs[2], "size") = Value::UInt(size);
+            *field(&mut blobs[2], "offset") = Value::from(offset);
+            *field(&mut blobs[2], "size") = Value::from(size);
         })
     };
     assert_rejected(
@@ -274,7 +274,7 @@ fn blobs_outside_the_data_region_are_rejected() {
 #[test]
 fn noop_original_size_must_match_the_blob() {
     let b = edit_toc(&noop(), |t| {
-        *field(entry(t, "bin/testapp#0", "gfx900"), "original_size") = Value::UInt(169)
+        *field(entry(t, "bin/testapp#0", "gfx900"), "original_size") = Value::from(169)
     });
     assert_rejected(
         b,
@@ -282,7 +282,7 @@ fn noop_original_size_must_match_the_blob() {
         "original_size 169 differs from the blob size 168",
     );
     let b = edit_toc(&zstd(), |t| {
-        *field(entry(t, "bin/hiptest#0", "gfx1100"), "original_size") = Value::UInt(1 << 33)
+        *field(entry(t, "bin/hiptest#0", "gfx1100"), "original_size") = Value::from(1u64 << 33)
     });
     assert_rejected(
         b,
@@ -302,10 +302,10 @@ fn zstd_region_and_frame_count_are_bounds_checked_at_open() {
         "frame count 4294967295 at byte 64 cannot fit",
     );
     let b = edit_toc(&zstd(), |t| {
-        *top_field(t, "zstd_size") = Value::UInt(10_000)
+        *top_field(t, "zstd_size") = Value::from(10_000)
     });
     assert_rejected(b, ErrorKind::InvalidFormat, "zstd region: bytes 64+10000");
-    let b = edit_toc(&zstd(), |t| *top_field(t, "zstd_size") = Value::UInt(2));
+    let b = edit_toc(&zstd(), |t| *top_field(t, "zstd_size") = Value::from(2));
     assert_rejected(
         b,
         ErrorKind::InvalidFormat,
@@ -350,7 +350,7 @@ fn zstd_frame_sizes_are_checked_at_first_use_and_by_validate() {
 fn zstd_original_size_mismatch_fails_on_get_not_open() {
     for size in [1000, 1020, 0] {
         let b = edit_toc(&zstd(), |t| {
-            *field(entry(t, "lib/libhip.so#0", "gfx1100"), "original_size") = Value::UInt(size)
+            *field(entry(t, "lib/libhip.so#0", "gfx1100"), "original_size") = Value::from(size)
         });
         let a = Archive::from_bytes(b).unwrap();
         let e = a.get("lib/libhip.so#0", "gfx1100").unwrap_err();
@@ -458,7 +458,7 @@ fn file_errors_name_the_file() {
 
     let bad = dir.path().join("bad.kpack");
     let b = edit_toc(&noop(), |t| {
-        *field(entry(t, "bin/testapp#0", "gfx900"), "ordinal") = Value::UInt(9)
+        *field(entry(t, "bin/testapp#0", "gfx900"), "ordinal") = Value::from(9)
     });
     std::fs::write(&bad, b).unwrap();
     let e = Archive::open(&bad).unwrap_err();
@@ -469,7 +469,7 @@ fn file_errors_name_the_file() {
 
     let zstd_path = dir.path().join("z.kpack");
     let b = edit_toc(&zstd(), |t| {
-        *field(entry(t, "bin/hiptest#0", "gfx1100"), "original_size") = Value::UInt(5)
+        *field(entry(t, "bin/hiptest#0", "gfx1100"), "original_size") = Value::from(5)
     });
     std::fs::write(&zstd_path, b).unwrap();
     let a = Archive::open(&zstd_path).unwrap();
@@ -490,11 +490,11 @@ fn single_frame_archive(frame: &[u8], original_size: u64) -> Vec<u8> {
     let s = |s: &str| Value::from(s);
     let entry = Value::Map(vec![
         (s("type"), s("hsaco")),
-        (s("ordinal"), Value::UInt(0)),
-        (s("original_size"), Value::UInt(original_size)),
+        (s("ordinal"), Value::from(0)),
+        (s("original_size"), Value::from(original_size)),
     ]);
     let toc = Value::Map(vec![
-        (s("format_version"), Value::UInt(1)),
+        (s("format_version"), Value::from(1)),
         (s("group_name"), s("g")),
         (s("gfx_arch_family"), s("gfx1100")),
         (s("gfx_arches"), Value::Array(vec![s("gfx1100")])),
@@ -503,10 +503,10 @@ fn single_frame_archive(frame: &[u8], original_size: u64) -> Vec<u8> {
             Value::Map(vec![(s("k#0"), Value::Map(vec![(s("gfx1100"), entry)]))]),
         ),
         (s("compression_scheme"), s("zstd-per-kernel")),
-        (s("zstd_offset"), Value::UInt(64)),
-        (s("zstd_size"), Value::UInt(region_len)),
+        (s("zstd_offset"), Value::from(64)),
+        (s("zstd_size"), Value::from(region_len)),
     ]);
-    b.extend(msgpack::encode(&toc).unwrap());
+    b.extend(encode(&toc).unwrap());
     b
 }
 
@@ -528,5 +528,27 @@ fn frames_without_a_content_size_decode_only_to_exactly_original_size() {
         let a = Archive::from_bytes(single_frame_archive(&frame, wrong)).unwrap();
         let e = a.get("k#0", "gfx1100").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::DecompressionFailed, "{e}");
+    }
+}
+
+#[test]
+fn every_one_byte_corruption_of_a_toc_opens_or_fails_with_an_error_that_locates_it() {
+    for bytes in [noop(), zstd()] {
+        let toc_at = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+        for i in toc_at..bytes.len() {
+            let markers = [0x00, 0x7f, 0x80, 0x8f, 0x90, 0xa0, 0xbf, 0xc0, 0xc1, 0xc4];
+            let more = [0xcc, 0xcf, 0xd0, 0xd4, 0xd9, 0xdb, 0xdc, 0xdf, 0xe0, 0xff];
+            for value in markers.into_iter().chain(more).chain([bytes[i] ^ 1]) {
+                let mut b = bytes.clone();
+                b[i] = value;
+                if let Err(e) = Archive::from_bytes(b) {
+                    let m = e.to_string();
+                    assert!(
+                        m.contains("TOC") || m.starts_with("zstd region"),
+                        "byte {i} = {value:#04x}: {m}"
+                    );
+                }
+            }
+        }
     }
 }

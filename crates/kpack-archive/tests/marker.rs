@@ -2,7 +2,10 @@
 
 use kpack_archive::ErrorKind;
 use kpack_archive::marker::MarkerMetadata;
-use kpack_archive::msgpack::{self, Value};
+use rmpv::Value;
+
+mod common;
+use common::encode;
 
 fn concat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
@@ -37,28 +40,28 @@ fn encoding_matches_python_packb_bytes() {
 fn decoding_accepts_any_key_order_extra_keys_and_skips_non_str_paths() {
     let doc = Value::Map(vec![
         ("kernel_name".into(), "lib/libtest.so".into()),
-        (Value::UInt(7), Value::Nil),
-        ("extra".into(), Value::Bool(true)),
+        (Value::from(7), Value::Nil),
+        ("extra".into(), Value::Boolean(true)),
         (
             "kpack_search_paths".into(),
             Value::Array(vec![
-                Value::UInt(1),
+                Value::from(1),
                 "a.kpack".into(),
                 Value::Nil,
                 "b.kpack".into(),
             ]),
         ),
     ]);
-    let (m, used) = MarkerMetadata::decode(&msgpack::encode(&doc).unwrap()).unwrap();
+    let (m, used) = MarkerMetadata::decode(&encode(&doc).unwrap()).unwrap();
     assert_eq!(m.kernel_name, "lib/libtest.so");
     assert_eq!(m.search_paths, ["a.kpack", "b.kpack"]);
-    assert_eq!(used, msgpack::encode(&doc).unwrap().len());
+    assert_eq!(used, encode(&doc).unwrap().len());
 }
 
 #[test]
 fn decoding_rejects_what_the_runtime_rejects() {
     let map = |entries: Vec<(&str, Value)>| {
-        msgpack::encode(&Value::Map(
+        encode(&Value::Map(
             entries.into_iter().map(|(k, v)| (k.into(), v)).collect(),
         ))
         .unwrap()
@@ -66,7 +69,7 @@ fn decoding_rejects_what_the_runtime_rejects() {
     let paths = || Value::Array(vec!["p.kpack".into()]);
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (
-            msgpack::encode(&Value::Array(vec![])).unwrap(),
+            encode(&Value::Array(vec![])).unwrap(),
             "root: expected map, found array",
         ),
         (
@@ -75,7 +78,7 @@ fn decoding_rejects_what_the_runtime_rejects() {
         ),
         (
             map(vec![
-                ("kernel_name", Value::UInt(1)),
+                ("kernel_name", Value::from(1)),
                 ("kpack_search_paths", paths()),
             ]),
             "kernel_name: expected str, found unsigned int",

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use common::{split_toc, vector, zstd_frames};
-use kpack_archive::msgpack::Value;
 use kpack_archive::{Archive, ArchiveError, ArchiveWriter, Compression, ErrorKind, binary_key};
+use rmpv::Value;
 
 /// The zstd vector's kernels, in TOC order: (binary, arch, bytes).
 fn kernels() -> Vec<(String, String, Vec<u8>)> {
@@ -189,7 +189,7 @@ fn metadata_is_written_in_order_only_when_present() {
         .unwrap()
         .1;
     let entry_keys = |arch: &str| -> Vec<String> {
-        let e = toc.get(&ks[0].0).unwrap().get(arch).unwrap();
+        let e = &toc[ks[0].0.as_str()][arch];
         e.as_map()
             .unwrap()
             .iter()
@@ -226,7 +226,7 @@ fn zstd_toc_ends_with_the_region_location() {
         keys[5..],
         ["compression_scheme", "zstd_offset", "zstd_size"]
     );
-    assert_eq!(top[6].1, Value::UInt(64));
+    assert_eq!(top[6].1, Value::from(64));
 }
 
 #[test]

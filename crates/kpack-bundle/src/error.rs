@@ -11,35 +11,69 @@ use crate::CompressionMethod;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum BundleError {
+    /// The input ends inside a structure.
     #[error("truncated {what} at offset {offset}: need {needed} bytes, only {available} available")]
     Truncated {
+        /// Byte offset of the problem.
         offset: u64,
+        /// Bytes needed.
         needed: u64,
+        /// Bytes left.
         available: u64,
+        /// What was being read.
         what: &'static str,
     },
+    /// No bundle magic where a bundle should start.
     #[error("no bundle at offset {offset}: expected magic `__CLANG_OFFLOAD_BUNDLE__` or `CCOB`")]
-    BadMagic { offset: u64 },
+    BadMagic {
+        /// Byte offset of the problem.
+        offset: u64,
+    },
+    /// Between bundles, a byte that is neither padding nor a magic.
     #[error(
         "non-zero byte {byte:#04x} at offset {offset} between bundles: expected zero padding or a bundle magic"
     )]
-    NonZeroPadding { offset: u64, byte: u8 },
+    NonZeroPadding {
+        /// Byte offset of the problem.
+        offset: u64,
+        /// The byte found.
+        byte: u8,
+    },
+    /// An entry count the rest of the input cannot hold.
     #[error(
         "entry count {count} at offset {offset} is impossible: the remaining bytes hold at most {max} entry headers"
     )]
-    TooManyEntries { offset: u64, count: u64, max: u64 },
+    TooManyEntries {
+        /// Byte offset of the problem.
+        offset: u64,
+        /// The entry count the header records.
+        count: u64,
+        /// The most entry headers the remaining bytes can hold.
+        max: u64,
+    },
+    /// An entry's bundle ID is not UTF-8.
     #[error("triple of entry {entry} at offset {offset} is not valid UTF-8")]
-    TripleNotUtf8 { entry: u64, offset: u64 },
+    TripleNotUtf8 {
+        /// Index of the entry in its bundle.
+        entry: u64,
+        /// Byte offset of the problem.
+        offset: u64,
+    },
     /// `offset`/`size` are the entry's stored fields, relative to its bundle, which starts
     /// at `bundle_offset`.
     #[error(
         "bundle at offset {bundle_offset}, entry {entry}: data at offset {offset} size {size} lies outside the {bundle_len} available bytes"
     )]
     EntryOutOfRange {
+        /// Byte offset of the bundle.
         bundle_offset: u64,
+        /// Index of the entry in its bundle.
         entry: u64,
+        /// Byte offset of the problem.
         offset: u64,
+        /// The entry's stored size.
         size: u64,
+        /// Bytes the bundle holds.
         bundle_len: u64,
     },
     /// `offset` is the entry's stored field, relative to its bundle.
@@ -47,76 +81,141 @@ pub enum BundleError {
         "bundle at offset {bundle_offset}, entry {entry}: data offset {offset} lies inside the bundle header, which ends at {header_len}"
     )]
     EntryOverlapsHeader {
+        /// Byte offset of the bundle.
         bundle_offset: u64,
+        /// Index of the entry in its bundle.
         entry: u64,
+        /// Byte offset of the problem.
         offset: u64,
+        /// Length of the header, in bytes.
         header_len: u64,
     },
+    /// A CCOB version other than 1, 2 or 3.
     #[error("unsupported CCOB version {version} at offset {offset}: expected 1, 2 or 3")]
-    UnsupportedVersion { offset: u64, version: u16 },
+    UnsupportedVersion {
+        /// Byte offset of the problem.
+        offset: u64,
+        /// The version the input holds.
+        version: u16,
+    },
+    /// A CCOB compression method other than zlib or zstd.
     #[error(
         "unsupported CCOB compression method {method} at offset {offset}: expected 0 (zlib) or 1 (zstd)"
     )]
-    UnsupportedMethod { offset: u64, method: u16 },
+    UnsupportedMethod {
+        /// Byte offset of the problem.
+        offset: u64,
+        /// The method field found.
+        method: u16,
+    },
+    /// A CCOB total size smaller than its header.
     #[error(
         "CCOB total size {total_size} at offset {offset} is smaller than its own {header_len}-byte header"
     )]
     BadTotalSize {
+        /// Byte offset of the problem.
         offset: u64,
+        /// The total size the header records.
         total_size: u64,
+        /// Length of the header, in bytes.
         header_len: u64,
     },
+    /// A CCOB claims more decompressed bytes than its compressed size can produce.
     #[error(
         "CCOB at offset {offset} claims {claimed} decompressed bytes, more than the limit {limit} its compressed size allows"
     )]
     DecompressedTooLarge {
+        /// Byte offset of the problem.
         offset: u64,
+        /// The decompressed size the header claims.
         claimed: u64,
+        /// The most its compressed size allows.
         limit: u64,
     },
+    /// The compressed payload does not decode.
     #[error("{method:?} data at offset {offset} does not decompress: {message}")]
     Decompress {
+        /// Byte offset of the problem.
         offset: u64,
+        /// The compression method.
         method: CompressionMethod,
+        /// The compression library's message.
         message: String,
     },
+    /// A size the header records differs from the data's.
     #[error("{what} at offset {offset}: expected {expected} bytes, got {actual}")]
     SizeMismatch {
+        /// Byte offset of the problem.
         offset: u64,
+        /// The size the header records.
         expected: u64,
+        /// The size of the data.
         actual: u64,
+        /// What was being read.
         what: &'static str,
     },
+    /// A CCOB's stored hash differs from the decompressed bundle's.
     #[error(
         "CCOB at offset {offset}: stored hash {expected:#018x} != low 64 bits of MD5 of the decompressed bundle {actual:#018x}"
     )]
     HashMismatch {
+        /// Byte offset of the problem.
         offset: u64,
+        /// The hash the header stores.
         expected: u64,
+        /// The hash of the decompressed bundle.
         actual: u64,
     },
+    /// Bytes after the end of a structure that should end the input.
     #[error("{len} unexpected bytes at offset {offset} after the end of {what}")]
     TrailingData {
+        /// Byte offset of the first such byte.
         offset: u64,
+        /// How many bytes.
         len: u64,
+        /// What was being read.
         what: &'static str,
     },
+    /// A CCOB inside a decompressed CCOB payload.
     #[error("compressed bundle at offset {offset} inside a decompressed CCOB payload")]
-    NestedCompressed { offset: u64 },
+    NestedCompressed {
+        /// Byte offset of the problem.
+        offset: u64,
+    },
+    /// One bundle was expected.
     #[error("expected exactly one bundle, found {count}")]
-    NotSingleBundle { count: usize },
+    NotSingleBundle {
+        /// How many bundles the input holds.
+        count: usize,
+    },
+    /// The writer was asked for a CCOB version it does not write.
     #[error("cannot write CCOB version {version}: only 2 and 3 are written")]
-    CannotWriteVersion { version: u16 },
+    CannotWriteVersion {
+        /// The version asked for.
+        version: u16,
+    },
+    /// A size over the 32-bit fields of CCOB version 2.
     #[error("{what} of {size} bytes does not fit the 32-bit fields of CCOB version 2")]
-    TooLargeForVersion { size: u64, what: &'static str },
+    TooLargeForVersion {
+        /// Its size, in bytes.
+        size: u64,
+        /// What does not fit.
+        what: &'static str,
+    },
+    /// A compression level the method does not have.
     #[error("compression level {level} is out of range for {method:?}")]
     InvalidLevel {
+        /// The compression method.
         method: CompressionMethod,
+        /// The level asked for.
         level: i32,
     },
+    /// The compressor failed.
     #[error("{method:?} compression failed: {message}")]
     Compress {
+        /// The compression method.
         method: CompressionMethod,
+        /// The compression library's message.
         message: String,
     },
 }

@@ -54,6 +54,8 @@
 //! only as data actually arrives and decoding stops one byte past the claim. Errors name
 //! the byte offset and what was expected.
 
+#![warn(missing_docs)]
+
 mod ccob;
 mod error;
 mod plain;
@@ -74,13 +76,17 @@ pub const CCOB_MAGIC: &[u8; 4] = b"CCOB";
 /// How a bundle is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BundleFormat {
+    /// A `__CLANG_OFFLOAD_BUNDLE__` bundle.
     Uncompressed,
     /// A CCOB; the fields are those of its header.
     Compressed {
+        /// The CCOB version (1, 2 or 3).
         version: u16,
+        /// The compression method.
         method: CompressionMethod,
         /// Low 64 bits of the MD5 of the uncompressed bundle, as stored.
         hash: u64,
+        /// The decompressed size the header records.
         uncompressed_size: u64,
     },
 }
@@ -103,6 +109,7 @@ pub struct LocatedBundle {
     pub offset: u64,
     /// Extent of the bundle as stored (compressed size for a CCOB).
     pub len: u64,
+    /// Which kind of bundle it is.
     pub format: BundleFormat,
 }
 
@@ -231,6 +238,7 @@ impl<'a> DecodedBundle<'a> {
         })
     }
 
+    /// How the bundle was stored.
     pub fn format(&self) -> &BundleFormat {
         &self.format
     }

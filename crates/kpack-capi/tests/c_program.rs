@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use kpack_archive::msgpack::{self, Value};
 use kpack_archive::{ArchiveWriter, Compression};
 use kpack_testkit::fixture;
+use rmpv::Value;
 
 /// `BIG_SIZE` of the C program.
 const BIG_SIZE: usize = 80 << 20;
@@ -45,12 +45,14 @@ fn write(
 /// `archive` with its TOC (the bytes from `toc_offset` to the end) edited.
 fn edit_toc(archive: &[u8], edit: impl FnOnce(&mut Vec<(Value, Value)>)) -> Vec<u8> {
     let toc_offset = u64::from_le_bytes(archive[8..16].try_into().unwrap()) as usize;
-    let Value::Map(mut toc) = msgpack::decode_exact(&archive[toc_offset..]).unwrap() else {
+    let mut rest = &archive[toc_offset..];
+    let Value::Map(mut toc) = rmpv::decode::read_value(&mut rest).unwrap() else {
         panic!("TOC is a map");
     };
+    assert!(rest.is_empty(), "the TOC runs to the end of the file");
     edit(&mut toc);
     let mut out = archive[..toc_offset].to_vec();
-    msgpack::encode_into(&Value::Map(toc), &mut out).unwrap();
+    rmpv::encode::write_value(&mut out, &Value::Map(toc)).unwrap();
     out
 }
 

@@ -155,6 +155,7 @@ pub struct Found<'a> {
 }
 
 impl Cache {
+    /// An empty cache that resolves search paths with `config`.
     pub fn new(config: Config) -> Cache {
         Cache {
             config,
@@ -169,10 +170,12 @@ impl Cache {
         Self::new(Config::from_env())
     }
 
+    /// The configuration the cache was made with.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
+    /// What the cache has done so far.
     pub fn stats(&self) -> CacheStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         CacheStats {

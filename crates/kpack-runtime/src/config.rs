@@ -21,7 +21,9 @@ pub struct Config {
     /// `ROCM_KPACK_PATH_PREFIX` entries, searched before the embedded paths (ignored when
     /// `override_paths` is non-empty). `@GFXARCH@` is expanded.
     pub prefix_paths: Vec<PathBuf>,
+    /// [`ENV_DISABLE`] is truthy: every load fails with `NOT_IMPLEMENTED`.
     pub disabled: bool,
+    /// [`ENV_DEBUG`] is truthy: the loader logs `kpack: ...` lines to stderr.
     pub debug: bool,
 }
 

@@ -14,17 +14,23 @@ pub struct MappedAddress {
     pub offset: u64,
 }
 
+/// Why the file behind an address could not be found.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DiscoverError {
+    /// `/proc/self/maps` could not be read.
     #[error("reading /proc/self/maps: {0}")]
     Maps(std::io::Error),
+    /// The address is not in a mapping of a file.
     #[error("address {0:#x} is not in a file-backed mapping")]
     NotMapped(usize),
+    /// Not Linux: there is no `/proc/self/maps`.
     #[error("binary path discovery is only implemented on Linux")]
     Unsupported,
 }
 
 impl DiscoverError {
+    /// The C error code: `PATH_DISCOVERY_FAILED`, or `NOT_IMPLEMENTED` off Linux.
     pub fn code(&self) -> ErrorCode {
         match self {
             DiscoverError::Maps(_) | DiscoverError::NotMapped(_) => ErrorCode::PathDiscoveryFailed,

@@ -43,6 +43,8 @@
 //!   encoding requires (at most 64 KiB), rather than copying a blind 64 KiB window.
 //! * Corrupt archives and metadata are errors, never out-of-bounds reads or aborts.
 
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod discover;
 pub mod metadata;
@@ -66,19 +68,33 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ErrorCode {
+    /// `KPACK_ERROR_INVALID_ARGUMENT`.
     InvalidArgument = 1,
+    /// `KPACK_ERROR_FILE_NOT_FOUND`.
     FileNotFound = 2,
+    /// `KPACK_ERROR_INVALID_FORMAT`.
     InvalidFormat = 3,
+    /// `KPACK_ERROR_UNSUPPORTED_VERSION`.
     UnsupportedVersion = 4,
+    /// `KPACK_ERROR_KERNEL_NOT_FOUND`.
     KernelNotFound = 5,
+    /// `KPACK_ERROR_DECOMPRESSION_FAILED`.
     DecompressionFailed = 6,
+    /// `KPACK_ERROR_OUT_OF_MEMORY`.
     OutOfMemory = 7,
+    /// `KPACK_ERROR_NOT_IMPLEMENTED`.
     NotImplemented = 8,
+    /// `KPACK_ERROR_IO_ERROR`.
     IoError = 9,
+    /// `KPACK_ERROR_MSGPACK_PARSE_FAILED`.
     MsgpackParseFailed = 10,
+    /// `KPACK_ERROR_PATH_DISCOVERY_FAILED`.
     PathDiscoveryFailed = 11,
+    /// `KPACK_ERROR_INVALID_METADATA`.
     InvalidMetadata = 12,
+    /// `KPACK_ERROR_ARCHIVE_NOT_FOUND`.
     ArchiveNotFound = 13,
+    /// `KPACK_ERROR_ARCH_NOT_FOUND`.
     ArchNotFound = 14,
 }
 
@@ -127,6 +143,7 @@ impl From<&ArchiveError> for ErrorCode {
 
 /// Why [`Cache::load_with`] found no code object.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// `ROCM_KPACK_DISABLE` was set when the cache was created.
     #[error("kpack loading is disabled (ROCM_KPACK_DISABLE)")]
@@ -134,24 +151,38 @@ pub enum LoadError {
 
     /// No search path led to an archive.
     #[error("no kpack archive found; tried {}", display_paths(.tried))]
-    ArchiveNotFound { tried: Vec<PathBuf> },
+    ArchiveNotFound {
+        /// The archive paths tried, in search order.
+        tried: Vec<PathBuf>,
+    },
 
     /// Archives were found, but none lists any candidate target of the requested ISAs.
     #[error("none of {requested:?} (or a compatible target) is in any archive")]
-    ArchNotFound { requested: Vec<String> },
+    ArchNotFound {
+        /// The ISAs asked for.
+        requested: Vec<String>,
+    },
 
     /// An archive lists the target but has no entry for this binary key, and no other
     /// archive or target had one either.
     #[error("{}: no kernel {key:?} for {arch:?}", archive.display())]
     KernelNotFound {
+        /// The archive that lists the target.
         archive: PathBuf,
+        /// The TOC binary key (`kernel_name#N`).
         key: String,
+        /// The target, as the archive spells it.
         arch: String,
     },
 
     /// An archive failed to open, or an entry failed to decode, and nothing else was found.
     #[error("{message}")]
-    Archive { code: ErrorCode, message: String },
+    Archive {
+        /// The code of the archive error.
+        code: ErrorCode,
+        /// The archive error, as text.
+        message: String,
+    },
 }
 
 impl LoadError {

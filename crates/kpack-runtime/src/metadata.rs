@@ -3,15 +3,17 @@
 //! The wrapper carries a bare pointer: nothing says how many bytes are behind it. The
 //! reference unpacks a blind 64 KiB window, reading past the end of `.rocm_kpack_ref` (and
 //! possibly off the end of the mapping) whenever the section is shorter (§9 B14). Here the
-//! bytes are requested one at a time, in order, and only while the msgpack encoding says the
-//! value is not finished: a marker byte tells how many length or payload bytes follow, and a
-//! container how many values it holds. So a well-formed map is read exactly, and reading
-//! stops at the first byte that shows the input is not one (a reserved marker, an extension
-//! type, or a length that would run past [`MAX_METADATA_LEN`]). The bytes read are then
-//! decoded and checked by [`MarkerMetadata::decode`].
+//! bytes are requested one at a time, in order, by kpack-archive's msgpack value walk
+//! ([`msgpack::skip_value`]), which reads a value no further than its encoding says it runs: a
+//! marker byte tells how many length or payload bytes follow, and a container how many values
+//! it holds. So a well-formed map is read exactly, and reading stops at the first byte that
+//! shows the input is not one (a reserved marker, an extension type, or a length that would
+//! run past [`MAX_METADATA_LEN`]). The bytes read are then decoded and checked by
+//! [`MarkerMetadata::decode`].
 
 use kpack_archive::MetadataError;
 use kpack_archive::marker::MarkerMetadata;
+use kpack_archive::msgpack::{self, Source};
 
 use crate::ErrorCode;
 
@@ -20,18 +22,36 @@ pub const MAX_METADATA_LEN: usize = 64 * 1024;
 
 /// Why metadata could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MetadataReadError {
-    /// The encoding needs more than [`MAX_METADATA_LEN`] bytes.
+    /// The encoding needs more than [`MAX_METADATA_LEN`] bytes: at `offset`, `expected` needs
+    /// `needed` bytes at least.
     #[error(
-        "HIPK metadata: the msgpack value at byte {offset} does not fit in {MAX_METADATA_LEN} bytes"
+        "HIPK metadata: at byte {offset}, {expected} need at least {needed} bytes, past the \
+         {MAX_METADATA_LEN}-byte limit"
     )]
-    TooLong { offset: usize },
+    TooLong {
+        /// Where the bytes would start.
+        offset: usize,
+        /// What they are.
+        expected: &'static str,
+        /// How many.
+        needed: u64,
+    },
     /// The byte source ended inside the value (only byte slices end; pointers do not).
     #[error("HIPK metadata: input ends at byte {offset} inside the msgpack value")]
-    Truncated { offset: usize },
+    Truncated {
+        /// The offset the source had no byte for.
+        offset: usize,
+    },
     /// A byte that cannot start a value in kpack metadata: `0xc1` or an extension type.
     #[error("HIPK metadata: byte {byte:#04x} at {offset} is not a msgpack value kpack writes")]
-    BadMarker { offset: usize, byte: u8 },
+    BadMarker {
+        /// Byte offset of the problem.
+        offset: usize,
+        /// The byte found.
+        byte: u8,
+    },
     /// The value is msgpack but not HIPK metadata.
     #[error("HIPK metadata: {0}")]
     Schema(#[from] MetadataError),
@@ -57,68 +77,57 @@ pub fn read_metadata(
 
 /// The bytes of one msgpack value, read no further than its encoding requires.
 fn read_msgpack_value(
-    mut byte_at: impl FnMut(usize) -> Option<u8>,
+    byte_at: impl FnMut(usize) -> Option<u8>,
     limit: usize,
 ) -> Result<Vec<u8>, MetadataReadError> {
-    let mut out = Vec::new();
-    let mut take = |out: &mut Vec<u8>, n: usize| -> Result<(), MetadataReadError> {
-        let offset = out.len();
-        if n > limit - offset {
-            return Err(MetadataReadError::TooLong { offset });
-        }
-        for i in offset..offset + n {
-            out.push(byte_at(i).ok_or(MetadataReadError::Truncated { offset: i })?);
-        }
-        Ok(())
+    let mut source = Pointer {
+        byte_at,
+        bytes: Vec::new(),
+        limit,
     };
-    let be = |bytes: &[u8]| bytes.iter().fold(0u64, |n, &b| (n << 8) | u64::from(b));
-    // Values still to read; each takes at least one byte, which bounds this by the limit.
-    let mut pending: u64 = 1;
-    while pending > 0 {
-        pending -= 1;
-        let at = out.len();
-        take(&mut out, 1)?;
-        let marker = out[at];
-        match marker {
-            // fixint, nil, false, true, negative fixint: the marker is the value.
-            0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xe0..=0xff => {}
-            0x80..=0x8f => pending += 2 * u64::from(marker & 0x0f),
-            0x90..=0x9f => pending += u64::from(marker & 0x0f),
-            0xa0..=0xbf => take(&mut out, usize::from(marker & 0x1f))?,
-            // int8/uint8 .. int64/uint64, float32/64: fixed payloads.
-            0xcc | 0xd0 => take(&mut out, 1)?,
-            0xcd | 0xd1 => take(&mut out, 2)?,
-            0xce | 0xd2 | 0xca => take(&mut out, 4)?,
-            0xcf | 0xd3 | 0xcb => take(&mut out, 8)?,
-            // str8/16/32 and bin8/16/32: a big-endian length, then that many bytes.
-            0xd9 | 0xda | 0xdb | 0xc4 | 0xc5 | 0xc6 => {
-                let width = match marker {
-                    0xd9 | 0xc4 => 1,
-                    0xda | 0xc5 => 2,
-                    _ => 4,
-                };
-                take(&mut out, width)?;
-                let len = be(&out[at + 1..]);
-                take(&mut out, usize::try_from(len).unwrap_or(usize::MAX))?;
-            }
-            0xdc..=0xdf => {
-                let width = if marker & 1 == 0 { 2 } else { 4 };
-                take(&mut out, width)?;
-                let n = be(&out[at + 1..]);
-                pending += if marker >= 0xde { 2 * n } else { n };
-            }
-            0xc1 | 0xc7..=0xc9 | 0xd4..=0xd8 => {
-                return Err(MetadataReadError::BadMarker {
-                    offset: at,
-                    byte: marker,
-                });
-            }
+    msgpack::skip_value(&mut source)?;
+    Ok(source.bytes)
+}
+
+/// The bytes behind a metadata pointer, requested in order and kept.
+struct Pointer<F> {
+    byte_at: F,
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+impl<F: FnMut(usize) -> Option<u8>> Source for Pointer<F> {
+    type Error = MetadataReadError;
+
+    fn pos(&self) -> usize {
+        self.bytes.len()
+    }
+
+    fn room(&self) -> usize {
+        self.limit - self.bytes.len()
+    }
+
+    /// Strs are checked when the bytes read are decoded.
+    fn take(&mut self, n: usize, _str: bool) -> Result<&[u8], MetadataReadError> {
+        let start = self.bytes.len();
+        for offset in start..start + n {
+            let byte = (self.byte_at)(offset).ok_or(MetadataReadError::Truncated { offset })?;
+            self.bytes.push(byte);
         }
-        if pending > (limit - out.len()) as u64 {
-            return Err(MetadataReadError::TooLong { offset: at });
+        Ok(&self.bytes[start..])
+    }
+
+    fn overrun(&self, offset: usize, expected: &'static str, needed: u64) -> MetadataReadError {
+        MetadataReadError::TooLong {
+            offset,
+            expected,
+            needed,
         }
     }
-    Ok(out)
+
+    fn rejected(&self, offset: usize, byte: u8) -> MetadataReadError {
+        MetadataReadError::BadMarker { offset, byte }
+    }
 }
 
 #[cfg(test)]
@@ -201,14 +210,22 @@ mod tests {
         let (result, asked) = read_recording(&[0xdb, 0x00, 0x10, 0x00, 0x00]);
         assert_eq!(
             result.unwrap_err(),
-            MetadataReadError::TooLong { offset: 5 }
+            MetadataReadError::TooLong {
+                offset: 5,
+                expected: "str data",
+                needed: 0x10_0000
+            }
         );
         assert_eq!(asked, [0, 1, 2, 3, 4]);
         // A map32 claiming 2^32-1 pairs: more values than bytes left.
         let (result, asked) = read_recording(&[0xdf, 0xff, 0xff, 0xff, 0xff]);
         assert_eq!(
             result.unwrap_err(),
-            MetadataReadError::TooLong { offset: 0 }
+            MetadataReadError::TooLong {
+                offset: 5,
+                expected: "map entries",
+                needed: 2 * 0xffff_ffff
+            }
         );
         assert_eq!(asked.len(), 5);
     }

@@ -4,7 +4,9 @@
 //! code object built for a target that omits a feature runs on any setting of it, so the
 //! candidates for an ISA are its feature subsets, most specific first, in the reference's
 //! order (mask `2^n-1` down to `0`, bit `n-1-i` selecting feature `i`: for `a,b,c` that is
-//! `abc, ab, ac, a, bc, b, c, ∅`). Features are opaque strings, as in the reference.
+//! `abc, ab, ac, a, bc, b, c, ∅`; kpack-target's [`kpack_target::feature_subsets`], which
+//! [`kpack_target::TargetId`] uses too). Features are opaque strings here, as in the
+//! reference: the runtime must not reject an ISA name that the strict target-ID grammar would.
 //!
 //! Unlike the reference, a candidate matches an archive's `gfx_arches` entry when both name
 //! the same processor and the same *set* of features: `gfx942:xnack-:sramecc+` matches
@@ -15,9 +17,9 @@ use std::collections::HashMap;
 /// The triple prefix the HIP runtime puts before ISA names.
 pub const TRIPLE_PREFIX: &str = "amdgcn-amd-amdhsa--";
 
-/// ISAs with more features than this yield no candidates (`2^n` of them would be probed).
-/// Real targets have at most two.
-pub const MAX_FEATURES: usize = 8;
+/// ISAs with more features than this yield no candidates (`2^n` of them would be probed):
+/// the cap target IDs have. Real targets have at most two.
+pub use kpack_target::MAX_FEATURES;
 
 /// Removes a leading [`TRIPLE_PREFIX`], but only when something follows it (as the reference).
 pub fn strip_target_prefix(isa: &str) -> &str {
@@ -35,7 +37,7 @@ fn split(target: &str) -> (&str, Vec<&str>) {
     (processor, parts.filter(|f| !f.is_empty()).collect())
 }
 
-fn join(processor: &str, features: &[&str]) -> String {
+fn join<'f>(processor: &str, features: impl IntoIterator<Item = &'f str>) -> String {
     let mut s = processor.to_owned();
     for f in features {
         s.push(':');
@@ -44,23 +46,16 @@ fn join(processor: &str, features: &[&str]) -> String {
     s
 }
 
-/// The candidate targets of `isa`, most specific first, each spelled with its features in the
-/// ISA's order. Empty for an empty processor or more than [`MAX_FEATURES`] features.
+/// The candidate targets of `isa`, most specific first ([`kpack_target::feature_subsets`]),
+/// each spelled with its features in the ISA's order. Empty for an empty processor or more than
+/// [`MAX_FEATURES`] features.
 pub fn compatible_targets(isa: &str) -> Vec<String> {
     let (processor, features) = split(strip_target_prefix(isa));
-    let n = features.len();
-    if processor.is_empty() || n > MAX_FEATURES {
+    if processor.is_empty() || features.len() > MAX_FEATURES {
         return Vec::new();
     }
-    (0..1u32 << n)
-        .rev()
-        .map(|mask| {
-            let subset: Vec<&str> = (0..n)
-                .filter(|i| mask & (1 << (n - 1 - i)) != 0)
-                .map(|i| features[i])
-                .collect();
-            join(processor, &subset)
-        })
+    kpack_target::feature_subsets(&features)
+        .map(|subset| join(processor, subset.into_iter().copied()))
         .collect()
 }
 
@@ -70,7 +65,7 @@ pub fn canonical(target: &str) -> String {
     let (processor, mut features) = split(target);
     features.sort_unstable();
     features.dedup();
-    join(processor, &features)
+    join(processor, features)
 }
 
 /// An archive's `gfx_arches`, looked up by [`canonical`] spelling.
@@ -81,6 +76,7 @@ pub struct TargetIndex {
 }
 
 impl TargetIndex {
+    /// Indexes an archive's `gfx_arches`.
     pub fn new<'a>(arches: impl IntoIterator<Item = &'a str>) -> TargetIndex {
         let mut by_canonical = HashMap::new();
         for arch in arches {
@@ -140,6 +136,27 @@ mod tests {
             compatible_targets("gfx90a::xnack+:"),
             ["gfx90a:xnack+", "gfx90a"]
         );
+    }
+
+    #[test]
+    fn candidates_of_a_target_id_in_canonical_order_are_its_compatible_candidates() {
+        for isa in [
+            "gfx942:sramecc+:xnack-",
+            "gfx90a:xnack+",
+            "gfx1100",
+            "gfx9-4-generic:xnack-",
+        ] {
+            let id = kpack_target::TargetId::parse(isa).unwrap();
+            let expected: Vec<String> = id
+                .compatible_candidates()
+                .iter()
+                .map(|t| t.to_string())
+                .collect();
+            assert_eq!(
+                compatible_targets(&format!("{TRIPLE_PREFIX}{isa}")),
+                expected
+            );
+        }
     }
 
     #[test]

@@ -6,10 +6,15 @@ use crate::{TargetError, TargetId};
 /// The offload kind, the first component of a bundle ID.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum OffloadKind {
+    /// `host`: the host object.
     Host,
+    /// `hip`.
     Hip,
+    /// `hipv4`: HIP code objects of code-object ABI v4 and later.
     HipV4,
+    /// `openmp`.
     OpenMp,
+    /// Any other kind, kept as spelled.
     Other(String),
 }
 

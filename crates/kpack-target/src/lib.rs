@@ -32,6 +32,8 @@
 //! All parsers take untrusted input: they never panic, allocate at most in
 //! proportion to the input, and report the byte offset of the problem.
 
+#![warn(missing_docs)]
+
 mod bundle_id;
 mod code_object;
 mod error;
@@ -42,4 +44,4 @@ pub use code_object::{
     CodeObjectTarget, ELFOSABI_AMDGPU_HSA, EM_AMDGPU, code_object_target, processor_for_mach,
 };
 pub use error::TargetError;
-pub use target_id::{Feature, FeatureState, MAX_FEATURES, TargetId};
+pub use target_id::{Feature, FeatureState, MAX_FEATURES, TargetId, feature_subsets};

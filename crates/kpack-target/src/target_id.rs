@@ -13,7 +13,9 @@ pub const MAX_FEATURES: usize = 8;
 /// Whether a target feature is requested on (`+`) or off (`-`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FeatureState {
+    /// `+`.
     On,
+    /// `-`.
     Off,
 }
 
@@ -38,7 +40,9 @@ impl FeatureState {
 /// One `name±` feature of a target ID, e.g. `xnack+`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Feature {
+    /// The feature's name, e.g. `xnack`.
     pub name: String,
+    /// On or off.
     pub state: FeatureState,
 }
 
@@ -201,23 +205,11 @@ impl TargetId {
     }
 
     /// Target IDs whose code objects an agent with this ISA can load, most
-    /// specific first: every subset of the features, in the order the kpack
-    /// runtime probes them (mask from 2^n-1 down to 0; bit n-1-i selects
-    /// feature i). For `a,b,c` that is `abc, ab, ac, a, bc, b, c, ∅`.
+    /// specific first: every subset of the features, in the order of
+    /// [`feature_subsets`].
     pub fn compatible_candidates(&self) -> Vec<TargetId> {
-        let n = self.features.len();
-        (0..1u32 << n)
-            .rev()
-            .map(|mask| {
-                let subset = self
-                    .features
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| mask & (1 << (n - 1 - i)) != 0)
-                    .map(|(_, f)| f.clone())
-                    .collect();
-                Self::from_parts(self.processor(), subset)
-            })
+        feature_subsets(&self.features)
+            .map(|subset| Self::from_parts(self.processor(), subset.into_iter().cloned().collect()))
             .collect()
     }
 
@@ -232,6 +224,23 @@ impl TargetId {
                 .iter()
                 .all(|f| agent.feature(&f.name) == Some(f.state))
     }
+}
+
+/// Every subset of `features`, most specific first, in the order the kpack
+/// runtime probes them (mask from 2^n-1 down to 0; bit n-1-i selects feature
+/// i): for `a,b,c` that is `abc, ab, ac, a, bc, b, c, ∅`. Each subset keeps
+/// the features' order. Serves both [`TargetId::compatible_candidates`] and the
+/// runtime, which enumerates the features of an ISA name as opaque strings
+/// (as the reference does). `2^n` subsets: callers cap `n` at
+/// [`MAX_FEATURES`].
+pub fn feature_subsets<T>(features: &[T]) -> impl Iterator<Item = Vec<&T>> {
+    let n = features.len();
+    (0..1u32 << n).rev().map(move |mask| {
+        (0..n)
+            .filter(|i| mask & (1 << (n - 1 - i)) != 0)
+            .map(|i| &features[i])
+            .collect()
+    })
 }
 
 /// Length of the longest prefix of `s` that is a processor name:

@@ -17,9 +17,22 @@
 //! [`kpack_fs::symlink_atomic`]), so processes using a previous install keep a consistent
 //! mapping, and a killed install leaves no half-written file.
 //!
-//! Why not `cargo-c`: it would add a cargo subcommand to every machine that builds this,
-//! and it generates pkg-config files but no CMake package (`find_package(rocm-kpack)`), which
-//! ROCm's CMake builds use; this program needs nothing beyond cargo.
+//! # Why not `cargo-c`
+//!
+//! `cargo cinstall` (crates.io `cargo-c`) installs a Rust C library's `.so`/`.a`, header and
+//! pkg-config file, and was considered for this job. We keep this installer because:
+//! * the CMake package (`find_package(rocm-kpack)` with its `rocm::` targets), which ROCm's
+//!   CMake builds consume, is not something `cargo-c` writes: we would still install it here;
+//! * `cargo-c` embeds Cargo itself (0.10.24 is built on cargo 0.98 and needs rustc 1.95, above
+//!   our MSRV of 1.87; it links libgit2, curl and OpenSSL): one `cargo install cargo-c` is a
+//!   long build with system development packages, for every CI machine and packager, where this
+//!   short program is part of the workspace and builds with it, offline;
+//! * it generates the header with cbindgen at install time; ours is checked in and
+//!   `tests/header.rs` keeps it equal to the sources, so the installed header is the reviewed
+//!   one.
+//!
+//! The layout (`lib/` with the SONAME link chain, `include/<library>/`, `lib/pkgconfig/`) is
+//! the one `cargo-c` uses, so switching later would change nothing for consumers.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
