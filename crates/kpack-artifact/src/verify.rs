@@ -612,7 +612,7 @@ fn identity(
                     checked: 0,
                     failures: Vec::new(),
                 };
-                if let Err(err) = source::walk(&bytes, &mut recover) {
+                if let Err(err) = source::walk_mapped(&bytes, &mut recover) {
                     o.failures.push(format!("{rel}: original: {err}"));
                 }
                 o.checked += recover.checked;

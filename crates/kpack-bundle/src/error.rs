@@ -5,35 +5,50 @@ use crate::CompressionMethod;
 /// Everything that can go wrong reading or writing a bundle.
 ///
 /// Offsets are byte offsets from the start of the buffer handed to the public function
-/// that failed (for [`crate::walk_fatbin`]: from the start of the section). Errors about
-/// the *decompressed* payload of a CCOB (reported by [`crate::DecodedBundle::bundle`] and
+/// that failed (for [`crate::walk_fatbin`]: from the start of the section), printed in hex;
+/// [`BundleError::shifted`] makes them absolute in a file. Errors about the *decompressed*
+/// payload of a CCOB (reported by [`crate::DecodedBundle::bundle`] and
 /// [`crate::DecodedBundle::bundles`]) carry offsets inside that payload.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum BundleError {
-    #[error("truncated {what} at offset {offset}: need {needed} bytes, only {available} available")]
+    #[error(
+        "truncated {what} at offset {offset:#x}: need {needed} bytes, only {available} available"
+    )]
     Truncated {
         offset: u64,
         needed: u64,
         available: u64,
         what: &'static str,
     },
-    #[error("no bundle at offset {offset}: expected magic `__CLANG_OFFLOAD_BUNDLE__` or `CCOB`")]
+    #[error("no bundle at offset {offset:#x}: expected magic `__CLANG_OFFLOAD_BUNDLE__` or `CCOB`")]
     BadMagic { offset: u64 },
     #[error(
-        "non-zero byte {byte:#04x} at offset {offset} between bundles: expected zero padding or a bundle magic"
+        "non-zero byte {byte:#04x} at offset {offset:#x} between bundles: expected zero padding or a bundle magic"
     )]
     NonZeroPadding { offset: u64, byte: u8 },
     #[error(
-        "entry count {count} at offset {offset} is impossible: the remaining bytes hold at most {max} entry headers"
+        "implausible entry count {count} at offset {offset:#x}: the remaining bytes hold at most {max} entry headers"
     )]
     TooManyEntries { offset: u64, count: u64, max: u64 },
-    #[error("triple of entry {entry} at offset {offset} is not valid UTF-8")]
+    /// The count claims more entries than the header holds: entry `entry`'s header (at
+    /// `entry_offset`) is zero padding or runs into the data of the entries before it.
+    #[error(
+        "implausible entry count {count} at offset {offset:#x}: the header holds only {entry} entries (entry {entry} at {entry_offset:#x} {why})"
+    )]
+    ImplausibleEntryCount {
+        offset: u64,
+        count: u64,
+        entry: u64,
+        entry_offset: u64,
+        why: &'static str,
+    },
+    #[error("triple of entry {entry} at offset {offset:#x} is not valid UTF-8")]
     TripleNotUtf8 { entry: u64, offset: u64 },
     /// `offset`/`size` are the entry's stored fields, relative to its bundle, which starts
     /// at `bundle_offset`.
     #[error(
-        "bundle at offset {bundle_offset}, entry {entry}: data at offset {offset} size {size} lies outside the {bundle_len} available bytes"
+        "bundle at offset {bundle_offset:#x}, entry {entry}: data at {:#x} (bundle + {offset:#x}) size {size} lies outside the {bundle_len} available bytes", .bundle_offset.saturating_add(*.offset)
     )]
     EntryOutOfRange {
         bundle_offset: u64,
@@ -44,7 +59,7 @@ pub enum BundleError {
     },
     /// `offset` is the entry's stored field, relative to its bundle.
     #[error(
-        "bundle at offset {bundle_offset}, entry {entry}: data offset {offset} lies inside the bundle header, which ends at {header_len}"
+        "bundle at offset {bundle_offset:#x}, entry {entry}: data at {:#x} (bundle + {offset:#x}) lies inside the bundle header, which ends at bundle + {header_len:#x}", .bundle_offset.saturating_add(*.offset)
     )]
     EntryOverlapsHeader {
         bundle_offset: u64,
@@ -52,14 +67,14 @@ pub enum BundleError {
         offset: u64,
         header_len: u64,
     },
-    #[error("unsupported CCOB version {version} at offset {offset}: expected 1, 2 or 3")]
+    #[error("unsupported CCOB version {version} at offset {offset:#x}: expected 1, 2 or 3")]
     UnsupportedVersion { offset: u64, version: u16 },
     #[error(
-        "unsupported CCOB compression method {method} at offset {offset}: expected 0 (zlib) or 1 (zstd)"
+        "unsupported CCOB compression method {method} at offset {offset:#x}: expected 0 (zlib) or 1 (zstd)"
     )]
     UnsupportedMethod { offset: u64, method: u16 },
     #[error(
-        "CCOB total size {total_size} at offset {offset} is smaller than its own {header_len}-byte header"
+        "CCOB total size {total_size} at offset {offset:#x} is smaller than its own {header_len}-byte header"
     )]
     BadTotalSize {
         offset: u64,
@@ -67,20 +82,20 @@ pub enum BundleError {
         header_len: u64,
     },
     #[error(
-        "CCOB at offset {offset} claims {claimed} decompressed bytes, more than the limit {limit} its compressed size allows"
+        "CCOB at offset {offset:#x} claims {claimed} decompressed bytes, more than the limit {limit} its compressed size allows"
     )]
     DecompressedTooLarge {
         offset: u64,
         claimed: u64,
         limit: u64,
     },
-    #[error("{method:?} data at offset {offset} does not decompress: {message}")]
+    #[error("{method:?} data at offset {offset:#x} does not decompress: {message}")]
     Decompress {
         offset: u64,
         method: CompressionMethod,
         message: String,
     },
-    #[error("{what} at offset {offset}: expected {expected} bytes, got {actual}")]
+    #[error("{what} at offset {offset:#x}: expected {expected} bytes, got {actual}")]
     SizeMismatch {
         offset: u64,
         expected: u64,
@@ -88,20 +103,20 @@ pub enum BundleError {
         what: &'static str,
     },
     #[error(
-        "CCOB at offset {offset}: stored hash {expected:#018x} != low 64 bits of MD5 of the decompressed bundle {actual:#018x}"
+        "CCOB hash at offset {offset:#x}: stored {expected:#018x}, but the low 64 bits of the MD5 of the decompressed bundle are {actual:#018x}"
     )]
     HashMismatch {
         offset: u64,
         expected: u64,
         actual: u64,
     },
-    #[error("{len} unexpected bytes at offset {offset} after the end of {what}")]
+    #[error("{len} unexpected bytes at offset {offset:#x} after the end of {what}")]
     TrailingData {
         offset: u64,
         len: u64,
         what: &'static str,
     },
-    #[error("compressed bundle at offset {offset} inside a decompressed CCOB payload")]
+    #[error("compressed bundle at offset {offset:#x} inside a decompressed CCOB payload")]
     NestedCompressed { offset: u64 },
     #[error("expected exactly one bundle, found {count}")]
     NotSingleBundle { count: usize },
@@ -124,7 +139,7 @@ pub enum BundleError {
 impl BundleError {
     /// The same error with every reported offset moved by `base`, for errors found in a
     /// sub-slice that starts at `base` within the caller's buffer.
-    pub(crate) fn shifted(self, base: u64) -> Self {
+    pub fn shifted(self, base: u64) -> Self {
         use BundleError::*;
         let b = |o: u64| o.saturating_add(base);
         match self {
@@ -148,6 +163,19 @@ impl BundleError {
                 offset: b(offset),
                 count,
                 max,
+            },
+            ImplausibleEntryCount {
+                offset,
+                count,
+                entry,
+                entry_offset,
+                why,
+            } => ImplausibleEntryCount {
+                offset: b(offset),
+                count,
+                entry,
+                entry_offset: b(entry_offset),
+                why,
             },
             TripleNotUtf8 { entry, offset } => TripleNotUtf8 {
                 entry,

@@ -65,6 +65,7 @@ pub use error::BundleError;
 pub use plain::{Bundle, Entry, write_uncompressed};
 
 use ccob::CcobHeader;
+use plain::check_magic;
 
 /// Magic of an uncompressed bundle.
 pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
@@ -131,6 +132,17 @@ fn locate(bytes: &[u8]) -> Result<(u64, BundleFormat), BundleError> {
 /// zlib stream).
 pub fn bundle_extent(bytes: &[u8]) -> Result<u64, BundleError> {
     locate(bytes).map(|(len, _)| len)
+}
+
+/// The format of the bundle at `bytes[0]`, from its header alone (a CCOB's compressed data
+/// is neither bounded nor decoded): what [`DecodedBundle::decode`] will find, e.g. to know
+/// how many bytes decoding it will take.
+pub fn peek_format(bytes: &[u8]) -> Result<BundleFormat, BundleError> {
+    if looks_compressed(bytes) {
+        Ok(BundleFormat::from(&CcobHeader::parse(bytes)?))
+    } else {
+        check_magic(bytes, BUNDLE_MAGIC).map(|()| BundleFormat::Uncompressed)
+    }
 }
 
 /// Walks `region` by headers: calls `visit(offset, &region[offset..])` for each bundle,

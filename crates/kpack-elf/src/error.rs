@@ -102,6 +102,7 @@ pub enum ElfError {
         ".hipFatBinSegment [{section}] at offset {offset:#x} is SHT_NOBITS: expected wrapper bytes in the file"
     )]
     WrapperSectionNobits { section: usize, offset: u64 },
+    /// `source`'s offsets are absolute in the file.
     #[error(".hip_fatbin [{section}] at file offset {offset:#x}: {source}")]
     Bundle {
         section: usize,

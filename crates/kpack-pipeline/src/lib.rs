@@ -6,6 +6,7 @@
 //! prints what these functions return.
 
 pub mod error;
+pub mod ordered;
 pub mod pack;
 pub mod report;
 pub mod source;

@@ -43,7 +43,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .map_err(|e| Error::from(format!("{shown}: {e}")))
             .and_then(|f| Ok(kpack_pipeline::map_file(&f, path)?))
             .and_then(|bytes| {
-                report::inspect(&shown, &bytes).map_err(|e| Error::from(e.in_file(path)))
+                report::inspect_mapped(&shown, &bytes).map_err(|e| Error::from(e.in_file(path)))
             });
         match result {
             // Inside directories only files that can hold device code are worth a line.
