@@ -50,9 +50,11 @@
 //! Every parser takes `&[u8]`, never panics, and allocates only what the input justifies:
 //! entry counts are bounded by the bytes that remain, triples are borrowed, and a CCOB's
 //! claimed size must be within [`MAX_DECOMPRESSED`] and within what its compressed bytes
-//! can possibly decode to (deflate 1032:1, zstd 32768:1); the output buffer then grows
-//! only as data actually arrives and decoding stops one byte past the claim. Errors name
-//! the byte offset and what was expected.
+//! can possibly decode to (deflate 1032:1, zstd 32768:1). zstd decodes in one shot into a
+//! buffer reserved at the claimed size, whose pages cost memory only as they are written (and
+//! zstd then needs no window buffer of its own); zlib's buffer grows as data arrives and
+//! decoding stops one byte past the claim. Errors name the byte offset (in hex) and what was
+//! expected.
 
 mod ccob;
 mod error;
