@@ -80,7 +80,20 @@ type Overlay = BTreeMap<String, Vec<(usize, TreeEntry)>>;
 struct Ctx {
     artifacts: Vec<ArtifactInfo>,
     overlay: Overlay,
-    archives: Mutex<HashMap<PathBuf, Option<Arc<Archive>>>>,
+    /// Archives opened so far, with their mappings (see [`Ctx::release_archives`]).
+    archives: Mutex<HashMap<PathBuf, Option<MappedArchive>>>,
+}
+
+/// An open archive and the mapping it reads.
+type MappedArchive = (Arc<Archive>, Arc<kpack_pipeline::FileBytes>);
+
+/// An archive's mapping shared with the [`Archive`] reading it.
+struct SharedMap(Arc<kpack_pipeline::FileBytes>);
+
+impl AsRef<[u8]> for SharedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl Ctx {
@@ -90,10 +103,27 @@ impl Ctx {
 
     fn archive(&self, path: &Path) -> Option<Arc<Archive>> {
         let mut cache = self.archives.lock().expect("archive cache");
+        let open = || {
+            let file = std::fs::File::open(path).ok()?;
+            let map = Arc::new(kpack_pipeline::map_file(&file, path).ok()?);
+            let archive = Archive::from_backing(SharedMap(map.clone())).ok()?;
+            Some((Arc::new(archive), map))
+        };
         cache
             .entry(path.to_owned())
-            .or_insert_with(|| Archive::open(path).ok().map(Arc::new))
-            .clone()
+            .or_insert_with(open)
+            .as_ref()
+            .map(|(a, _)| a.clone())
+    }
+
+    /// Drops the pages of every archive read so far from the resident set: reading back
+    /// every code object of a library touches all of its archives, which would otherwise
+    /// stay resident until verify ends (see [`kpack_pipeline::FileBytes::release`]).
+    fn release_archives(&self) {
+        let cache = self.archives.lock().expect("archive cache");
+        for (_, map) in cache.values().flatten() {
+            map.release(map);
+        }
     }
 
     /// The archives a marker search path reaches from the binary at `bin` (an overlay path):
@@ -474,6 +504,14 @@ struct Recover<'c> {
 }
 
 impl Visitor for Recover<'_> {
+    fn bundle(
+        &mut self,
+        _: &kpack_pipeline::source::FoundBundle<'_>,
+    ) -> Result<(), kpack_pipeline::SourceError> {
+        self.ctx.release_archives();
+        Ok(())
+    }
+
     fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), kpack_pipeline::SourceError> {
         let target = code.target().to_string();
         let mut archives = Vec::new();

@@ -63,23 +63,34 @@ fn deb_lib(deb: &str) -> PathBuf {
 }
 
 /// The zstd frames of every CCOB of `lib`'s `.hip_fatbin`, concatenated into `out`.
+///
+/// Read bundle by bundle: on Linux a child's `ru_maxrss` starts from this process's peak
+/// (the mm `exec` replaces), so this process must stay small for the children's figures to
+/// be theirs.
 fn ccob_frames(lib: &Path, out: &Path) -> u64 {
-    let bytes = std::fs::read(lib).unwrap();
-    let fat = kpack_elf::inspect(&bytes).unwrap();
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(lib).unwrap();
+    let map = kpack_pipeline::map_file(&file, lib).unwrap();
+    let fat = kpack_elf::inspect(&map).unwrap();
     let section = fat.fatbin.unwrap();
-    let mut frames = Vec::new();
+    let mut frames = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    let mut total = 0;
+    let mut ccob = Vec::new();
     for b in &fat.bundles {
-        let start = (section.offset + b.offset) as usize;
-        let ccob = &bytes[start..start + b.len as usize];
+        ccob.resize(b.len as usize, 0);
+        file.read_exact_at(&mut ccob, section.offset + b.offset)
+            .unwrap();
         let header_len = match u16::from_le_bytes([ccob[4], ccob[5]]) {
             2 => 24,
             3 => 32,
             v => panic!("CCOB v{v} in {}", lib.display()),
         };
-        frames.extend_from_slice(&ccob[header_len..]);
+        frames.write_all(&ccob[header_len..]).unwrap();
+        total += (ccob.len() - header_len) as u64;
     }
-    std::fs::write(out, &frames).unwrap();
-    frames.len() as u64
+    frames.flush().unwrap();
+    total
 }
 
 fn link_tree(from: &Path, to: &Path) {
@@ -294,6 +305,10 @@ fn main() {
         ),
     );
 
+    println!(
+        "  (this bench process: peak RSS {:.1} MiB, a floor under every child's figure)",
+        kpack_testkit::mib(kpack_testkit::peak_rss_kib())
+    );
     if !report.over.is_empty() {
         println!(
             "over the {TARGET_MIB} MiB target: {}",

@@ -286,6 +286,12 @@ pub fn walk_bundle(
             },
         }
     };
+    let _decoding = DecodeBudget::acquire(match kpack_bundle::peek_format(bytes) {
+        Ok(BundleFormat::Compressed {
+            uncompressed_size, ..
+        }) => uncompressed_size,
+        _ => 0,
+    });
     let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
     let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
     let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
@@ -320,6 +326,37 @@ pub fn walk_bundle(
         })?;
     }
     Ok(())
+}
+
+/// The bytes of decompressed bundles alive at once in this process, across every thread and
+/// walk: a bundle is decoded only while those of the others fit in [`DECODE_BUDGET`] (or when
+/// none is), so parallel walks (verify's workers, transform's) cannot each hold a 160 MB
+/// bundle at the same time. A bundle is released once visited; nothing waits while holding
+/// one, so the gate cannot deadlock.
+struct DecodeBudget(u64);
+
+/// See [`DecodeBudget`].
+const DECODE_BUDGET: u64 = 256 << 20;
+
+static DECODING: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+static DECODED: std::sync::Condvar = std::sync::Condvar::new();
+
+impl DecodeBudget {
+    fn acquire(bytes: u64) -> Self {
+        let mut in_use = DECODING.lock().unwrap_or_else(|e| e.into_inner());
+        while *in_use != 0 && in_use.saturating_add(bytes) > DECODE_BUDGET {
+            in_use = DECODED.wait(in_use).unwrap_or_else(|e| e.into_inner());
+        }
+        *in_use += bytes;
+        DecodeBudget(bytes)
+    }
+}
+
+impl Drop for DecodeBudget {
+    fn drop(&mut self) {
+        *DECODING.lock().unwrap_or_else(|e| e.into_inner()) -= self.0;
+        DECODED.notify_all();
+    }
 }
 
 /// Checks that a code object is built for the target its bundle entry claims.
