@@ -116,12 +116,13 @@ impl Ctx {
             .map(|(a, _)| a.clone())
     }
 
-    /// Drops the pages of every archive read so far from the resident set: reading back
-    /// every code object of a library touches all of its archives, which would otherwise
-    /// stay resident until verify ends (see [`kpack_pipeline::FileBytes::release`]).
-    fn release_archives(&self) {
+    /// Drops the pages of the archive at `path` from the resident set: reading back every
+    /// code object of a library touches all of its archives (locating the frames alone
+    /// faults in most pages), which would otherwise stay resident until verify ends (see
+    /// [`kpack_pipeline::FileBytes::release`]).
+    fn release_archive(&self, path: &Path) {
         let cache = self.archives.lock().expect("archive cache");
-        for (_, map) in cache.values().flatten() {
+        if let Some(Some((_, map))) = cache.get(path) {
             map.release(map);
         }
     }
@@ -504,14 +505,6 @@ struct Recover<'c> {
 }
 
 impl Visitor for Recover<'_> {
-    fn bundle(
-        &mut self,
-        _: &kpack_pipeline::source::FoundBundle<'_>,
-    ) -> Result<(), kpack_pipeline::SourceError> {
-        self.ctx.release_archives();
-        Ok(())
-    }
-
     fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), kpack_pipeline::SourceError> {
         let target = code.target().to_string();
         let mut archives = Vec::new();
@@ -536,6 +529,9 @@ impl Visitor for Recover<'_> {
                     self.rel
                 ));
             }
+        }
+        for (_, path, a) in &archives {
+            self.ctx.release_archive(&self.ctx.path(*a, path));
         }
         Ok(())
     }
