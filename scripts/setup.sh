@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on Debian bookworm, idempotently, and fetches the
 # real-world corpus (bookworm's librocsparse0, PyPI jax-rocm7-plugin wheels, Debian ROCm 7.2.4
-# librocblas5/libhipblaslt1/libhipsparselt0 kernel databases) into
+# librocblas5/libhipblaslt1/libhipsparselt0 kernel databases, librocsparse1) into
 # $KPACK_CORPUS (default /var/tmp/kpack-corpus; same layout as shared/corpus/fetch_corpus.sh).
 set -euo pipefail
 CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
@@ -88,9 +88,10 @@ for w in "$CORPUS"/wheels/jax_rocm7_plugin-*.whl "$CORPUS"/wheels/cupy_rocm_7_0-
   [ -d "$CORPUS/wx/$n" ] || unzip -q -o "$w" -d "$CORPUS/wx/$n"
 done
 # Split/recombine real-world tier: Debian ROCm 7.2.4 kernel databases with their fat libraries
-# (experimental librocblas5, libhipblaslt1; libhipsparselt0), fetched with a private apt
+# (experimental librocblas5, libhipblaslt1; libhipsparselt0), and librocsparse1 (319 CCOB v3,
+# 2.1 GB decompressed: the memory benchmark's largest input), fetched with a private apt
 # configuration for trixie/sid/experimental (nothing is installed system-wide).
-ROCM_DEBS="librocblas5=7.2.4-1~exp1 libhipblaslt1=7.2.4+dfsg-1~exp1 libhipsparselt0=7.2.4+ds-1~exp1"
+ROCM_DEBS="librocblas5=7.2.4-1~exp1 libhipblaslt1=7.2.4+dfsg-1~exp1 libhipsparselt0=7.2.4+ds-1~exp1 librocsparse1=7.2.4-1~exp1"
 need_debs=
 for spec in $ROCM_DEBS; do
   pkg=${spec%%=*}
@@ -128,7 +129,7 @@ EOF
     }
   done
 fi
-for d in "$CORPUS"/debs/librocblas5_*.deb "$CORPUS"/debs/libhipblaslt1_*.deb "$CORPUS"/debs/libhipsparselt0_*.deb; do
+for d in "$CORPUS"/debs/librocblas5_*.deb "$CORPUS"/debs/libhipblaslt1_*.deb "$CORPUS"/debs/libhipsparselt0_*.deb "$CORPUS"/debs/librocsparse1_*.deb; do
   [ -f "$d" ] || continue
   n=$(basename "$d" .deb); n=${n%_amd64}; n=${n%_all}
   [ -d "$CORPUS/x/$n" ] || { mkdir -p "$CORPUS/x/$n" && dpkg-deb -x "$d" "$CORPUS/x/$n"; }

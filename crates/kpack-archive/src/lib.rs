@@ -84,7 +84,10 @@ use std::borrow::Cow;
 
 pub use error::{ArchiveError, ErrorKind, MetadataError};
 pub use reader::{Archive, EntryInfo};
-pub use writer::{ArchiveWriter, Compression, DEFAULT_ZSTD_LEVEL};
+pub use writer::{
+    ArchiveFileWriter, ArchiveWriter, Compression, DEFAULT_ZSTD_LEVEL, KernelCompressor,
+    PreparedKernel,
+};
 
 /// The header magic, `KPAK`.
 pub const MAGIC: [u8; 4] = *b"KPAK";

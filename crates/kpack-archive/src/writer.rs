@@ -1,9 +1,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::fs::File;
 use std::hash::{Hash, Hasher};
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
 use crate::msgpack::Encoder;
 use crate::{
@@ -48,21 +50,124 @@ impl Compression {
 /// Kernels are stored as they arrive: with [`Compression::Zstd`] each one is compressed in
 /// `add` and only the frame is kept; with [`Compression::None`] the writer keeps the bytes,
 /// borrowing them when given a slice (`&'a [u8]`) and taking ownership of a `Vec<u8>`.
-/// Entries whose stored bytes are identical share one blob (one ordinal).
+/// Entries whose stored bytes are identical share one blob (one ordinal). To keep only the
+/// TOC in memory, stream the blobs to the file with [`ArchiveFileWriter`].
 pub struct ArchiveWriter<'a> {
     group_name: String,
     gfx_arch_family: String,
     compression: Compression,
-    compressor: Option<zstd::bulk::Compressor<'static>>,
+    compressor: KernelCompressor,
     explicit_arches: Option<Vec<String>>,
     /// Distinct entry arches in first-insertion order.
     entry_arches: Vec<String>,
     binaries: Vec<PendingBinary>,
     binary_index: HashMap<String, usize>,
     /// Per ordinal: the raw kernel (`none`) or its zstd frame.
-    blobs: Vec<Cow<'a, [u8]>>,
+    blobs: Blobs<'a>,
     /// (hash, length) of stored bytes → ordinals with that key; equality is confirmed bytewise.
     dedupe: HashMap<(u64, usize), Vec<u32>>,
+}
+
+/// Where the stored blobs are, per ordinal.
+enum Blobs<'a> {
+    /// Kept in memory until [`ArchiveWriter::write_to`].
+    Memory(Vec<Cow<'a, [u8]>>),
+    /// Already written to `out`, laid out as in the final file: per ordinal, the absolute
+    /// offset and length of the stored bytes (after the zstd size prefix).
+    Streamed {
+        out: BufWriter<File>,
+        spans: Vec<(u64, u64)>,
+        end: u64,
+    },
+}
+
+/// A kernel in the form an archive stores it (compressed or not), prepared off the writer's
+/// thread by a [`KernelCompressor`] and added with [`ArchiveWriter::add_prepared`] or
+/// [`ArchiveFileWriter::add_prepared`].
+#[derive(Clone)]
+pub struct PreparedKernel<'a> {
+    stored: Cow<'a, [u8]>,
+    original_size: u64,
+    compression: Compression,
+}
+
+impl PreparedKernel<'_> {
+    /// Length of the stored bytes.
+    pub fn stored_len(&self) -> usize {
+        self.stored.len()
+    }
+
+    /// The same kernel owning its stored bytes (copied only if borrowed: a `none` kernel).
+    pub fn into_owned(self) -> PreparedKernel<'static> {
+        PreparedKernel {
+            stored: Cow::Owned(self.stored.into_owned()),
+            original_size: self.original_size,
+            compression: self.compression,
+        }
+    }
+}
+
+/// Compresses kernels as an archive of a given [`Compression`] stores them; keeps one zstd
+/// context, so use one per thread.
+pub struct KernelCompressor {
+    compression: Compression,
+    context: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl KernelCompressor {
+    /// A compressor for archives of `compression` (its zstd context is made on first use).
+    pub fn new(compression: Compression) -> Self {
+        KernelCompressor {
+            compression,
+            context: None,
+        }
+    }
+
+    /// The kernel `data` as an archive stores it: its zstd frame, or the bytes themselves.
+    pub fn prepare<'a>(
+        &mut self,
+        data: impl Into<Cow<'a, [u8]>>,
+    ) -> Result<PreparedKernel<'a>, ArchiveError> {
+        let data = data.into();
+        let original_size = data.len() as u64;
+        if original_size > MAX_ORIGINAL_SIZE {
+            return Err(ArchiveError::InvalidArgument(format!(
+                "kernel of {original_size} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
+            )));
+        }
+        let stored = match self.compression {
+            Compression::None => data,
+            Compression::Zstd { level } => Cow::Owned(self.compress(&data, level)?),
+        };
+        Ok(PreparedKernel {
+            stored,
+            original_size,
+            compression: self.compression,
+        })
+    }
+
+    fn compress(&mut self, data: &[u8], level: i32) -> Result<Vec<u8>, ArchiveError> {
+        let io = |source| ArchiveError::Io {
+            context: "zstd compression",
+            source,
+        };
+        let compressor = match &mut self.context {
+            Some(c) => c,
+            None => self
+                .context
+                .insert(zstd::bulk::Compressor::new(level).map_err(io)?),
+        };
+        // The bulk API writes the content size into the frame header and no checksum, as
+        // python-zstandard's ZstdCompressor(level).compress does.
+        let frame = compressor.compress(data).map_err(io)?;
+        if u32::try_from(frame.len()).is_err() {
+            return Err(ArchiveError::InvalidArgument(format!(
+                "zstd frame of {} bytes exceeds the format's u32 frame size",
+                frame.len()
+            )));
+        }
+        Ok(frame)
+    }
 }
 
 struct PendingBinary {
@@ -87,12 +192,12 @@ impl<'a> ArchiveWriter<'a> {
             group_name: group_name.into(),
             gfx_arch_family: gfx_arch_family.into(),
             compression,
-            compressor: None,
+            compressor: KernelCompressor::new(compression),
             explicit_arches: None,
             entry_arches: Vec::new(),
             binaries: Vec::new(),
             binary_index: HashMap::new(),
-            blobs: Vec::new(),
+            blobs: Blobs::Memory(Vec::new()),
             dedupe: HashMap::new(),
         }
     }
@@ -135,32 +240,30 @@ impl<'a> ArchiveWriter<'a> {
         data: impl Into<Cow<'a, [u8]>>,
         metadata: &[(String, String)],
     ) -> Result<(), ArchiveError> {
+        self.check_new_entry(binary_key, arch, metadata)?;
+        let kernel = self.compressor.prepare(data)?;
+        self.add_prepared(binary_key, arch, kernel, metadata)
+    }
+
+    /// Like [`ArchiveWriter::add`], with the kernel already prepared (e.g. compressed on a
+    /// worker thread) by a [`KernelCompressor`] of this writer's [`Compression`].
+    pub fn add_prepared(
+        &mut self,
+        binary_key: &str,
+        arch: &str,
+        kernel: PreparedKernel<'a>,
+        metadata: &[(String, String)],
+    ) -> Result<(), ArchiveError> {
+        let slot = self.check_new_entry(binary_key, arch, metadata)?;
+        if kernel.compression != self.compression {
+            return Err(ArchiveError::InvalidArgument(format!(
+                "kernel prepared for {:?}, the archive uses {:?}",
+                kernel.compression, self.compression
+            )));
+        }
         let key = normalise_key(binary_key);
-        let slot = self.binary_index.get(key.as_ref()).copied();
-        if slot.is_some_and(|b| self.binaries[b].arches.iter().any(|(a, _)| a == arch)) {
-            return Err(ArchiveError::DuplicateEntry {
-                binary: key.into_owned(),
-                arch: arch.to_owned(),
-            });
-        }
-        if let Some(i) = first_repeat(metadata, |(k, _)| k) {
-            return Err(ArchiveError::InvalidArgument(format!(
-                "metadata key {:?} given twice",
-                metadata[i].0
-            )));
-        }
-        let data = data.into();
-        let original_size = data.len() as u64;
-        if original_size > MAX_ORIGINAL_SIZE {
-            return Err(ArchiveError::InvalidArgument(format!(
-                "kernel of {original_size} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
-            )));
-        }
-        let stored = match self.compression {
-            Compression::None => data,
-            Compression::Zstd { level } => Cow::Owned(self.compress(&data, level)?),
-        };
-        let ordinal = self.intern(stored)?;
+        let original_size = kernel.original_size;
+        let ordinal = self.intern(kernel.stored)?;
 
         let b = match slot {
             Some(b) => b,
@@ -186,6 +289,31 @@ impl<'a> ArchiveWriter<'a> {
         Ok(())
     }
 
+    /// Refuses a `(binary_key, arch)` already added and repeated metadata keys; returns the
+    /// binary's slot when the key is known.
+    fn check_new_entry(
+        &self,
+        binary_key: &str,
+        arch: &str,
+        metadata: &[(String, String)],
+    ) -> Result<Option<usize>, ArchiveError> {
+        let key = normalise_key(binary_key);
+        let slot = self.binary_index.get(key.as_ref()).copied();
+        if slot.is_some_and(|b| self.binaries[b].arches.iter().any(|(a, _)| a == arch)) {
+            return Err(ArchiveError::DuplicateEntry {
+                binary: key.into_owned(),
+                arch: arch.to_owned(),
+            });
+        }
+        if let Some(i) = first_repeat(metadata, |(k, _)| k) {
+            return Err(ArchiveError::InvalidArgument(format!(
+                "metadata key {:?} given twice",
+                metadata[i].0
+            )));
+        }
+        Ok(slot)
+    }
+
     /// Number of `(binary, arch)` entries added.
     pub fn entry_count(&self) -> usize {
         self.binaries.iter().map(|b| b.arches.len()).sum()
@@ -193,30 +321,7 @@ impl<'a> ArchiveWriter<'a> {
 
     /// Number of distinct stored blobs (entries with identical bytes share one).
     pub fn blob_count(&self) -> usize {
-        self.blobs.len()
-    }
-
-    fn compress(&mut self, data: &[u8], level: i32) -> Result<Vec<u8>, ArchiveError> {
-        let io = |source| ArchiveError::Io {
-            context: "zstd compression",
-            source,
-        };
-        let compressor = match &mut self.compressor {
-            Some(c) => c,
-            None => self
-                .compressor
-                .insert(zstd::bulk::Compressor::new(level).map_err(io)?),
-        };
-        // The bulk API writes the content size into the frame header and no checksum, as
-        // python-zstandard's ZstdCompressor(level).compress does.
-        let frame = compressor.compress(data).map_err(io)?;
-        if u32::try_from(frame.len()).is_err() {
-            return Err(ArchiveError::InvalidArgument(format!(
-                "zstd frame of {} bytes exceeds the format's u32 frame size",
-                frame.len()
-            )));
-        }
-        Ok(frame)
+        self.blobs.count()
     }
 
     /// The ordinal of `stored`: an existing blob with the same bytes, or a new one.
@@ -224,22 +329,21 @@ impl<'a> ArchiveWriter<'a> {
         let mut h = DefaultHasher::new();
         stored.hash(&mut h);
         let key = (h.finish(), stored.len());
-        let blobs = &self.blobs;
-        if let Some(&o) = self
-            .dedupe
-            .get(&key)
-            .and_then(|os| os.iter().find(|&&o| blobs[o as usize] == stored))
-        {
-            return Ok(o);
+        if let Some(candidates) = self.dedupe.get(&key) {
+            for &o in candidates {
+                if self.blobs.holds(o, &stored)? {
+                    return Ok(o);
+                }
+            }
         }
         // Keeps both every ordinal and the frame count in u32.
-        if self.blobs.len() >= u32::MAX as usize {
+        if self.blobs.count() >= u32::MAX as usize {
             return Err(ArchiveError::InvalidArgument(
                 "too many distinct kernels".into(),
             ));
         }
-        let ordinal = self.blobs.len() as u32;
-        self.blobs.push(stored);
+        let ordinal = self.blobs.count() as u32;
+        self.blobs.push(stored, self.compression)?;
         self.dedupe.entry(key).or_default().push(ordinal);
         Ok(ordinal)
     }
@@ -257,10 +361,10 @@ impl<'a> ArchiveWriter<'a> {
 
     /// Length of the blob region.
     fn region_len(&self) -> u64 {
-        let payload: u64 = self.blobs.iter().map(|b| b.len() as u64).sum();
+        let payload: u64 = (0..self.blobs.count()).map(|o| self.blobs.len(o)).sum();
         match self.compression {
             Compression::None => payload,
-            Compression::Zstd { .. } => 4 + 4 * self.blobs.len() as u64 + payload,
+            Compression::Zstd { .. } => 4 + 4 * self.blobs.count() as u64 + payload,
         }
     }
 
@@ -313,10 +417,10 @@ impl<'a> ArchiveWriter<'a> {
         match self.compression {
             Compression::None => {
                 e.str("blobs")?;
-                e.array(self.blobs.len())?;
+                e.array(self.blobs.count())?;
                 let mut offset = DATA_START;
-                for b in &self.blobs {
-                    let size = b.len() as u64;
+                for o in 0..self.blobs.count() {
+                    let size = self.blobs.len(o);
                     e.map(2)?;
                     e.str("offset")?;
                     e.uint(offset);
@@ -335,29 +439,38 @@ impl<'a> ArchiveWriter<'a> {
         Ok(e.into_bytes())
     }
 
+    /// The header with `toc_offset`, padded to [`DATA_START`].
+    fn header(toc_offset: u64) -> [u8; DATA_START as usize] {
+        let mut header = [0u8; DATA_START as usize];
+        header[0..4].copy_from_slice(&MAGIC);
+        header[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header[8..HEADER_LEN].copy_from_slice(&toc_offset.to_le_bytes());
+        header
+    }
+
     /// Writes the archive to `w` in one forward pass; returns the number of bytes written.
     pub fn write_to<W: Write>(&self, mut w: W) -> Result<u64, ArchiveError> {
+        let Blobs::Memory(blobs) = &self.blobs else {
+            return Err(ArchiveError::InvalidArgument(
+                "the blobs of a streamed archive are already in its file".into(),
+            ));
+        };
         let region_len = self.region_len();
         let toc_offset = DATA_START + region_len;
         // Everything that can fail for a reason other than I/O fails before the first byte.
         let toc = self.toc(region_len)?;
         // `intern` keeps the blob count below u32::MAX.
-        let count = self.blobs.len() as u32;
+        let count = blobs.len() as u32;
         let io = |source| ArchiveError::Io {
             context: "writing archive",
             source,
         };
-
-        let mut header = [0u8; DATA_START as usize];
-        header[0..4].copy_from_slice(&MAGIC);
-        header[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        header[8..HEADER_LEN].copy_from_slice(&toc_offset.to_le_bytes());
-        w.write_all(&header).map_err(io)?;
+        w.write_all(&Self::header(toc_offset)).map_err(io)?;
         let zstd = matches!(self.compression, Compression::Zstd { .. });
         if zstd {
             w.write_all(&count.to_le_bytes()).map_err(io)?;
         }
-        for blob in &self.blobs {
+        for blob in blobs {
             if zstd {
                 // Frame lengths were checked against u32 in `compress`.
                 w.write_all(&(blob.len() as u32).to_le_bytes())
@@ -402,5 +515,206 @@ impl<'a> ArchiveWriter<'a> {
             },
         )
         .map_err(|e| e.in_file(Some(path)))
+    }
+}
+
+fn io_error(context: &'static str) -> impl Fn(std::io::Error) -> ArchiveError {
+    move |source| ArchiveError::Io { context, source }
+}
+
+impl Blobs<'_> {
+    fn count(&self) -> usize {
+        match self {
+            Blobs::Memory(blobs) => blobs.len(),
+            Blobs::Streamed { spans, .. } => spans.len(),
+        }
+    }
+
+    /// Length of the stored bytes of `ordinal`.
+    fn len(&self, ordinal: usize) -> u64 {
+        match self {
+            Blobs::Memory(blobs) => blobs[ordinal].len() as u64,
+            Blobs::Streamed { spans, .. } => spans[ordinal].1,
+        }
+    }
+
+    /// Whether blob `ordinal` holds exactly `bytes` (a streamed blob is read back).
+    fn holds(&mut self, ordinal: u32, bytes: &[u8]) -> Result<bool, ArchiveError> {
+        match self {
+            Blobs::Memory(blobs) => Ok(blobs[ordinal as usize] == bytes),
+            Blobs::Streamed { out, spans, .. } => {
+                let (offset, len) = spans[ordinal as usize];
+                if len != bytes.len() as u64 {
+                    return Ok(false);
+                }
+                let io = io_error("reading back a streamed blob");
+                out.flush().map_err(&io)?;
+                let mut stored = vec![0u8; bytes.len()];
+                out.get_ref()
+                    .read_exact_at(&mut stored, offset)
+                    .map_err(&io)?;
+                Ok(stored == bytes)
+            }
+        }
+    }
+}
+
+impl<'a> Blobs<'a> {
+    fn push(
+        &mut self,
+        stored: Cow<'a, [u8]>,
+        compression: Compression,
+    ) -> Result<(), ArchiveError> {
+        match self {
+            Blobs::Memory(blobs) => blobs.push(stored),
+            Blobs::Streamed { out, spans, end } => {
+                let io = io_error("writing archive");
+                if matches!(compression, Compression::Zstd { .. }) {
+                    // Frame lengths were checked against u32 in `compress`.
+                    out.write_all(&(stored.len() as u32).to_le_bytes())
+                        .map_err(&io)?;
+                    *end += 4;
+                }
+                out.write_all(&stored).map_err(&io)?;
+                spans.push((*end, stored.len() as u64));
+                *end += stored.len() as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An archive written straight to its file as kernels are added: only the TOC stays in
+/// memory, so packing gigabytes of code objects costs the memory of one kernel.
+///
+/// The blobs go to a temporary file beside the final path, in the layout
+/// [`ArchiveWriter::write_to`] produces (the bytes are identical for the same `add` calls);
+/// [`ArchiveFileWriter::finish`] appends the TOC, fills in the header's `toc_offset` and the
+/// zstd frame count, syncs, and renames the file into place. Dropped unfinished (an error, a
+/// panic), it removes its temporary file: nothing ever appears at the final path half
+/// written.
+pub struct ArchiveFileWriter<'a> {
+    writer: ArchiveWriter<'a>,
+    path: PathBuf,
+    /// The temporary file ([`kpack_fs::temp_file_beside`]), removed when dropped unpublished.
+    tmp: Option<tempfile::TempPath>,
+}
+
+impl<'a> ArchiveFileWriter<'a> {
+    /// Starts the archive that [`ArchiveFileWriter::finish`] will publish at `path`.
+    pub fn create(
+        path: impl Into<PathBuf>,
+        group_name: impl Into<String>,
+        gfx_arch_family: impl Into<String>,
+        compression: Compression,
+    ) -> Result<Self, ArchiveError> {
+        let path = path.into();
+        let (file, tmp) = kpack_fs::temp_file_beside(&path)
+            .map_err(io_error("creating temporary archive file"))
+            .map_err(|e| e.in_file(Some(&path)))?
+            .into_parts();
+        let mut this = ArchiveFileWriter {
+            writer: ArchiveWriter::new(group_name, gfx_arch_family, compression),
+            path,
+            tmp: Some(tmp),
+        };
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        // Placeholders for `toc_offset` and the frame count, filled in by `finish`.
+        let mut start = DATA_START;
+        let placeholder = out.write_all(&ArchiveWriter::header(0)).and_then(|()| {
+            if matches!(compression, Compression::Zstd { .. }) {
+                start += 4;
+                out.write_all(&0u32.to_le_bytes())
+            } else {
+                Ok(())
+            }
+        });
+        placeholder
+            .map_err(io_error("writing archive"))
+            .map_err(|e| e.in_file(Some(&this.path)))?;
+        this.writer.blobs = Blobs::Streamed {
+            out,
+            spans: Vec::new(),
+            end: start,
+        };
+        Ok(this)
+    }
+
+    /// [`ArchiveWriter::add`], the stored bytes going straight to the file.
+    pub fn add(
+        &mut self,
+        binary_key: &str,
+        arch: &str,
+        data: impl Into<Cow<'a, [u8]>>,
+        metadata: &[(String, String)],
+    ) -> Result<(), ArchiveError> {
+        let result = self.writer.add(binary_key, arch, data, metadata);
+        result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
+    /// [`ArchiveWriter::add_prepared`], the stored bytes going straight to the file.
+    pub fn add_prepared(
+        &mut self,
+        binary_key: &str,
+        arch: &str,
+        kernel: PreparedKernel<'a>,
+        metadata: &[(String, String)],
+    ) -> Result<(), ArchiveError> {
+        let result = self.writer.add_prepared(binary_key, arch, kernel, metadata);
+        result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
+    /// Number of `(binary, arch)` entries added.
+    pub fn entry_count(&self) -> usize {
+        self.writer.entry_count()
+    }
+
+    /// The final path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes the TOC, completes the header, syncs and renames the archive into place;
+    /// returns its size.
+    pub fn finish(mut self) -> Result<u64, ArchiveError> {
+        let result = self.finish_inner();
+        result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
+    fn finish_inner(&mut self) -> Result<u64, ArchiveError> {
+        let region_len = self.writer.region_len();
+        let toc = self.writer.toc(region_len)?;
+        let count = self.writer.blobs.count() as u32;
+        let zstd = matches!(self.writer.compression, Compression::Zstd { .. });
+        let Blobs::Streamed { out, .. } = &mut self.writer.blobs else {
+            unreachable!("an ArchiveFileWriter streams its blobs");
+        };
+        let io = io_error("writing archive");
+        let toc_offset = DATA_START + region_len;
+        out.write_all(&toc).map_err(&io)?;
+        out.seek(SeekFrom::Start(8)).map_err(&io)?;
+        out.write_all(&toc_offset.to_le_bytes()).map_err(&io)?;
+        if zstd {
+            out.seek(SeekFrom::Start(DATA_START)).map_err(&io)?;
+            out.write_all(&count.to_le_bytes()).map_err(&io)?;
+        }
+        let Blobs::Streamed { out, .. } =
+            std::mem::replace(&mut self.writer.blobs, Blobs::Memory(Vec::new()))
+        else {
+            unreachable!()
+        };
+        let file = out
+            .into_inner()
+            .map_err(|e| io_error("writing archive")(e.into_error()))?;
+        file.sync_all().map_err(io_error("syncing archive"))?;
+        drop(file);
+        let tmp = self
+            .tmp
+            .take()
+            .expect("an unfinished writer has its temporary file");
+        kpack_fs::fault_point("atomic-written");
+        tmp.persist(&self.path)
+            .map_err(|e| io_error("renaming temporary archive into place")(e.error))?;
+        Ok(toc_offset + toc.len() as u64)
     }
 }

@@ -313,3 +313,58 @@ fn write_file_replaces_the_target_atomically_and_leaves_nothing_on_failure() {
         "no temporary file left behind"
     );
 }
+
+#[test]
+fn streamed_archives_are_byte_identical_to_buffered_ones_dedupe_included() {
+    let mut ks = kernels();
+    // A repeated kernel under a new key: dedupe must find it by reading the file back.
+    ks.push(("again#7".into(), ks[1].1.clone(), ks[1].2.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    for compression in [Compression::None, Compression::zstd()] {
+        let path = dir.path().join("streamed.kpack");
+        let mut streamed =
+            kpack_archive::ArchiveFileWriter::create(&path, "grp", "gfx110X", compression).unwrap();
+        let mut compressor = kpack_archive::KernelCompressor::new(compression);
+        for (i, (b, arch, data)) in ks.iter().enumerate() {
+            if i % 2 == 0 {
+                streamed.add(b, arch, data.as_slice(), &[]).unwrap();
+            } else {
+                let kernel = compressor.prepare(data.as_slice()).unwrap();
+                streamed.add_prepared(b, arch, kernel, &[]).unwrap();
+            }
+        }
+        assert_eq!(streamed.entry_count(), ks.len());
+        assert!(!path.exists(), "nothing at the final path before finish");
+        let n = streamed.finish().unwrap();
+        let buffered = writer_with(compression, &ks);
+        assert_eq!(
+            buffered.blob_count(),
+            ks.len() - 1,
+            "the repeat is stored once"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            write(&buffered),
+            "{compression:?}"
+        );
+        assert_eq!(n, std::fs::metadata(&path).unwrap().len());
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn an_unfinished_streamed_archive_leaves_nothing_behind() {
+    let ks = kernels();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grp_gfx1100.kpack");
+    let mut w =
+        kpack_archive::ArchiveFileWriter::create(&path, "grp", "gfx1100", Compression::zstd())
+            .unwrap();
+    w.add(&ks[0].0, &ks[0].1, ks[0].2.as_slice(), &[]).unwrap();
+    let e = w
+        .add(&ks[0].0, &ks[0].1, ks[0].2.as_slice(), &[])
+        .unwrap_err();
+    assert!(e.to_string().contains("grp_gfx1100.kpack"), "{e}");
+    drop(w);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

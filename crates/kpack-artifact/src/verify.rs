@@ -99,7 +99,20 @@ type Overlay = BTreeMap<String, Vec<(usize, TreeEntry)>>;
 struct Ctx {
     artifacts: Vec<ArtifactInfo>,
     overlay: Overlay,
-    archives: Mutex<HashMap<PathBuf, Option<Arc<Archive>>>>,
+    /// Archives opened so far, with their mappings (see [`Ctx::release_archives`]).
+    archives: Mutex<HashMap<PathBuf, Option<MappedArchive>>>,
+}
+
+/// An open archive and the mapping it reads.
+type MappedArchive = (Arc<Archive>, Arc<kpack_pipeline::FileBytes>);
+
+/// An archive's mapping shared with the [`Archive`] reading it.
+struct SharedMap(Arc<kpack_pipeline::FileBytes>);
+
+impl AsRef<[u8]> for SharedMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl Ctx {
@@ -109,10 +122,28 @@ impl Ctx {
 
     fn archive(&self, path: &Path) -> Option<Arc<Archive>> {
         let mut cache = self.archives.lock().expect("archive cache");
+        let open = || {
+            let file = std::fs::File::open(path).ok()?;
+            let map = Arc::new(kpack_pipeline::map_file(&file, path).ok()?);
+            let archive = Archive::from_backing(SharedMap(map.clone())).ok()?;
+            Some((Arc::new(archive), map))
+        };
         cache
             .entry(path.to_owned())
-            .or_insert_with(|| Archive::open(path).ok().map(Arc::new))
-            .clone()
+            .or_insert_with(open)
+            .as_ref()
+            .map(|(a, _)| a.clone())
+    }
+
+    /// Drops the pages of the archive at `path` from the resident set: reading back every
+    /// code object of a library touches all of its archives (locating the frames alone
+    /// faults in most pages), which would otherwise stay resident until verify ends (see
+    /// [`kpack_pipeline::FileBytes::release`]).
+    fn release_archive(&self, path: &Path) {
+        let cache = self.archives.lock().expect("archive cache");
+        if let Some(Some((_, map))) = cache.get(path) {
+            map.release(map);
+        }
     }
 
     /// The archives a marker search path reaches from the binary at `bin` (an overlay path):
@@ -720,6 +751,9 @@ impl Visitor for Recover<'_> {
                 ));
             }
         }
+        for (_, path, a) in &archives {
+            self.ctx.release_archive(&self.ctx.path(*a, path));
+        }
         Ok(())
     }
 }
@@ -848,7 +882,7 @@ fn identity(
                     checked: 0,
                     failures: Vec::new(),
                 };
-                if let Err(err) = source::walk(&bytes, &mut recover) {
+                if let Err(err) = source::walk_mapped(&bytes, &mut recover) {
                     o.failures.push(format!("{rel}: original: {err}"));
                 }
                 o.checked += recover.checked;

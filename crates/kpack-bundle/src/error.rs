@@ -5,14 +5,17 @@ use crate::CompressionMethod;
 /// Everything that can go wrong reading or writing a bundle.
 ///
 /// Offsets are byte offsets from the start of the buffer handed to the public function
-/// that failed (for [`crate::walk_fatbin`]: from the start of the section). Errors about
-/// the *decompressed* payload of a CCOB (reported by [`crate::DecodedBundle::bundle`] and
+/// that failed (for [`crate::walk_fatbin`]: from the start of the section), printed in hex;
+/// [`BundleError::shifted`] makes them absolute in a file. Errors about the *decompressed*
+/// payload of a CCOB (reported by [`crate::DecodedBundle::bundle`] and
 /// [`crate::DecodedBundle::bundles`]) carry offsets inside that payload.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum BundleError {
     /// The input ends inside a structure.
-    #[error("truncated {what} at offset {offset}: need {needed} bytes, only {available} available")]
+    #[error(
+        "truncated {what} at offset {offset:#x}: need {needed} bytes, only {available} available"
+    )]
     Truncated {
         /// Byte offset of the problem.
         offset: u64,
@@ -24,14 +27,14 @@ pub enum BundleError {
         what: &'static str,
     },
     /// No bundle magic where a bundle should start.
-    #[error("no bundle at offset {offset}: expected magic `__CLANG_OFFLOAD_BUNDLE__` or `CCOB`")]
+    #[error("no bundle at offset {offset:#x}: expected magic `__CLANG_OFFLOAD_BUNDLE__` or `CCOB`")]
     BadMagic {
         /// Byte offset of the problem.
         offset: u64,
     },
     /// Between bundles, a byte that is neither padding nor a magic.
     #[error(
-        "non-zero byte {byte:#04x} at offset {offset} between bundles: expected zero padding or a bundle magic"
+        "non-zero byte {byte:#04x} at offset {offset:#x} between bundles: expected zero padding or a bundle magic"
     )]
     NonZeroPadding {
         /// Byte offset of the problem.
@@ -41,7 +44,7 @@ pub enum BundleError {
     },
     /// An entry count the rest of the input cannot hold.
     #[error(
-        "entry count {count} at offset {offset} is impossible: the remaining bytes hold at most {max} entry headers"
+        "implausible entry count {count} at offset {offset:#x}: the remaining bytes hold at most {max} entry headers"
     )]
     TooManyEntries {
         /// Byte offset of the problem.
@@ -51,8 +54,25 @@ pub enum BundleError {
         /// The most entry headers the remaining bytes can hold.
         max: u64,
     },
+    /// The count claims more entries than the header holds: entry `entry`'s header (at
+    /// `entry_offset`) is zero padding or runs into the data of the entries before it.
+    #[error(
+        "implausible entry count {count} at offset {offset:#x}: the header holds only {entry} entries (entry {entry} at {entry_offset:#x} {why})"
+    )]
+    ImplausibleEntryCount {
+        /// Byte offset of the entry count.
+        offset: u64,
+        /// The entry count the header records.
+        count: u64,
+        /// The first entry that is not there.
+        entry: u64,
+        /// Byte offset of that entry's header.
+        entry_offset: u64,
+        /// Why it is not an entry.
+        why: &'static str,
+    },
     /// An entry's bundle ID is not UTF-8.
-    #[error("triple of entry {entry} at offset {offset} is not valid UTF-8")]
+    #[error("triple of entry {entry} at offset {offset:#x} is not valid UTF-8")]
     TripleNotUtf8 {
         /// Index of the entry in its bundle.
         entry: u64,
@@ -62,7 +82,7 @@ pub enum BundleError {
     /// `offset`/`size` are the entry's stored fields, relative to its bundle, which starts
     /// at `bundle_offset`.
     #[error(
-        "bundle at offset {bundle_offset}, entry {entry}: data at offset {offset} size {size} lies outside the {bundle_len} available bytes"
+        "bundle at offset {bundle_offset:#x}, entry {entry}: data at {:#x} (bundle + {offset:#x}) size {size} lies outside the {bundle_len} available bytes", .bundle_offset.saturating_add(*.offset)
     )]
     EntryOutOfRange {
         /// Byte offset of the bundle.
@@ -78,7 +98,7 @@ pub enum BundleError {
     },
     /// `offset` is the entry's stored field, relative to its bundle.
     #[error(
-        "bundle at offset {bundle_offset}, entry {entry}: data offset {offset} lies inside the bundle header, which ends at {header_len}"
+        "bundle at offset {bundle_offset:#x}, entry {entry}: data at {:#x} (bundle + {offset:#x}) lies inside the bundle header, which ends at bundle + {header_len:#x}", .bundle_offset.saturating_add(*.offset)
     )]
     EntryOverlapsHeader {
         /// Byte offset of the bundle.
@@ -91,7 +111,7 @@ pub enum BundleError {
         header_len: u64,
     },
     /// A CCOB version other than 1, 2 or 3.
-    #[error("unsupported CCOB version {version} at offset {offset}: expected 1, 2 or 3")]
+    #[error("unsupported CCOB version {version} at offset {offset:#x}: expected 1, 2 or 3")]
     UnsupportedVersion {
         /// Byte offset of the problem.
         offset: u64,
@@ -100,7 +120,7 @@ pub enum BundleError {
     },
     /// A CCOB compression method other than zlib or zstd.
     #[error(
-        "unsupported CCOB compression method {method} at offset {offset}: expected 0 (zlib) or 1 (zstd)"
+        "unsupported CCOB compression method {method} at offset {offset:#x}: expected 0 (zlib) or 1 (zstd)"
     )]
     UnsupportedMethod {
         /// Byte offset of the problem.
@@ -110,7 +130,7 @@ pub enum BundleError {
     },
     /// A CCOB total size smaller than its header.
     #[error(
-        "CCOB total size {total_size} at offset {offset} is smaller than its own {header_len}-byte header"
+        "CCOB total size {total_size} at offset {offset:#x} is smaller than its own {header_len}-byte header"
     )]
     BadTotalSize {
         /// Byte offset of the problem.
@@ -122,7 +142,7 @@ pub enum BundleError {
     },
     /// A CCOB claims more decompressed bytes than its compressed size can produce.
     #[error(
-        "CCOB at offset {offset} claims {claimed} decompressed bytes, more than the limit {limit} its compressed size allows"
+        "CCOB at offset {offset:#x} claims {claimed} decompressed bytes, more than the limit {limit} its compressed size allows"
     )]
     DecompressedTooLarge {
         /// Byte offset of the problem.
@@ -133,7 +153,7 @@ pub enum BundleError {
         limit: u64,
     },
     /// The compressed payload does not decode.
-    #[error("{method:?} data at offset {offset} does not decompress: {message}")]
+    #[error("{method:?} data at offset {offset:#x} does not decompress: {message}")]
     Decompress {
         /// Byte offset of the problem.
         offset: u64,
@@ -143,7 +163,7 @@ pub enum BundleError {
         message: String,
     },
     /// A size the header records differs from the data's.
-    #[error("{what} at offset {offset}: expected {expected} bytes, got {actual}")]
+    #[error("{what} at offset {offset:#x}: expected {expected} bytes, got {actual}")]
     SizeMismatch {
         /// Byte offset of the problem.
         offset: u64,
@@ -156,7 +176,7 @@ pub enum BundleError {
     },
     /// A CCOB's stored hash differs from the decompressed bundle's.
     #[error(
-        "CCOB at offset {offset}: stored hash {expected:#018x} != low 64 bits of MD5 of the decompressed bundle {actual:#018x}"
+        "CCOB hash at offset {offset:#x}: stored {expected:#018x}, but the low 64 bits of the MD5 of the decompressed bundle are {actual:#018x}"
     )]
     HashMismatch {
         /// Byte offset of the problem.
@@ -167,7 +187,7 @@ pub enum BundleError {
         actual: u64,
     },
     /// Bytes after the end of a structure that should end the input.
-    #[error("{len} unexpected bytes at offset {offset} after the end of {what}")]
+    #[error("{len} unexpected bytes at offset {offset:#x} after the end of {what}")]
     TrailingData {
         /// Byte offset of the first such byte.
         offset: u64,
@@ -177,7 +197,7 @@ pub enum BundleError {
         what: &'static str,
     },
     /// A CCOB inside a decompressed CCOB payload.
-    #[error("compressed bundle at offset {offset} inside a decompressed CCOB payload")]
+    #[error("compressed bundle at offset {offset:#x} inside a decompressed CCOB payload")]
     NestedCompressed {
         /// Byte offset of the problem.
         offset: u64,
@@ -223,7 +243,7 @@ pub enum BundleError {
 impl BundleError {
     /// The same error with every reported offset moved by `base`, for errors found in a
     /// sub-slice that starts at `base` within the caller's buffer.
-    pub(crate) fn shifted(self, base: u64) -> Self {
+    pub fn shifted(self, base: u64) -> Self {
         use BundleError::*;
         let b = |o: u64| o.saturating_add(base);
         match self {
@@ -247,6 +267,19 @@ impl BundleError {
                 offset: b(offset),
                 count,
                 max,
+            },
+            ImplausibleEntryCount {
+                offset,
+                count,
+                entry,
+                entry_offset,
+                why,
+            } => ImplausibleEntryCount {
+                offset: b(offset),
+                count,
+                entry,
+                entry_offset: b(entry_offset),
+                why,
             },
             TripleNotUtf8 { entry, offset } => TripleNotUtf8 {
                 entry,

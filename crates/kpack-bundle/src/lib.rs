@@ -50,9 +50,11 @@
 //! Every parser takes `&[u8]`, never panics, and allocates only what the input justifies:
 //! entry counts are bounded by the bytes that remain, triples are borrowed, and a CCOB's
 //! claimed size must be within [`MAX_DECOMPRESSED`] and within what its compressed bytes
-//! can possibly decode to (deflate 1032:1, zstd 32768:1); the output buffer then grows
-//! only as data actually arrives and decoding stops one byte past the claim. Errors name
-//! the byte offset and what was expected.
+//! can possibly decode to (deflate 1032:1, zstd 32768:1). zstd decodes in one shot into a
+//! buffer reserved at the claimed size, whose pages cost memory only as they are written (and
+//! zstd then needs no window buffer of its own); zlib's buffer grows as data arrives and
+//! decoding stops one byte past the claim. Errors name the byte offset (in hex) and what was
+//! expected.
 
 #![warn(missing_docs)]
 
@@ -67,6 +69,7 @@ pub use error::BundleError;
 pub use plain::{Bundle, Entry, write_uncompressed};
 
 use ccob::CcobHeader;
+use plain::check_magic;
 
 /// Magic of an uncompressed bundle.
 pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
@@ -138,6 +141,17 @@ fn locate(bytes: &[u8]) -> Result<(u64, BundleFormat), BundleError> {
 /// zlib stream).
 pub fn bundle_extent(bytes: &[u8]) -> Result<u64, BundleError> {
     locate(bytes).map(|(len, _)| len)
+}
+
+/// The format of the bundle at `bytes[0]`, from its header alone (a CCOB's compressed data
+/// is neither bounded nor decoded): what [`DecodedBundle::decode`] will find, e.g. to know
+/// how many bytes decoding it will take.
+pub fn peek_format(bytes: &[u8]) -> Result<BundleFormat, BundleError> {
+    if looks_compressed(bytes) {
+        Ok(BundleFormat::from(&CcobHeader::parse(bytes)?))
+    } else {
+        check_magic(bytes, BUNDLE_MAGIC).map(|()| BundleFormat::Uncompressed)
+    }
 }
 
 /// Walks `region` by headers: calls `visit(offset, &region[offset..])` for each bundle,

@@ -59,8 +59,27 @@ impl<'a> Bundle<'a> {
         let mut entries = Vec::with_capacity(count as usize);
         let mut pos = FIXED_HEADER_LEN;
         let mut ranges = Vec::with_capacity(count as usize);
+        // Where the data of the entries read so far starts: the header must end before it.
+        let mut first_data = u64::MAX;
         for entry in 0..count {
+            // An entry past the first whose header is zero padding or runs into the data
+            // is not an entry: the count is what is wrong, not that entry's fields.
+            let implausible = |why| BundleError::ImplausibleEntryCount {
+                offset: 24,
+                count,
+                entry,
+                entry_offset: pos,
+                why,
+            };
+            if entry > 0 && pos + ENTRY_HEADER_LEN > first_data {
+                return Err(implausible(
+                    "would overlap the data of the entries before it",
+                ));
+            }
             let fields = read(bytes, pos, ENTRY_HEADER_LEN, "entry header")?;
+            if entry > 0 && fields.iter().all(|&b| b == 0) {
+                return Err(implausible("is zero padding"));
+            }
             let (offset, size, triple_len) = (
                 le_u64(&fields[0..8]),
                 le_u64(&fields[8..16]),
@@ -71,6 +90,9 @@ impl<'a> Bundle<'a> {
             let triple = std::str::from_utf8(triple_bytes)
                 .map_err(|_| BundleError::TripleNotUtf8 { entry, offset: pos })?;
             pos += triple_len;
+            if offset >= pos {
+                first_data = first_data.min(offset);
+            }
             ranges.push((triple, offset, size));
         }
         let header_len = pos;

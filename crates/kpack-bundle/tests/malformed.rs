@@ -437,3 +437,75 @@ fn corrupting_any_header_byte_never_panics() {
         }
     }
 }
+
+#[test]
+fn a_count_beyond_the_real_entries_is_reported_as_an_implausible_count() {
+    // clang's default layout: zero padding from the header's end (204) to the data (4096).
+    let aligned = fixture("modern/plain_align4096_llvm22.bundle");
+    let bad = patched(&aligned, 24, &4u64.to_le_bytes());
+    let err = Bundle::parse(&bad).unwrap_err();
+    assert_eq!(
+        err,
+        BundleError::ImplausibleEntryCount {
+            offset: 24,
+            count: 4,
+            entry: 3,
+            entry_offset: 204,
+            why: "is zero padding"
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "implausible entry count 4 at offset 0x18: the header holds only 3 entries (entry 3 at 0xcc is zero padding)"
+    );
+    // Packed (alignment 1): the fourth "entry header" would be the first entry's data.
+    let packed = fixture("modern/plain_align1_llvm22.bundle");
+    let bad = patched(&packed, 24, &4u64.to_le_bytes());
+    assert_eq!(
+        Bundle::parse(&bad),
+        Err(BundleError::ImplausibleEntryCount {
+            offset: 24,
+            count: 4,
+            entry: 3,
+            entry_offset: 204,
+            why: "would overlap the data of the entries before it"
+        })
+    );
+    // Inside a section, the offsets are the section's.
+    let mut section = vec![0u8; 4096];
+    section.extend_from_slice(&bad);
+    assert_eq!(
+        walk_fatbin(&section),
+        Err(BundleError::ImplausibleEntryCount {
+            offset: 4096 + 24,
+            count: 4,
+            entry: 3,
+            entry_offset: 4096 + 204,
+            why: "would overlap the data of the entries before it"
+        })
+    );
+}
+
+#[test]
+fn a_hash_mismatch_names_the_hash_field_in_hex() {
+    let mut v3 = fixture("modern/ccob_v3_llvm22.bundle");
+    v3[24] ^= 1;
+    let err = DecodedBundle::decode(&v3).unwrap_err();
+    assert!(
+        matches!(err, BundleError::HashMismatch { offset: 24, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("CCOB hash at offset 0x18: stored 0x"),
+        "{err}"
+    );
+    // Shifted to where the bundle lies in a file, the offset is absolute.
+    let shifted = err.shifted(0x1000);
+    assert!(
+        shifted
+            .to_string()
+            .starts_with("CCOB hash at offset 0x1018:"),
+        "{shifted}"
+    );
+}

@@ -661,3 +661,89 @@ fn pack_refuses_an_input_without_device_code() {
     );
     assert!(!out.exists(), "nothing is written");
 }
+
+/// The bundles of `.hip_fatbin` in `file`: (file offset, section offset), from `inspect --json`.
+fn bundle_offsets(file: &Path) -> Vec<(u64, u64)> {
+    let report = json(&["inspect", "--json", s(file)]);
+    let details = &report[0]["details"];
+    let section = details["fatbin"]["offset"].as_u64().unwrap();
+    details["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let offset = b["offset"].as_u64().unwrap();
+            (offset, offset - section)
+        })
+        .collect()
+}
+
+#[test]
+fn a_ccob_hash_mismatch_names_the_bundle_and_absolute_offsets_in_hex() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = fixture("modern/libmodern_two_v3.so");
+    let (file_offset, section_offset) = bundle_offsets(&good)[1];
+    let mut bytes = std::fs::read(&good).unwrap();
+    // The stored hash of the second CCOB (v3: bytes 24..32 of its header).
+    bytes[file_offset as usize + 24] ^= 0x55;
+    let bad = dir.path().join("libmodern_two_v3.so");
+    std::fs::write(&bad, &bytes).unwrap();
+    let expected = format!(
+        "bundle 1 at file offset {file_offset:#x} (.hip_fatbin + {section_offset:#x}): CCOB hash at offset {:#x}: stored 0x",
+        file_offset + 24
+    );
+    for args in [
+        vec!["inspect", s(&bad)],
+        vec!["unbundle", s(&bad), "-o", s(&dir.path().join("out"))],
+        vec![
+            "transform",
+            s(&bad),
+            "-o",
+            s(&dir.path().join("host.so")),
+            "--kpack-dir",
+            s(&dir.path().join("kp")),
+        ],
+    ] {
+        let res = kpack(&args);
+        assert_eq!(res.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&res.stderr);
+        assert!(err.contains(s(&bad)), "{args:?}: names the file: {err}");
+        assert!(
+            err.contains(&expected),
+            "{args:?}: {err}\nexpected: {expected}"
+        );
+    }
+    assert!(!dir.path().join("host.so").exists(), "nothing written");
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("kp"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(left, Vec::<std::ffi::OsString>::new(), "no archive left");
+}
+
+#[test]
+fn an_implausible_entry_count_is_reported_as_such_with_hex_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = fixture("modern/libmodern_nocompress.so");
+    let (file_offset, _) = bundle_offsets(&good)[0];
+    let mut bytes = std::fs::read(&good).unwrap();
+    let count_at = file_offset as usize + 24;
+    let count = u64::from_le_bytes(bytes[count_at..count_at + 8].try_into().unwrap());
+    bytes[count_at..count_at + 8].copy_from_slice(&(count + 1).to_le_bytes());
+    let bad = dir.path().join("libmodern_nocompress.so");
+    std::fs::write(&bad, &bytes).unwrap();
+    let res = kpack(&["inspect", s(&bad)]);
+    assert_eq!(res.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        err.contains(&format!("implausible entry count {}", count + 1)),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("at offset {:#x}", file_offset + 24)),
+        "the count's absolute offset, in hex: {err}"
+    );
+    assert!(
+        !err.contains("triple"),
+        "not reported as a triple length: {err}"
+    );
+}

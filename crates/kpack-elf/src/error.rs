@@ -168,7 +168,7 @@ pub enum ElfError {
         /// Section file offset.
         offset: u64,
     },
-    /// `.hip_fatbin` whose bundles do not parse.
+    /// `.hip_fatbin` whose bundles do not parse (`source`'s offsets are absolute in the file).
     #[error(".hip_fatbin [{section}] at file offset {offset:#x}: {source}")]
     Bundle {
         /// Section index.

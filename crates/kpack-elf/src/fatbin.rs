@@ -254,7 +254,8 @@ pub fn inspect_elf(elf: &ElfFile<'_>) -> Result<FatBinary, ElfError> {
                 kpack_bundle::walk_fatbin(bytes).map_err(|source| ElfError::Bundle {
                     section: section.index,
                     offset: section.sh_offset,
-                    source,
+                    // Absolute in the file, like every offset kpack prints.
+                    source: source.shifted(section.sh_offset),
                 })?
             };
             (Some(fatbin), bundles)

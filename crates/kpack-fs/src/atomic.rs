@@ -20,16 +20,22 @@ pub fn write_atomic<T, E>(
     fill: impl FnOnce(&mut File) -> Result<T, E>,
     io_error: impl Fn(&Path, std::io::Error) -> E,
 ) -> Result<T, E> {
-    let dir = parent_dir(path);
-    let prefix = temp_name_prefix();
-    let mut tmp = temp_builder(&prefix)
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir)
-        .map_err(|e| io_error(dir, e))?;
+    let mut tmp = temp_file_beside(path).map_err(|e| io_error(parent_dir(path), e))?;
     let value = fill(tmp.as_file_mut())?;
     fault_point("atomic-written");
     tmp.persist(path).map_err(|e| io_error(path, e.error))?;
     Ok(value)
+}
+
+/// A new temporary file beside `path`, named as every kpack temporary is (so a killed run's
+/// is swept) and with mode 0666 less the umask: for writers that fill a file over many calls
+/// and `persist` it over `path` at the end ([`write_atomic`] for one call). Dropped
+/// unpersisted, it is removed.
+pub fn temp_file_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let prefix = temp_name_prefix();
+    temp_builder(&prefix)
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(parent_dir(path))
 }
 
 /// Makes `path` a symbolic link to `target`, replacing what was there in one rename (so a

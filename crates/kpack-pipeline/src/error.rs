@@ -9,6 +9,27 @@ pub enum SourceError {
     /// A bundle or CCOB is malformed.
     #[error(transparent)]
     Bundle(#[from] kpack_bundle::BundleError),
+    /// A bundle of a file is malformed: its index and where it starts in the file (and, for
+    /// a `.hip_fatbin` bundle, in the section). The bundle error's offsets are absolute in
+    /// the file too, except for errors inside a CCOB's decompressed payload, which are
+    /// offsets in that payload.
+    #[error(
+        "bundle {index} at file offset {file_offset:#x}{}: {}{source}",
+        section_offset.map(|o| format!(" (.hip_fatbin + {o:#x})")).unwrap_or_default(),
+        if *in_payload { "in its decompressed payload: " } else { "" }
+    )]
+    InBundle {
+        /// Index of the bundle within the file (or `.hip_fatbin`).
+        index: usize,
+        /// Absolute offset of the bundle in the file.
+        file_offset: u64,
+        /// Offset of the bundle within `.hip_fatbin`.
+        section_offset: Option<u64>,
+        /// Whether `source` is about the decompressed payload of a CCOB.
+        in_payload: bool,
+        /// What is wrong with it.
+        source: kpack_bundle::BundleError,
+    },
     /// The ELF file is malformed.
     #[error(transparent)]
     Elf(#[from] kpack_elf::ElfError),

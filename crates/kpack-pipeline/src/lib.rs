@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod ordered;
 pub mod pack;
 pub mod report;
 pub mod source;

@@ -254,7 +254,7 @@ pub fn inspect_input(path: &Path, given: bool) -> Option<Inspection> {
         .map_err(crate::error::io_error(path))
         .and_then(|f| crate::map_file(&f, path))
         .and_then(|bytes| {
-            inspect(&shown, &bytes).map_err(|e| SourceError::InInput {
+            inspect_mapped(&shown, &bytes).map_err(|e| SourceError::InInput {
                 path: path.to_owned(),
                 source: Box::new(e),
             })
@@ -270,6 +270,20 @@ pub fn inspect_input(path: &Path, given: bool) -> Option<Inspection> {
 
 /// Inspects `bytes`, the whole content of the file at `path`.
 pub fn inspect(path: &str, bytes: &[u8]) -> Result<FileReport, SourceError> {
+    inspect_with(path, bytes, None)
+}
+
+/// Like [`inspect`] on a mapped file, whose pages are dropped from the resident set bundle
+/// by bundle (see [`source::walk_mapped`]).
+pub fn inspect_mapped(path: &str, map: &crate::FileBytes) -> Result<FileReport, SourceError> {
+    inspect_with(path, map, Some(map))
+}
+
+fn inspect_with(
+    path: &str,
+    bytes: &[u8],
+    mapping: Option<&crate::FileBytes>,
+) -> Result<FileReport, SourceError> {
     let kind = source::classify(bytes);
     match kind {
         FileKind::KpackArchive => inspect_archive(path, bytes),
@@ -299,7 +313,10 @@ pub fn inspect(path: &str, bytes: &[u8]) -> Result<FileReport, SourceError> {
         }),
         FileKind::Elf | FileKind::Ar | FileKind::Bundle | FileKind::CompressedBundle => {
             let mut collector = Collector::default();
-            source::walk(bytes, &mut collector)?;
+            match mapping {
+                Some(map) => source::walk_mapped(map, &mut collector)?,
+                None => source::walk(bytes, &mut collector)?,
+            };
             let details = match kind {
                 FileKind::Elf => Details::Elf(
                     collector

@@ -14,6 +14,7 @@ use kpack_bundle::{Bundle, BundleFormat, DecodedBundle};
 use kpack_elf::FatBinary;
 use kpack_target::{BundleId, TargetId};
 
+use crate::FileBytes;
 use crate::error::SourceError;
 
 /// What a file holds, decided from its first bytes.
@@ -147,21 +148,41 @@ pub trait Visitor {
 
 /// Walks every device code object of `bytes` (a whole file), in file order.
 pub fn walk(bytes: &[u8], visitor: &mut dyn Visitor) -> Result<FileKind, SourceError> {
+    walk_with(bytes, None, visitor)
+}
+
+/// Like [`walk`] over a whole mapped file, dropping the pages of each bundle from the
+/// resident set once it is visited (see [`FileBytes::release`]): walking a 400 MB library
+/// then costs the memory of one bundle, not of the file.
+pub fn walk_mapped(map: &FileBytes, visitor: &mut dyn Visitor) -> Result<FileKind, SourceError> {
+    walk_with(map, Some(map), visitor)
+}
+
+fn walk_with(
+    bytes: &[u8],
+    mapping: Option<&FileBytes>,
+    visitor: &mut dyn Visitor,
+) -> Result<FileKind, SourceError> {
     let kind = classify(bytes);
     match kind {
-        FileKind::Elf => walk_elf(bytes, 0, None, visitor)?,
+        FileKind::Elf => walk_elf(bytes, 0, None, mapping, visitor)?,
         FileKind::Ar => {
             let members = kpack_elf::ar::members(bytes)?;
             for m in &members {
                 if classify(m.data) == FileKind::Elf {
-                    walk_elf(m.data, m.offset, Some(m.name.as_ref()), visitor)?;
+                    walk_elf(m.data, m.offset, Some(m.name.as_ref()), mapping, visitor)?;
                 }
             }
         }
         FileKind::Bundle | FileKind::CompressedBundle => {
             let len = kpack_bundle::bundle_extent(bytes)?;
-            let bundle_bytes = &bytes[..len as usize];
-            walk_bundle(bundle_bytes, 0, 0, None, &[], visitor)?;
+            let slot = BundleSlot {
+                index: 0,
+                range: 0..len as usize,
+                wrappers: Vec::new(),
+                section_offset: None,
+            };
+            walk_bundle(bytes, &slot, 0, None, visitor)?;
         }
         FileKind::CodeObject => {
             let target = kpack_target::code_object_target(bytes)?;
@@ -181,48 +202,99 @@ pub fn walk(bytes: &[u8], visitor: &mut dyn Visitor) -> Result<FileKind, SourceE
     Ok(kind)
 }
 
+/// A bundle of an ELF's `.hip_fatbin`: where its stored bytes are and which wrappers lead
+/// to it.
+#[derive(Debug, Clone)]
+pub struct BundleSlot {
+    /// Index of the bundle within the section.
+    pub index: usize,
+    /// Its stored bytes within the ELF.
+    pub range: Range<usize>,
+    /// The wrappers (`.hipFatBinSegment` slots) whose pointer leads to it.
+    pub wrappers: Vec<usize>,
+    /// Its offset within `.hip_fatbin` (none for a raw bundle file).
+    pub section_offset: Option<u64>,
+}
+
+/// The bundles of `fat` (the inspection of the ELF `bytes`) in section order; none when
+/// `.hip_fatbin` is missing or occupies no file bytes.
+pub fn bundle_slots(fat: &FatBinary) -> Vec<BundleSlot> {
+    let Some(section) = fat.fatbin.as_ref().filter(|s| !s.nobits) else {
+        return Vec::new();
+    };
+    fat.bundles
+        .iter()
+        .enumerate()
+        .map(|(index, located)| {
+            let start = (section.offset + located.offset) as usize;
+            BundleSlot {
+                index,
+                range: start..start + located.len as usize,
+                wrappers: fat
+                    .wrappers
+                    .iter()
+                    .filter(|w| w.bundle == Some(index))
+                    .map(|w| w.index)
+                    .collect(),
+                section_offset: Some(located.offset),
+            }
+        })
+        .collect()
+}
+
 fn walk_elf(
     bytes: &[u8],
     base: u64,
     member: Option<&str>,
+    mapping: Option<&FileBytes>,
     visitor: &mut dyn Visitor,
 ) -> Result<(), SourceError> {
     let fat = kpack_elf::inspect(bytes)?;
     visitor.elf(member, &fat)?;
-    let Some(section) = fat.fatbin.as_ref().filter(|s| !s.nobits) else {
-        return Ok(());
-    };
-    for (index, located) in fat.bundles.iter().enumerate() {
-        let start = section.offset + located.offset;
-        let wrappers: Vec<usize> = fat
-            .wrappers
-            .iter()
-            .filter(|w| w.bundle == Some(index))
-            .map(|w| w.index)
-            .collect();
-        let range = start as usize..(start + located.len) as usize;
-        walk_bundle(
-            &bytes[range],
-            index,
-            base + start,
-            member,
-            &wrappers,
-            visitor,
-        )?;
+    for slot in bundle_slots(&fat) {
+        walk_bundle(bytes, &slot, base, member, visitor)?;
+        if let Some(map) = mapping {
+            map.release(&bytes[slot.range]);
+        }
     }
     Ok(())
 }
 
-fn walk_bundle(
-    bytes: &[u8],
-    index: usize,
-    file_offset: u64,
+/// Decodes the bundle at `slot` of `elf` (an ELF, or a raw bundle file) and visits it and its
+/// device code objects; `base` is the absolute offset of `elf` in the file (an `ar` member's).
+pub fn walk_bundle(
+    elf: &[u8],
+    slot: &BundleSlot,
+    base: u64,
     member: Option<&str>,
-    wrappers: &[usize],
     visitor: &mut dyn Visitor,
 ) -> Result<(), SourceError> {
-    let decoded = DecodedBundle::decode(bytes)?;
-    let bundle = decoded.bundle()?;
+    let bytes = &elf[slot.range.clone()];
+    let index = slot.index;
+    let file_offset = base + slot.range.start as u64;
+    let wrappers = &slot.wrappers[..];
+    let in_bundle = |in_payload: bool| {
+        move |e: kpack_bundle::BundleError| SourceError::InBundle {
+            index,
+            file_offset,
+            section_offset: slot.section_offset,
+            in_payload,
+            source: if in_payload {
+                e
+            } else {
+                e.shifted(file_offset)
+            },
+        }
+    };
+    let _decoding = DecodeBudget::acquire(match kpack_bundle::peek_format(bytes) {
+        Ok(BundleFormat::Compressed {
+            uncompressed_size, ..
+        }) => uncompressed_size,
+        _ => 0,
+    });
+    let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
+    let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
+    let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
     visitor.bundle(&FoundBundle {
         member,
         index,
@@ -232,7 +304,7 @@ fn walk_bundle(
         decoded: &decoded,
         bundle: &bundle,
     })?;
-    let stored_in_file = matches!(decoded.format(), BundleFormat::Uncompressed);
+    let stored_in_file = !compressed;
     for (entry_index, entry) in bundle.entries().iter().enumerate() {
         let id = BundleId::parse(entry.triple)?;
         if id.target().is_none() {
@@ -254,6 +326,37 @@ fn walk_bundle(
         })?;
     }
     Ok(())
+}
+
+/// The bytes of decompressed bundles alive at once in this process, across every thread and
+/// walk: a bundle is decoded only while those of the others fit in [`DECODE_BUDGET`] (or when
+/// none is), so parallel walks (verify's workers, transform's) cannot each hold a 160 MB
+/// bundle at the same time. A bundle is released once visited; nothing waits while holding
+/// one, so the gate cannot deadlock.
+struct DecodeBudget(u64);
+
+/// See [`DecodeBudget`].
+const DECODE_BUDGET: u64 = 256 << 20;
+
+static DECODING: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+static DECODED: std::sync::Condvar = std::sync::Condvar::new();
+
+impl DecodeBudget {
+    fn acquire(bytes: u64) -> Self {
+        let mut in_use = DECODING.lock().unwrap_or_else(|e| e.into_inner());
+        while *in_use != 0 && in_use.saturating_add(bytes) > DECODE_BUDGET {
+            in_use = DECODED.wait(in_use).unwrap_or_else(|e| e.into_inner());
+        }
+        *in_use += bytes;
+        DecodeBudget(bytes)
+    }
+}
+
+impl Drop for DecodeBudget {
+    fn drop(&mut self) {
+        *DECODING.lock().unwrap_or_else(|e| e.into_inner()) -= self.0;
+        DECODED.notify_all();
+    }
 }
 
 /// Checks that a code object is built for the target its bundle entry claims.

@@ -12,23 +12,26 @@
 //!    and the host binary last ([`kpack_fs::Stage`]): a failure or `kill -9` before publishing
 //!    leaves nothing at any final path, and the next run sweeps what a killed one left.
 //!
-//! Uncompressed code objects are borrowed from the input mapping, never copied; zstd
-//! compression runs one thread per target. Output is deterministic.
+//! Uncompressed code objects are borrowed from the input mapping, never copied; bundles are
+//! decoded and compressed on worker threads and streamed into the archives in file order, so
+//! memory follows the work in flight and the output is deterministic for any thread count
+//! (see [`Plan::write_archives_into`]).
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Component, Path, PathBuf};
 
 use kpack_archive::marker::MarkerMetadata;
-use kpack_archive::{ArchiveWriter, Compression};
+use kpack_archive::{ArchiveFileWriter, Compression, KernelCompressor, PreparedKernel};
+use kpack_bundle::BundleFormat;
 use kpack_elf::rewrite::{Rewrite, RewriteError};
 use kpack_elf::{FatBinaryKind, VerifyIssue};
 use kpack_fs::{Replace, Stage};
 
 use crate::error::{SourceError, io_error};
-use crate::source::{self, DeviceCode, Visitor};
+use crate::ordered;
+use crate::source::{self, BundleSlot, DeviceCode, Visitor};
 
 /// What a file is, for `kpack transform --check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -222,33 +225,34 @@ pub fn relative_path(from: &Path, to: &Path) -> Result<String, TransformError> {
     Ok(parts.join("/"))
 }
 
-/// One code object to archive: its key and bytes (borrowed from the mapping when stored raw).
-struct Entry<'a> {
-    key: String,
-    data: Cow<'a, [u8]>,
-}
+/// The code objects of one bundle, ready for the archives: per code object its target, its
+/// keys (one per wrapper leading to the bundle) and its stored form.
+type PreparedBundle<'a> = Vec<(String, Vec<String>, PreparedKernel<'a>)>;
 
-struct Collect<'a, 'k> {
-    map: &'a [u8],
+/// Prepares (compresses) the device code objects of one bundle on a worker thread. Stored
+/// uncompressed, a code object is borrowed from the input mapping; decoded from a CCOB, its
+/// zstd frame (or, uncompressed, a copy) is all that outlives the decoded bundle.
+struct Prepare<'a, 'k> {
+    input: &'a [u8],
     kernel_name: &'k str,
-    by_target: BTreeMap<String, Vec<Entry<'a>>>,
-    count: usize,
+    compressor: &'k mut KernelCompressor,
+    out: PreparedBundle<'a>,
 }
 
-impl Visitor for Collect<'_, '_> {
+impl Visitor for Prepare<'_, '_> {
     fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
-        let data: Cow<'_, [u8]> = match &code.file_range {
-            Some(r) => Cow::Borrowed(&self.map[r.start as usize..r.end as usize]),
-            None => Cow::Owned(code.data.to_vec()),
+        let kernel = match &code.file_range {
+            Some(r) => self
+                .compressor
+                .prepare(&self.input[r.start as usize..r.end as usize])?,
+            None => self.compressor.prepare(code.data)?.into_owned(),
         };
-        let list = self.by_target.entry(code.target().to_string()).or_default();
-        for &w in code.wrappers {
-            list.push(Entry {
-                key: kpack_archive::binary_key(self.kernel_name, w as u32),
-                data: data.clone(),
-            });
-            self.count += 1;
-        }
+        let keys = code
+            .wrappers
+            .iter()
+            .map(|&w| kpack_archive::binary_key(self.kernel_name, w as u32))
+            .collect();
+        self.out.push((code.target().to_string(), keys, kernel));
         Ok(())
     }
 }
@@ -260,8 +264,8 @@ pub struct Plan<'a> {
     kernel_name: String,
     search_paths: Vec<String>,
     group: String,
-    by_target: BTreeMap<String, Vec<Entry<'a>>>,
-    code_objects: usize,
+    /// The bundles of `.hip_fatbin`, in section order.
+    slots: Vec<BundleSlot>,
     /// The input's mapping, when its pages may be dropped once compressed.
     mapping: Option<&'a crate::FileBytes>,
 }
@@ -315,31 +319,20 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
     {
         return Err(TransformError::BundleWithoutWrapper(b));
     }
-    let mut collect = Collect {
-        map: input,
-        kernel_name: &kernel_name,
-        by_target: BTreeMap::new(),
-        count: 0,
-    };
-    source::walk(input, &mut collect)?;
-    let Collect {
-        by_target, count, ..
-    } = collect;
     Ok(Plan {
         input,
         rewrite,
         kernel_name,
         search_paths,
         group,
-        by_target,
-        code_objects: count,
+        slots: source::bundle_slots(&fat),
         mapping: None,
     })
 }
 
 impl<'a> Plan<'a> {
-    /// Lets [`Plan::write_archives`] drop the pages of each code object from `mapping` (the
-    /// mapping `input` was borrowed from) once it is compressed; see
+    /// Lets [`Plan::write_archives`] drop the pages of each bundle from `mapping` (the
+    /// mapping `input` was borrowed from) once its code objects are written; see
     /// [`crate::FileBytes::release`].
     pub fn releasing(mut self, mapping: &'a crate::FileBytes) -> Self {
         self.mapping = Some(mapping);
@@ -351,7 +344,7 @@ impl<'a> Plan<'a> {
         dir.join(format!("{}_{target}.kpack", self.group))
     }
 
-    /// Writes one archive per target into `dir` (zstd work spread over one thread per target).
+    /// Writes one archive per target into `dir`.
     pub fn write_archives(
         &self,
         dir: &Path,
@@ -360,67 +353,108 @@ impl<'a> Plan<'a> {
         self.write_archives_into(|_| dir.to_owned(), compression)
     }
 
-    /// Like [`Plan::write_archives`], with the archive of each target in `dir_for(target)`.
+    /// Like [`Plan::write_archives`], with the archive of each target in `dir_for(target)`;
+    /// the archives are listed by target.
+    ///
+    /// Memory is bounded by the work in flight, not by the library: worker threads decode
+    /// bundles (a CCOB decompressed one at a time per worker, within
+    /// [`ordered::DEFAULT_BUDGET`] bytes in flight) and compress their code objects; this
+    /// thread appends them, in file order, to archives streamed to their files
+    /// ([`ArchiveFileWriter`]), which keep only their TOCs. The output is the same for any
+    /// thread count. On failure no archive of this run is left behind.
     pub fn write_archives_into(
         &self,
         dir_for: impl Fn(&str) -> PathBuf,
         compression: Compression,
     ) -> Result<Vec<WrittenArchive>, TransformError> {
-        let mut paths = Vec::with_capacity(self.by_target.len());
-        for target in self.by_target.keys() {
-            let dir = dir_for(target);
-            std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-            paths.push(self.archive_path(&dir, target));
-        }
-        let results: Vec<Result<WrittenArchive, TransformError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .by_target
-                .iter()
-                .zip(paths)
-                .map(|((target, entries), path)| {
-                    s.spawn(move || {
-                        let mut w =
-                            ArchiveWriter::new(self.group.as_str(), target.as_str(), compression);
-                        for e in entries {
-                            w.add(&e.key, target, e.data.clone(), &[])?;
-                            if let (Some(map), Cow::Borrowed(data), Compression::Zstd { .. }) =
-                                (self.mapping, &e.data, compression)
-                            {
-                                map.release(data);
-                            }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cost = |i: usize| self.bundle_cost(i);
+        let mut writers: BTreeMap<String, ArchiveFileWriter<'a>> = BTreeMap::new();
+        ordered::for_each_ordered(
+            self.slots.len(),
+            threads,
+            ordered::DEFAULT_BUDGET,
+            cost,
+            || KernelCompressor::new(compression),
+            |compressor, i| self.prepare_bundle(i, compressor),
+            |i, prepared| {
+                for (target, keys, kernel) in prepared {
+                    let writer = match writers.get_mut(&target) {
+                        Some(w) => w,
+                        None => {
+                            let dir = dir_for(&target);
+                            std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+                            let path = self.archive_path(&dir, &target);
+                            let w = ArchiveFileWriter::create(
+                                path,
+                                self.group.as_str(),
+                                target.as_str(),
+                                compression,
+                            )?;
+                            writers.entry(target.clone()).or_insert(w)
                         }
-                        let size = w.write_file(&path)?;
-                        Ok(WrittenArchive {
-                            path,
-                            target: target.clone(),
-                            entries: entries.len(),
-                            size,
-                        })
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("archive writer thread panicked"))
-                .collect()
-        });
-        let mut written = Vec::new();
-        let mut failure = None;
-        for r in results {
-            match r {
-                Ok(a) => written.push(a),
-                Err(e) => failure = failure.or(Some(e)),
+                    };
+                    for key in &keys {
+                        writer.add_prepared(key, &target, kernel.clone(), &[])?;
+                    }
+                }
+                if let Some(map) = self.mapping {
+                    map.release(&self.input[self.slots[i].range.clone()]);
+                }
+                Ok::<(), TransformError>(())
+            },
+        )?;
+        let mut written = Vec::with_capacity(writers.len());
+        let result = (|| {
+            for (target, writer) in writers {
+                let path = writer.path().to_owned();
+                let entries = writer.entry_count();
+                let size = writer.finish()?;
+                written.push(WrittenArchive {
+                    path,
+                    target,
+                    entries,
+                    size,
+                });
             }
-        }
-        match failure {
-            None => Ok(written),
-            Some(e) => {
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(written),
+            Err(e) => {
                 for a in &written {
                     let _ = std::fs::remove_file(&a.path);
                 }
                 Err(e)
             }
         }
+    }
+
+    /// The memory bundle `i` holds while in flight: its decompressed size for a CCOB, its
+    /// stored bytes (mapped pages) otherwise.
+    fn bundle_cost(&self, i: usize) -> u64 {
+        let bytes = &self.input[self.slots[i].range.clone()];
+        match kpack_bundle::peek_format(bytes) {
+            Ok(BundleFormat::Compressed {
+                uncompressed_size, ..
+            }) => uncompressed_size.min(kpack_bundle::MAX_DECOMPRESSED),
+            _ => bytes.len() as u64,
+        }
+    }
+
+    fn prepare_bundle(
+        &self,
+        i: usize,
+        compressor: &mut KernelCompressor,
+    ) -> Result<PreparedBundle<'a>, TransformError> {
+        let mut prepare = Prepare {
+            input: self.input,
+            kernel_name: &self.kernel_name,
+            compressor,
+            out: Vec::new(),
+        };
+        source::walk_bundle(self.input, &self.slots[i], 0, None, &mut prepare)?;
+        Ok(prepare.out)
     }
 
     /// Streams the rewritten host binary into the new file `path`, verifies it and gives it
@@ -454,19 +488,14 @@ impl<'a> Plan<'a> {
         Ok(())
     }
 
-    /// The targets of the archives, in archive order.
-    pub fn targets(&self) -> impl Iterator<Item = &str> {
-        self.by_target.keys().map(String::as_str)
-    }
-
     fn summary(&self, archives: Vec<WrittenArchive>) -> TransformSummary {
         let s = &self.rewrite.summary;
         TransformSummary {
+            code_objects: archives.iter().map(|a| a.entries).sum(),
             input_size: s.input_len,
             output_size: s.output_len,
             removed: s.removed,
             wrappers: s.wrappers,
-            code_objects: self.code_objects,
             kernel_name: self.kernel_name.clone(),
             search_paths: self.search_paths.clone(),
             marker_vaddr: s.marker_vaddr,
@@ -513,15 +542,17 @@ fn write_outputs(
     };
     let mut stage = Stage::new();
     let staged_kpack_dir = stage.dir_in(kpack_dir).map_err(staged)?;
-    for target in plan.targets() {
+    // Which targets there are is known once the bundles are decoded, so the archives are
+    // written first and then registered (`add` only names a staged path).
+    let mut archives = plan.write_archives(&staged_kpack_dir, opts.compression)?;
+    for a in &archives {
         stage
-            .add(&plan.archive_path(kpack_dir, target), Replace::Allowed)
+            .add(&plan.archive_path(kpack_dir, &a.target), Replace::Allowed)
             .map_err(staged)?;
     }
     let host = stage.add(&opts.output, Replace::Allowed).map_err(staged)?;
     plan.write_host(&host, Some(mode))?;
     kpack_fs::fault_point("transform-host-written");
-    let mut archives = plan.write_archives(&staged_kpack_dir, opts.compression)?;
     stage.publish().map_err(staged)?;
     for a in &mut archives {
         a.path = plan.archive_path(&opts.kpack_dir, &a.target);

@@ -85,7 +85,7 @@ impl Unbundler {
             source: &file,
             stem: &stem,
         };
-        source::walk(&map, &mut writer)
+        source::walk_mapped(&map, &mut writer)
     }
 
     /// What was written so far, in write order.

@@ -180,3 +180,108 @@ fn jax_rocm7_plugin_0_10_0_generic_targets_unbundle_and_match_their_triples() {
         .expect("_solver.so is fat");
     assert_eq!(solver.1.wrappers, 2, "_solver.so has two wrappers");
 }
+
+/// Debian's ROCm 7.2.4 `deb`'s library `name` (all CCOB v3) from the corpus.
+fn debian_7_2_4_library(deb: &str, name: &str) -> PathBuf {
+    let path = kpack_testkit::corpus()
+        .join("x")
+        .join(deb)
+        .join("usr/lib/x86_64-linux-gnu")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/setup.sh",
+        path.display()
+    );
+    path
+}
+
+/// Transforms and unbundles a CCOB library (streamed: one bundle in flight per worker) and
+/// checks every code object the archives and the unbundled files hold against the device
+/// entries of its CCOBs, each decoded on its own here with `kpack_bundle`.
+fn check_ccob_round_trip(lib: &Path) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (host, summary) =
+        kpack_testkit::transform_into(lib, dir.path(), kpack_archive::Compression::zstd());
+    let archives: std::collections::BTreeMap<String, kpack_archive::Archive> = summary
+        .archives
+        .iter()
+        .map(|a| {
+            (
+                a.target.clone(),
+                kpack_archive::Archive::open(&a.path).unwrap(),
+            )
+        })
+        .collect();
+    let unbundled = dir.path().join("unbundled");
+    let mut unbundler = kpack_pipeline::unbundle::Unbundler::new(
+        &unbundled,
+        kpack_pipeline::unbundle::TargetFilter::default(),
+    )
+    .unwrap();
+    unbundler.unbundle_file(lib).unwrap();
+    let unbundled_count = unbundler.written().len();
+
+    let file = File::open(lib).unwrap();
+    let bytes = map_file(&file, lib).unwrap();
+    let fat = kpack_elf::inspect(&bytes).unwrap();
+    let section = fat.fatbin.as_ref().unwrap();
+    let stem = lib.file_name().unwrap().to_string_lossy().into_owned();
+    let mut checked = 0;
+    for (index, located) in fat.bundles.iter().enumerate() {
+        assert!(
+            matches!(located.format, BundleFormat::Compressed { version: 3, .. }),
+            "bundle {index} is a CCOB v3"
+        );
+        let start = (section.offset + located.offset) as usize;
+        let decoded =
+            kpack_bundle::DecodedBundle::decode(&bytes[start..start + located.len as usize])
+                .unwrap();
+        let wrappers: Vec<usize> = fat
+            .wrappers
+            .iter()
+            .filter(|w| w.bundle == Some(index))
+            .map(|w| w.index)
+            .collect();
+        for entry in decoded.bundle().unwrap().entries() {
+            let id = kpack_target::BundleId::parse(entry.triple).unwrap();
+            let Some(target) = id.target() else { continue };
+            let target = target.to_string();
+            for &w in &wrappers {
+                let key = kpack_archive::binary_key(&stem, w as u32);
+                let stored = archives[&target].get(&key, &target).unwrap();
+                assert!(*stored == *entry.data, "{key} {target}: archive differs");
+                checked += 1;
+            }
+            let file = unbundled.join(format!("{stem}.{index}.{id}.co"));
+            assert!(
+                std::fs::read(&file).unwrap() == entry.data,
+                "{}: unbundled file differs",
+                file.display()
+            );
+        }
+    }
+    assert_eq!(checked, summary.code_objects);
+    assert!(checked > 0);
+    assert_eq!(unbundled_count, checked, "one wrapper per bundle");
+    let host_fat = kpack_elf::inspect(&std::fs::read(&host).unwrap()).unwrap();
+    assert_eq!(host_fat.kind, kpack_elf::FatBinaryKind::Kpacked);
+}
+
+#[test]
+#[ignore = "real-world"]
+fn librocblas_7_2_4_ccobs_round_trip_through_transform_and_unbundle() {
+    check_ccob_round_trip(&debian_7_2_4_library(
+        "librocblas5_7.2.4-1~exp1",
+        "librocblas.so.5.2",
+    ));
+}
+
+#[test]
+#[ignore = "real-world"]
+fn librocsparse_7_2_4_ccobs_round_trip_through_transform_and_unbundle() {
+    check_ccob_round_trip(&debian_7_2_4_library(
+        "librocsparse1_7.2.4-1~exp1",
+        "librocsparse.so.1.0",
+    ));
+}

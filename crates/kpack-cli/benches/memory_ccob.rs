@@ -1,0 +1,352 @@
+//! Peak memory and time of every kpack command on the compressed (CCOB) ROCm 7.2.4 inputs:
+//! Debian's librocsparse.so.1.0 (319 CCOB v3, 2.1 GB decompressed) and librocblas.so.5.2
+//! (65 CCOB v3, 1 GB), and two TheRock-style artifacts (rocBLAS with its 1897-file kernel
+//! database and hipSPARSELt; rocSPARSE) split, recombined and verified.
+//!
+//! Each command runs as a child process (the `kpack` binary Cargo builds for this bench);
+//! its peak RSS is the child's `ru_maxrss` from `wait4`. The baseline, in the same run, is
+//! `zstd -d` of the same compressed bytes (the CCOB frames of the library, concatenated):
+//! the decompression every command has to do. Target: <= 512 MiB peak RSS for every
+//! command, whatever the input's size. Needs the corpus from `scripts/setup.sh`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TARGET_MIB: f64 = 512.0;
+
+struct Run {
+    what: String,
+    time: Duration,
+    peak_mib: f64,
+}
+
+/// Runs `program args` with stdout discarded; returns its wall time and peak RSS.
+// The child is reaped by `wait4`, which `std` does not offer, for its rusage.
+#[allow(unsafe_code, clippy::zombie_processes)]
+fn measure(what: String, program: &str, args: &[&Path]) -> Run {
+    let start = Instant::now();
+    let child = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for the child spawned above, which nothing else waits for.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let time = start.elapsed();
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{what}: {program} {args:?} failed ({status:#x})"
+    );
+    Run {
+        what,
+        time,
+        peak_mib: usage.ru_maxrss as f64 / 1024.0,
+    }
+}
+
+fn deb_lib(deb: &str) -> PathBuf {
+    let dir = kpack_testkit::corpus()
+        .join("x")
+        .join(deb)
+        .join("usr/lib/x86_64-linux-gnu");
+    assert!(
+        dir.is_dir(),
+        "{} is missing: run scripts/setup.sh",
+        dir.display()
+    );
+    dir
+}
+
+/// The zstd frames of every CCOB of `lib`'s `.hip_fatbin`, concatenated into `out`.
+///
+/// Read bundle by bundle: on Linux a child's `ru_maxrss` starts from this process's peak
+/// (the mm `exec` replaces), so this process must stay small for the children's figures to
+/// be theirs.
+fn ccob_frames(lib: &Path, out: &Path) -> u64 {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(lib).unwrap();
+    let map = kpack_pipeline::map_file(&file, lib).unwrap();
+    let fat = kpack_elf::inspect(&map).unwrap();
+    let section = fat.fatbin.unwrap();
+    let mut frames = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    let mut total = 0;
+    let mut ccob = Vec::new();
+    for b in &fat.bundles {
+        ccob.resize(b.len as usize, 0);
+        file.read_exact_at(&mut ccob, section.offset + b.offset)
+            .unwrap();
+        let header_len = match u16::from_le_bytes([ccob[4], ccob[5]]) {
+            2 => 24,
+            3 => 32,
+            v => panic!("CCOB v{v} in {}", lib.display()),
+        };
+        frames.write_all(&ccob[header_len..]).unwrap();
+        total += (ccob.len() - header_len) as u64;
+    }
+    frames.flush().unwrap();
+    total
+}
+
+fn link_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            link_tree(&e.path(), &dest);
+        } else if std::fs::hard_link(e.path(), &dest).is_err() {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A TheRock-style artifact `<shard>/<component>_gfxall` holding, per `(prefix, deb, fat
+/// library, database directory)`, `<prefix>/lib/<fat>` and `<prefix>/lib/<database>/…`.
+fn arrange(shard: &Path, component: &str, parts: &[(&str, &str, &str, Option<&str>)]) {
+    let artifact = shard.join(format!("{component}_gfxall"));
+    let prefixes: Vec<String> = parts.iter().map(|p| p.0.to_owned()).collect();
+    std::fs::create_dir_all(&artifact).unwrap();
+    kpack_artifact::manifest::write(&artifact, &prefixes).unwrap();
+    for (prefix, deb, fat, db) in parts {
+        let src = deb_lib(deb);
+        let lib = artifact.join(prefix).join("lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::hard_link(src.join(fat), lib.join(fat))
+            .or_else(|_| std::fs::copy(src.join(fat), lib.join(fat)).map(|_| ()))
+            .unwrap();
+        if let Some(db) = db {
+            link_tree(&src.join(db), &lib.join(db.replace("/5/", "/")));
+        }
+    }
+}
+
+fn main() {
+    let kpack = env!("CARGO_BIN_EXE_kpack");
+    let dir = tempfile::Builder::new()
+        .prefix("kpack-bench-memory-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let d = dir.path();
+    let sparse = deb_lib("librocsparse1_7.2.4-1~exp1").join("librocsparse.so.1.0");
+    let blas = deb_lib("librocblas5_7.2.4-1~exp1").join("librocblas.so.5.2");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("peak RSS and wall time per command, {cores} cores (target <= {TARGET_MIB} MiB)");
+    let mut report = Report::default();
+
+    for (name, lib) in [
+        ("librocsparse.so.1.0", &sparse),
+        ("librocblas.so.5.2", &blas),
+    ] {
+        let frames = d.join(format!("{name}.zst"));
+        let len = ccob_frames(lib, &frames);
+        let zstd = measure(
+            format!("zstd -d of its {len} bytes of CCOB frames"),
+            "zstd",
+            &[Path::new("-d"), Path::new("-c"), Path::new("-q"), &frames],
+        );
+        std::fs::remove_file(&frames).unwrap();
+        report.baselines.push((name, zstd.time));
+        report.add(name, zstd);
+        report.add(
+            name,
+            measure("kpack inspect".into(), kpack, &[Path::new("inspect"), lib]),
+        );
+        let out = d.join("unbundled");
+        report.add(
+            name,
+            measure(
+                "kpack unbundle".into(),
+                kpack,
+                &[Path::new("unbundle"), lib, Path::new("-o"), &out],
+            ),
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+        let out = d.join("transformed");
+        std::fs::create_dir_all(&out).unwrap();
+        report.add(
+            name,
+            measure(
+                "kpack transform".into(),
+                kpack,
+                &[
+                    Path::new("transform"),
+                    lib,
+                    Path::new("-o"),
+                    &out.join(name),
+                    Path::new("--kpack-dir"),
+                    &out.join(".kpack"),
+                ],
+            ),
+        );
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    // The artifacts: one shard, rocBLAS (+ database) with hipSPARSELt, and rocSPARSE.
+    let original = d.join("original");
+    let shard = original.join("shard");
+    arrange(
+        &shard,
+        "blas_lib",
+        &[
+            (
+                "math-libs/BLAS/rocBLAS/stage",
+                "librocblas5_7.2.4-1~exp1",
+                "librocblas.so.5.2",
+                Some("rocblas/5/library"),
+            ),
+            (
+                "math-libs/hipSPARSELt/stage",
+                "libhipsparselt0_7.2.4+ds-1~exp1",
+                "libhipsparselt.so.0.2",
+                Some("hipsparselt/library"),
+            ),
+        ],
+    );
+    arrange(
+        &shard,
+        "sparse_lib",
+        &[(
+            "math-libs/rocSPARSE/stage",
+            "librocsparse1_7.2.4-1~exp1",
+            "librocsparse.so.1.0",
+            None,
+        )],
+    );
+    let split = d.join("split");
+    for (component, label) in [
+        ("blas_lib", "rocBLAS 7.2.4 artifact"),
+        ("sparse_lib", "rocSPARSE 7.2.4 artifact"),
+    ] {
+        let run = measure(
+            "kpack split".into(),
+            kpack,
+            &[
+                Path::new("split"),
+                &shard.join(format!("{component}_gfxall")),
+                Path::new("-o"),
+                &split.join("shard"),
+                Path::new("--component"),
+                Path::new(component),
+                Path::new("--split-databases"),
+                Path::new("rocblas"),
+                Path::new("hipsparselt"),
+            ],
+        );
+        report.add(label, run);
+    }
+    // One architecture group holding every architecture the split found.
+    let mut arches: Vec<String> = std::fs::read_dir(split.join("shard"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter_map(|n| n.rsplit_once('_').map(|(_, a)| a.to_owned()))
+        .filter(|a| a != "generic")
+        .collect();
+    arches.sort();
+    arches.dedup();
+    let config = d.join("config.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({
+            "primary_shard": "shard",
+            "architecture_groups": {"all": {"architectures": arches}},
+            "validation": {"error_on_duplicate_device_code": true, "verify_generic_artifacts_match": true, "error_on_missing_architecture": false}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let label = "both artifacts";
+    let recombined = d.join("recombined");
+    report.add(
+        label,
+        measure(
+            "kpack verify (split)".into(),
+            kpack,
+            &[
+                Path::new("verify"),
+                &split.join("shard"),
+                Path::new("--original"),
+                &original,
+            ],
+        ),
+    );
+    report.add(
+        label,
+        measure(
+            "kpack recombine".into(),
+            kpack,
+            &[
+                Path::new("recombine"),
+                Path::new("--shards"),
+                &split,
+                Path::new("--config"),
+                &config,
+                Path::new("-o"),
+                &recombined,
+            ],
+        ),
+    );
+    report.add(
+        label,
+        measure(
+            "kpack verify (recombined)".into(),
+            kpack,
+            &[
+                Path::new("verify"),
+                &recombined,
+                Path::new("--original"),
+                &original,
+            ],
+        ),
+    );
+
+    println!(
+        "  (this bench process: peak RSS {:.1} MiB, a floor under every child's figure)",
+        kpack_testkit::mib(kpack_testkit::peak_rss_kib())
+    );
+    if !report.over.is_empty() {
+        println!(
+            "over the {TARGET_MIB} MiB target: {}",
+            report.over.join(", ")
+        );
+    }
+}
+
+#[derive(Default)]
+struct Report {
+    baselines: Vec<(&'static str, Duration)>,
+    over: Vec<String>,
+}
+
+impl Report {
+    /// Prints `run` on `input` (beside the zstd baseline of the same input, if any).
+    fn add(&mut self, input: &str, run: Run) {
+        let vs_zstd = self
+            .baselines
+            .iter()
+            .find(|(n, _)| *n == input)
+            .filter(|_| !run.what.starts_with("zstd"))
+            .map(|(_, t)| format!("{:>6.2}x zstd -d", run.time.as_secs_f64() / t.as_secs_f64()))
+            .unwrap_or_default();
+        let verdict = if run.what.starts_with("zstd") {
+            "baseline"
+        } else if run.peak_mib <= TARGET_MIB {
+            "ok"
+        } else {
+            self.over.push(format!("{} on {input}", run.what));
+            "OVER"
+        };
+        println!(
+            "  {:<26} {:<25} {:>8.2} s  peak RSS {:>7.1} MiB / {TARGET_MIB} {verdict:<8} {vs_zstd}",
+            run.what,
+            input,
+            run.time.as_secs_f64(),
+            run.peak_mib,
+        );
+    }
+}
