@@ -11,6 +11,12 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 # binutils/elfutils/patchelf: readelf, objcopy, eu-elflint, patchelf as witnesses for ELF output.
 # gcc, cmake, pkg-config: the C stand-ins and the C API's CMake package test.
 PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip"
+# aarch64 and ppc64le (issue 13): qemu-user runs the cross libc's loader on the fixtures, the
+# cross gcc builds the stand-in HIP runtime for each, the cross binutils strip the outputs;
+# libgcc-12-dev-*-cross lets build_platforms.sh's clang link against the cross libcs.
+PKGS="$PKGS qemu-user-static gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
+  libgcc-12-dev-arm64-cross gcc-powerpc64le-linux-gnu binutils-powerpc64le-linux-gnu
+  libc6-dev-ppc64el-cross libgcc-12-dev-ppc64el-cross"
 # pip downloads the PyPI wheels of the corpus.
 python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=

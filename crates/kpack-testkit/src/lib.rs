@@ -10,7 +10,7 @@ mod standin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub use standin::{Registration, Standin, standin};
+pub use standin::{AARCH64, Foreign, PPC64LE, Registration, Standin, foreign_standin, standin};
 
 /// The repository's `fixtures/` directory.
 pub fn fixtures() -> PathBuf {
@@ -71,6 +71,19 @@ pub const ELF_FIXTURE_ROLES: &[(&str, Role)] = &[
     ("modern/mk_gfx1030.co", Role::CodeObject),
     ("modern/mk_gfx90a_xnackp.co", Role::CodeObject),
     ("modern/mk_v3.o", Role::FatObject),
+];
+
+/// The aarch64 and ppc64le fat shared libraries in `fixtures/platforms`
+/// (`build_platforms.sh`), with their machine.
+pub const PLATFORM_FIXTURES: &[(&str, &Foreign)] = &[
+    ("platforms/libbig_aarch64_lld.so", &AARCH64),
+    ("platforms/libbig_ppc64le_lld.so", &PPC64LE),
+    ("platforms/libmodern_aarch64_bfd.so", &AARCH64),
+    ("platforms/libmodern_aarch64_lld.so", &AARCH64),
+    ("platforms/libmodern_aarch64_lld_4k.so", &AARCH64),
+    ("platforms/libmodern_ppc64le_bfd.so", &PPC64LE),
+    ("platforms/libmodern_ppc64le_lld.so", &PPC64LE),
+    ("platforms/libmodern_ppc64le_lld_4k.so", &PPC64LE),
 ];
 
 /// Every ELF fixture, sorted.
