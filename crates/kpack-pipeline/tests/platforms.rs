@@ -4,14 +4,17 @@
 //! version, index, the bytes its pointer leads to); the test decodes the marker it saw and
 //! fetches every code object from the archives that marker names, byte for byte the
 //! original's. The originals load too (HIPF), and so do the outputs after the machine's
-//! GNU `strip`.
+//! GNU `strip`. The real-world tier does the same with Debian's arm64 librocrand1.
 
 use std::path::Path;
 
 use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{Archive, Compression};
 use kpack_pipeline::source::{OwnedDeviceCode, device_code_objects};
-use kpack_testkit::{PLATFORM_FIXTURES, Registration, fixture, foreign_standin, run_tool};
+use kpack_testkit::{
+    AARCH64, Foreign, PLATFORM_FIXTURES, Registration, fixture, foreign_standin, librocrand_arm64,
+    run_tool,
+};
 
 /// The code objects a kpacked binary's registrations lead to: for each one, the marker's
 /// search paths (relative to the binary's directory, `@GFXARCH@` per target) name the
@@ -46,81 +49,100 @@ fn fetch_through_markers(
     fetched
 }
 
+/// Loads `input` (HIPF), transforms and verifies it, loads the output (HIPK), fetches every
+/// code object through the markers the stand-in saw (byte for byte the original's), then
+/// strips the output with the machine's strip and loads it again (same registrations).
+fn transform_load_and_fetch(input: &Path, machine: &'static Foreign) {
+    let what = input.display();
+    let standin = foreign_standin(machine);
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().join("standin");
+    let original_bytes = std::fs::read(input).unwrap();
+    let objects = device_code_objects(&original_bytes).unwrap();
+
+    let original = standin.load(input, &[], &work);
+    assert!(
+        !original.is_empty(),
+        "{what}: the original registers nothing"
+    );
+    for r in &original {
+        assert_eq!((r.magic.as_str(), r.version), ("HIPF", 1), "{what}");
+        assert!(
+            r.bytes.starts_with(b"__CLANG_OFFLOAD_BUNDLE__") || r.bytes.starts_with(b"CCOB"),
+            "{what}: the original pointer leads to a bundle"
+        );
+    }
+
+    let (output, summary) = kpack_testkit::transform_into(input, root.path(), Compression::zstd());
+    let out_bytes = std::fs::read(&output).unwrap();
+    kpack_elf::verify(&out_bytes).unwrap_or_else(|issues| panic!("{what}: {issues:?}"));
+    assert_eq!(
+        kpack_elf::inspect(&out_bytes).unwrap().machine,
+        machine.e_machine,
+        "{what}"
+    );
+
+    let regs = standin.load(&output, &[], &work);
+    assert_eq!(regs.len(), original.len(), "{what}");
+    let mut indices: Vec<u64> = regs.iter().map(|r| r.reserved1).collect();
+    indices.sort();
+    indices.dedup();
+    assert_eq!(
+        indices.len(),
+        regs.len(),
+        "{what}: each wrapper carries its own index"
+    );
+    for r in &regs {
+        assert_eq!((r.magic.as_str(), r.version), ("HIPK", 1), "{what}");
+    }
+    let fetched = fetch_through_markers(&regs, &output, &objects);
+    assert_eq!(fetched.len(), summary.code_objects, "{what}");
+    for (wrapper, target, data) in &fetched {
+        let want = objects
+            .iter()
+            .find(|o| {
+                o.wrappers.contains(&(*wrapper as usize))
+                    && o.bundle_id.target().unwrap().to_string() == *target
+            })
+            .unwrap();
+        assert_eq!(
+            data[..],
+            want.data[..],
+            "{what}: wrapper {wrapper} {target}"
+        );
+    }
+
+    // The machine's own GNU strip re-lays the file out; it still loads and hands the
+    // runtime the same wrappers and marker.
+    let stripped = output.with_file_name(format!(
+        "stripped-{}",
+        output.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::copy(&output, &stripped).unwrap();
+    run_tool(&machine.tool("strip"), &[stripped.to_str().unwrap()]);
+    kpack_elf::verify(&std::fs::read(&stripped).unwrap())
+        .unwrap_or_else(|issues| panic!("{what} after strip: {issues:?}"));
+    assert_eq!(
+        standin.load(&stripped, &[], &work),
+        regs,
+        "{what} after strip"
+    );
+}
+
 #[test]
 fn aarch64_and_ppc64le_libraries_load_under_qemu_and_their_markers_lead_to_the_code_objects() {
     for &(rel, machine) in PLATFORM_FIXTURES {
-        let standin = foreign_standin(machine);
-        let root = tempfile::tempdir().unwrap();
-        let work = root.path().join("standin");
-        let input = fixture(rel);
-        let original_bytes = std::fs::read(&input).unwrap();
-        let objects = device_code_objects(&original_bytes).unwrap();
-
-        let original = standin.load(&input, &[], &work);
-        assert!(
-            !original.is_empty(),
-            "{rel}: the original registers nothing"
-        );
-        for r in &original {
-            assert_eq!((r.magic.as_str(), r.version), ("HIPF", 1), "{rel}");
-            assert!(
-                r.bytes.starts_with(b"__CLANG_OFFLOAD_BUNDLE__") || r.bytes.starts_with(b"CCOB"),
-                "{rel}: the original pointer leads to a bundle"
-            );
-        }
-
-        let (output, summary) =
-            kpack_testkit::transform_into(&input, root.path(), Compression::zstd());
-        let out_bytes = std::fs::read(&output).unwrap();
-        kpack_elf::verify(&out_bytes).unwrap_or_else(|issues| panic!("{rel}: {issues:?}"));
-        assert_eq!(
-            kpack_elf::inspect(&out_bytes).unwrap().machine,
-            machine.e_machine,
-            "{rel}"
-        );
-
-        let regs = standin.load(&output, &[], &work);
-        assert_eq!(regs.len(), original.len(), "{rel}");
-        let mut indices: Vec<u64> = regs.iter().map(|r| r.reserved1).collect();
-        indices.sort();
-        indices.dedup();
-        assert_eq!(
-            indices.len(),
-            regs.len(),
-            "{rel}: each wrapper carries its own index"
-        );
-        for r in &regs {
-            assert_eq!((r.magic.as_str(), r.version), ("HIPK", 1), "{rel}");
-        }
-        let fetched = fetch_through_markers(&regs, &output, &objects);
-        assert_eq!(fetched.len(), summary.code_objects, "{rel}");
-        for (wrapper, target, data) in &fetched {
-            let want = objects
-                .iter()
-                .find(|o| {
-                    o.wrappers.contains(&(*wrapper as usize))
-                        && o.bundle_id.target().unwrap().to_string() == *target
-                })
-                .unwrap();
-            assert_eq!(data[..], want.data[..], "{rel}: wrapper {wrapper} {target}");
-        }
-
-        // The machine's own GNU strip re-lays the file out; it still loads and hands the
-        // runtime the same wrappers and marker.
-        let stripped = output.with_file_name(format!(
-            "stripped-{}",
-            output.file_name().unwrap().to_string_lossy()
-        ));
-        std::fs::copy(&output, &stripped).unwrap();
-        run_tool(&machine.tool("strip"), &[stripped.to_str().unwrap()]);
-        kpack_elf::verify(&std::fs::read(&stripped).unwrap())
-            .unwrap_or_else(|issues| panic!("{rel} after strip: {issues:?}"));
-        assert_eq!(
-            standin.load(&stripped, &[], &work),
-            regs,
-            "{rel} after strip"
-        );
+        transform_load_and_fetch(&fixture(rel), machine);
     }
+}
+
+#[test]
+#[ignore = "real-world"]
+fn debian_arm64_librocrand_transforms_and_loads_under_qemu_with_its_7_targets() {
+    let input = librocrand_arm64();
+    let objects = device_code_objects(&std::fs::read(&input).unwrap()).unwrap();
+    assert_eq!(objects.len(), 7);
+    transform_load_and_fetch(&input, &AARCH64);
 }
 
 #[test]

@@ -131,16 +131,26 @@ pub fn corpus() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"))
 }
 
-/// bookworm's librocsparse.so.0.1 (1.3 GB, 111 wrappers, 7 targets) from the corpus.
-pub fn librocsparse() -> PathBuf {
-    let path =
-        corpus().join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
+/// A file of the corpus, which must exist.
+fn corpus_file(rel: &str) -> PathBuf {
+    let path = corpus().join(rel);
     assert!(
         path.exists(),
         "{} is missing: run scripts/setup.sh",
         path.display()
     );
     path
+}
+
+/// bookworm's librocsparse.so.0.1 (1.3 GB, 111 wrappers, 7 targets) from the corpus.
+pub fn librocsparse() -> PathBuf {
+    corpus_file("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1")
+}
+
+/// bookworm's arm64 librocrand.so.1.1 (5.3.3, GNU ld, 25 MB, 1 wrapper, 7 targets) from the
+/// corpus.
+pub fn librocrand_arm64() -> PathBuf {
+    corpus_file("x/librocrand1_5.3.3-4_arm64/usr/lib/aarch64-linux-gnu/librocrand.so.1.1")
 }
 
 /// The versions of the PyPI `jax-rocm7-plugin` wheels in the corpus.
