@@ -6,7 +6,7 @@
 use kpack_archive::marker::MarkerMetadata;
 use kpack_elf::machine::page_size;
 use kpack_elf::rewrite::plan;
-use kpack_elf::{ElfFile, FatBinaryKind, PointerSource, inspect, verify};
+use kpack_elf::{ElfFile, FatBinaryKind, PointerSource, RelocKind, inspect, reloc_kind, verify};
 use kpack_testkit::{PLATFORM_FIXTURES, read_fixture};
 use object::elf::{
     ELFDATA2MSB, EM_AARCH64, EM_PPC64, PT_LOAD, R_AARCH64_RELATIVE, R_PPC64_RELATIVE,
@@ -36,6 +36,13 @@ fn aarch64_and_ppc64le_rewrites_cut_and_align_in_the_files_page() {
         let input = read_fixture(rel);
         let before = inspect(&input).unwrap();
         assert_eq!(before.machine, foreign.e_machine, "{rel}");
+        // The -fgpu-rdc libraries fill one wrapper pointer with the machine's absolute
+        // 64-bit type against __hip_fatbin_<hash> (R_AARCH64_ABS64, R_PPC64_ADDR64).
+        let absolute = before.wrappers.iter().any(|w| {
+            matches!(&w.pointer, PointerSource::Rela { r_type, .. }
+                if reloc_kind(foreign.e_machine, *r_type) == RelocKind::Absolute64)
+        });
+        assert_eq!(absolute, rel.contains("librdc"), "{rel}");
         assert_eq!(before.kind, FatBinaryKind::Fat, "{rel}");
         let a = ElfFile::parse(&input).unwrap();
         let page = page_size(foreign.e_machine, a.program_headers());
@@ -92,7 +99,8 @@ fn aarch64_and_ppc64le_rewrites_cut_and_align_in_the_files_page() {
             "{rel}: no free page below the marker's segment"
         );
 
-        // Each wrapper is HIPK and relocated by the machine's RELATIVE type to the marker.
+        // Each wrapper is HIPK and relocated by the machine's RELATIVE type to the marker
+        // (an absolute relocation is converted).
         let after = inspect(&out).unwrap();
         assert_eq!(after.kind, FatBinaryKind::Kpacked, "{rel}");
         assert_eq!(after.wrappers.len(), before.wrappers.len(), "{rel}");

@@ -95,8 +95,19 @@ fn transform_load_and_fetch(input: &Path, machine: &'static Foreign) {
     for r in &regs {
         assert_eq!((r.magic.as_str(), r.version), ("HIPK", 1), "{what}");
     }
+    // Every code object of every registered wrapper (in -fgpu-rdc output only the
+    // device-linked wrapper is registered; the round-trip test covers the others).
     let fetched = fetch_through_markers(&regs, &output, &objects);
-    assert_eq!(fetched.len(), summary.code_objects, "{what}");
+    let registered = objects
+        .iter()
+        .flat_map(|o| &o.wrappers)
+        .filter(|&&w| indices.contains(&(w as u64)))
+        .count();
+    assert_eq!(fetched.len(), registered, "{what}");
+    assert!(
+        registered > 0 && registered <= summary.code_objects,
+        "{what}"
+    );
     for (wrapper, target, data) in &fetched {
         let want = objects
             .iter()

@@ -84,6 +84,8 @@ pub const PLATFORM_FIXTURES: &[(&str, &Foreign)] = &[
     ("platforms/libmodern_ppc64le_bfd.so", &PPC64LE),
     ("platforms/libmodern_ppc64le_lld.so", &PPC64LE),
     ("platforms/libmodern_ppc64le_lld_4k.so", &PPC64LE),
+    ("platforms/librdc_aarch64_lld.so", &AARCH64),
+    ("platforms/librdc_ppc64le_lld.so", &PPC64LE),
 ];
 
 /// Every ELF fixture, sorted.
