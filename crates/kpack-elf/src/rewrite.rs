@@ -754,8 +754,8 @@ fn place_marker_segment(
     })
 }
 
-/// The file offset and address of the marker's segment: page-aligned after the kept
-/// input, one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
+/// The file offset and address of the marker's segment: right after the kept input (8-byte
+/// aligned, at the same place in its page as in the file), one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
 /// segment holding the program header table right after the previous segment's file bytes,
 /// not page-aligned, so the segment slides down into the page below its address; that page
 /// must belong to no other segment). In executables a moved table keeps the first
@@ -767,8 +767,11 @@ fn segment_position(
     in_place: bool,
     page: u64,
 ) -> Result<(u64, u64), RewriteError> {
-    let mut offset = align_up(kept_len, page);
-    let mut vaddr = align_up(max_end, page) + page;
+    // Only `p_offset ≡ p_vaddr (mod page)` is needed, not an aligned offset: the segment
+    // starts at the next 8-byte boundary of the file and at the same place in its page, so
+    // the file is not padded up to a page boundary (up to 64 KiB on aarch64 and ppc64).
+    let mut offset = align_up(kept_len, 8);
+    let mut vaddr = align_up(max_end, page) + page + offset % page;
     if !elf.is_executable() || in_place {
         return Ok((offset, vaddr));
     }
