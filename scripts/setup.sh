@@ -14,6 +14,12 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 # the split wheels are pip-installed into. jq, xz-utils: the example CI workflow's steps and its
 # local dry run; tar and zstd also witness kpack's .tar.zst artifacts.
 PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip zip python3-venv jq xz-utils"
+# aarch64 and ppc64le (issue 13): qemu-user runs the cross libc's loader on the fixtures, the
+# cross gcc builds the stand-in HIP runtime for each, the cross binutils strip the outputs;
+# libgcc-12-dev-*-cross lets build_platforms.sh's clang link against the cross libcs.
+PKGS="$PKGS qemu-user-static gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
+  libgcc-12-dev-arm64-cross gcc-powerpc64le-linux-gnu binutils-powerpc64le-linux-gnu
+  libc6-dev-ppc64el-cross libgcc-12-dev-ppc64el-cross"
 # pip downloads the PyPI wheels of the corpus.
 python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=
@@ -87,6 +93,33 @@ for w in "$CORPUS"/wheels/jax_rocm7_plugin-*.whl "$CORPUS"/wheels/cupy_rocm_7_0-
   n=$(basename "$w" .whl)
   [ -d "$CORPUS/wx/$n" ] || unzip -q -o "$w" -d "$CORPUS/wx/$n"
 done
+# A private apt configuration in $1 for architecture $2 and the suites $3… of this machine's
+# Debian mirror (nothing is installed system-wide), updated; its apt.conf is $1/apt.conf.
+private_apt() {
+  local A=$1 arch=$2 MIRROR suite; shift 2
+  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/etc/sources.list.d" "$A/etc/preferences.d"
+  MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+  [ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' /etc/apt/sources.list 2>/dev/null)
+  [ -n "$MIRROR" ] || { echo "setup: no Debian mirror in this machine's apt sources" >&2; exit 1; }
+  for suite in "$@"; do
+    echo "deb [arch=$arch signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main"
+  done > "$A/etc/sources.list"
+  cat > "$A/apt.conf" <<EOF
+Dir::State "$A";
+Dir::State::Lists "$A/lists";
+Dir::State::status "$A/status";
+Dir::Cache "$A/cache";
+Dir::Etc::SourceList "$A/etc/sources.list";
+Dir::Etc::SourceParts "$A/etc/sources.list.d";
+Dir::Etc::Preferences "$A/etc/preferences";
+Dir::Etc::PreferencesParts "$A/etc/preferences.d";
+APT::Architecture "$arch";
+APT::Architectures { "$arch"; };
+Acquire::Languages "none";
+EOF
+  touch "$A/status"
+  APT_CONFIG="$A/apt.conf" apt-get update -qq
+}
 # Split/recombine real-world tier: Debian ROCm 7.2.4 kernel databases with their fat libraries
 # (experimental librocblas5, libhipblaslt1; libhipsparselt0), and librocsparse1 (319 CCOB v3,
 # 2.1 GB decompressed: the memory benchmark's largest input), fetched with a private apt
@@ -100,27 +133,7 @@ done
 if [ -n "$need_debs" ]; then
   echo "setup: fetching$need_debs"
   A="$CORPUS/apt"
-  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/etc/sources.list.d" "$A/etc/preferences.d"
-  MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-  [ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' /etc/apt/sources.list 2>/dev/null)
-  [ -n "$MIRROR" ] || { echo "setup: no Debian mirror in this machine's apt sources" >&2; exit 1; }
-  for suite in trixie sid experimental; do
-    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main"
-  done > "$A/etc/sources.list"
-  cat > "$A/apt.conf" <<EOF
-Dir::State "$A";
-Dir::State::Lists "$A/lists";
-Dir::State::status "$A/status";
-Dir::Cache "$A/cache";
-Dir::Etc::SourceList "$A/etc/sources.list";
-Dir::Etc::SourceParts "$A/etc/sources.list.d";
-Dir::Etc::Preferences "$A/etc/preferences";
-Dir::Etc::PreferencesParts "$A/etc/preferences.d";
-APT::Architecture "amd64";
-Acquire::Languages "none";
-EOF
-  touch "$A/status"
-  APT_CONFIG="$A/apt.conf" apt-get update -qq
+  private_apt "$A" amd64 trixie sid experimental
   for spec in $need_debs; do
     # Pinned versions first; sid/experimental move, so fall back to the current candidate.
     (cd "$CORPUS/debs" && APT_CONFIG="$A/apt.conf" apt-get download -q "$spec" >/dev/null 2>&1) || {
@@ -134,4 +147,17 @@ for d in "$CORPUS"/debs/librocblas5_*.deb "$CORPUS"/debs/libhipblaslt1_*.deb "$C
   n=$(basename "$d" .deb); n=${n%_amd64}; n=${n%_all}
   [ -d "$CORPUS/x/$n" ] || { mkdir -p "$CORPUS/x/$n" && dpkg-deb -x "$d" "$CORPUS/x/$n"; }
 done
+# aarch64 real-world tier (issue 13): bookworm's arm64 librocrand1 5.3.3 (GNU ld, 7 targets),
+# fetched with a private apt configuration whose architecture is arm64.
+ROCRAND_ARM64=librocrand1_5.3.3-4_arm64
+if [ ! -d "$CORPUS/x/$ROCRAND_ARM64" ]; then
+  echo "setup: fetching librocrand1:arm64"
+  A="$CORPUS/apt-arm64"
+  mkdir -p "$CORPUS/debs"
+  private_apt "$A" arm64 bookworm
+  (cd "$CORPUS/debs" && APT_CONFIG="$A/apt.conf" apt-get download -q librocrand1:arm64=5.3.3-4)
+  rm -rf "$CORPUS/x/$ROCRAND_ARM64.tmp"
+  dpkg-deb -x "$CORPUS/debs/$ROCRAND_ARM64.deb" "$CORPUS/x/$ROCRAND_ARM64.tmp"
+  mv "$CORPUS/x/$ROCRAND_ARM64.tmp" "$CORPUS/x/$ROCRAND_ARM64"
+fi
 echo "setup: ready (corpus in $CORPUS)"

@@ -17,7 +17,9 @@ pub enum ElfError {
     #[error("ELF32 file (EI_CLASS at offset 4 is 1): only ELF64 is supported")]
     Elf32,
     /// A big-endian ELF file.
-    #[error("big-endian ELF file (EI_DATA at offset 5 is 2): only little-endian is supported")]
+    #[error(
+        "big-endian ELF file (EI_DATA at offset 5 is 2): only little-endian files (x86-64, aarch64, ppc64le) are supported; big-endian ppc64 is not"
+    )]
     BigEndian,
     /// `EI_CLASS` is neither ELF32 nor ELF64.
     #[error("invalid EI_CLASS {0} at offset 4: expected 2 (ELF64)")]

@@ -129,8 +129,9 @@ pub enum PointerSource {
     /// No relocation applies: the value in the file is the pointer (non-PIE
     /// `ET_EXEC`).
     InPlace(u64),
-    /// An `Elf64_Rela` entry: `R_X86_64_RELATIVE` (pointer = base + addend) or
-    /// `R_X86_64_64` (pointer = symbol + addend); other types are listed as-is.
+    /// An `Elf64_Rela` entry: the machine's `*_RELATIVE` (pointer = base + addend) or
+    /// absolute 64-bit type (`R_X86_64_64`, `R_AARCH64_ABS64`, `R_PPC64_ADDR64`: pointer =
+    /// symbol + addend); other types are listed as-is.
     Rela {
         /// The relocation section.
         section_index: usize,

@@ -7,7 +7,9 @@
 //! never copied into memory.
 //!
 //! # Layout
-//! Let `V`, `N`, `O` be `.hip_fatbin`'s address, size and offset, `P` = 4096, `A = ceilP(V)`,
+//! Let `V`, `N`, `O` be `.hip_fatbin`'s address, size and offset, `P` the page
+//! ([`machine::page_size`]: 4096 on x86-64, the largest `PT_LOAD` `p_align` on aarch64 and
+//! ppc64, 64 KiB by default there), `A = ceilP(V)`,
 //! `E = floorP(V+N)`, `AO = O + (A - V)`, `Z = E - A` (0 when the section spans no whole page).
 //! * File bytes `[AO, AO+Z)` are removed; the bytes of the section that stay in the file (the
 //!   partial pages at either end) are zeroed. The section becomes `SHT_NOBITS`, keeping its
@@ -19,8 +21,8 @@
 //!   reference's "NOBITS collision"); when nothing of the segment follows the section in the
 //!   file, piece 1 keeps the whole original `p_memsz`, `.bss` tail included (B6).
 //! * Every later file offset moves down by `Z`, a multiple of the page, so `p_offset ≡
-//!   p_vaddr (mod 4096)` holds; a `PT_LOAD` whose larger `p_align` that breaks gets
-//!   `p_align = 4096` (valid, B5).
+//!   p_vaddr (mod P)` holds; a `PT_LOAD` whose larger `p_align` that breaks gets
+//!   `p_align = P` (valid, B5; only x86-64 has a `p_align` above `P`).
 //! * One new read-only `PT_LOAD`, one free page above every segment (see Stripping), maps, when
 //!   the program header table cannot grow in place, the new table at its start (where
 //!   linkers put a segment's headers), then the marker. The table moves at most once; the old
@@ -33,7 +35,8 @@
 //!   when they ended the file and zeroed otherwise.
 //! * Each wrapper gets magic HIPK, version 1, `reserved1` = its index (all 8 bytes, B4) and
 //!   its pointer set to the marker, in the file and in whatever fills it at load time: a
-//!   `R_X86_64_RELATIVE` addend, an `R_X86_64_64` converted to `R_X86_64_RELATIVE`, the
+//!   `*_RELATIVE` addend, an absolute 64-bit one (`R_X86_64_64`, `R_AARCH64_ABS64`,
+//!   `R_PPC64_ADDR64`) converted to the machine's `*_RELATIVE`, the
 //!   in-file addend of `SHT_REL`/`SHT_RELR`, or the in-file pointer of a non-PIE executable (B2).
 //!
 //! Two segments may share the page holding `V+N` (piece 1's zero fill, piece 2's file
@@ -50,7 +53,7 @@
 //! with it before transforming. `patchelf` edits transformed files correctly.
 //!
 //! # Refused
-//! Not x86-64 (B3), relocatable objects (their device code is linked later), files without a
+//! Machines other than x86-64, aarch64 and ppc64 (little-endian), relocatable objects (their device code is linked later), files without a
 //! `.hip_fatbin` with content, already kpacked files ([`RewriteError::AlreadyKpacked`]),
 //! wrappers whose pointer kind is not understood, and any other relocation that reads or
 //! writes `.hip_fatbin` (the code would see zero pages).
@@ -78,8 +81,7 @@ use crate::fatbin::{
     FatBinary, FatBinaryKind, FatbinSection, HIPK_MAGIC, MARKER_SECTION, PointerSource,
     WRAPPER_POINTER_OFFSET, WrapperMagic, inspect_elf,
 };
-pub use crate::machine::PAGE;
-use crate::machine::{RELATIVE, REWRITE_MACHINE, RelocKind, reloc_kind};
+use crate::machine::{self, Machine, RelocKind, reloc_kind};
 use crate::verify::{VerifyIssue, verify};
 
 /// The most zero padding a rewrite may add to an executable to place its program header
@@ -93,9 +95,9 @@ pub enum RewriteError {
     /// The input does not parse as ELF (or its fat-binary parts do not).
     #[error(transparent)]
     Elf(#[from] ElfError),
-    /// Another machine than x86-64 (B3).
-    #[error("e_machine is {0}: only x86-64 (62) binaries can be rewritten")]
-    NotX86_64(u16),
+    /// A machine the rewrite does not support (B3).
+    #[error("e_machine is {0}: only {supported} binaries can be rewritten", supported = machine::supported_machines())]
+    UnsupportedMachine(u16),
     /// A relocatable object (`ET_REL`).
     #[error(
         "relocatable object (ET_REL): its device code is linked into the final binary later; transform that instead"
@@ -326,8 +328,9 @@ fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
 /// header, and assemble the output from kept input and new bytes.
 pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     let elf = ElfFile::parse(data)?;
-    let (fat, fatbin_section) = check_rewritable(&elf)?;
-    let fatbin = locate_fatbin(&elf, &fatbin_section)?;
+    let (fat, fatbin_section, machine) = check_rewritable(&elf)?;
+    let page = machine::page_size(machine.e_machine, elf.program_headers());
+    let fatbin = locate_fatbin(&elf, &fatbin_section, page)?;
     let cut = cut_whole_pages(&elf, &fatbin)?;
     check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
 
@@ -335,8 +338,16 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     zero_kept_fatbin_bytes(&fatbin, cut, &mut patches)?;
     let phdrs = split_fatbin_segment(&elf, &fatbin, cut)?;
     let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
-    let segment = place_marker_segment(&elf, phdrs, cut, &kept, marker.len() as u64, &mut patches)?;
-    point_wrappers_at_marker(&elf, &fat, segment.marker_vaddr(), &mut patches)?;
+    let segment = place_marker_segment(
+        &elf,
+        phdrs,
+        cut,
+        &kept,
+        marker.len() as u64,
+        page,
+        &mut patches,
+    )?;
+    point_wrappers_at_marker(&elf, &fat, machine, segment.marker_vaddr(), &mut patches)?;
     let sections =
         rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, marker.len() as u64)?;
     patch_elf_header(data, &segment, &sections, &mut patches)?;
@@ -359,8 +370,10 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
 }
 
 /// Refuses what cannot be rewritten (see "Refused" in the module doc): returns the fat
-/// binary and its `.hip_fatbin`.
-fn check_rewritable(elf: &ElfFile<'_>) -> Result<(FatBinary, FatbinSection), RewriteError> {
+/// binary, its `.hip_fatbin` and its machine.
+fn check_rewritable(
+    elf: &ElfFile<'_>,
+) -> Result<(FatBinary, FatbinSection, &'static Machine), RewriteError> {
     let h = elf.header();
     if h.e_type == ET_REL {
         return Err(RewriteError::Relocatable);
@@ -368,9 +381,8 @@ fn check_rewritable(elf: &ElfFile<'_>) -> Result<(FatBinary, FatbinSection), Rew
     if h.e_type != ET_EXEC && h.e_type != ET_DYN {
         return Err(RewriteError::NotLinked(h.e_type));
     }
-    if h.e_machine != REWRITE_MACHINE {
-        return Err(RewriteError::NotX86_64(h.e_machine));
-    }
+    let machine =
+        machine::machine(h.e_machine).ok_or(RewriteError::UnsupportedMachine(h.e_machine))?;
     let fat = inspect_elf(elf)?;
     match fat.kind {
         FatBinaryKind::Kpacked => return Err(RewriteError::AlreadyKpacked),
@@ -389,7 +401,7 @@ fn check_rewritable(elf: &ElfFile<'_>) -> Result<(FatBinary, FatbinSection), Rew
             section: fatbin.section_index,
         });
     }
-    Ok((fat, fatbin))
+    Ok((fat, fatbin, machine))
 }
 
 /// `.hip_fatbin` in memory and in the file, and the `PT_LOAD` that maps it.
@@ -406,6 +418,8 @@ struct Fatbin<'e> {
     size: u64,
     /// The `PT_LOAD` holding it, file-backed and at a consistent offset.
     segment: &'e ProgramHeader,
+    /// `P`: the page the layout respects.
+    page: u64,
 }
 
 /// Finds the `PT_LOAD` holding `.hip_fatbin`, refusing sections that are not mapped from
@@ -413,6 +427,7 @@ struct Fatbin<'e> {
 fn locate_fatbin<'e>(
     elf: &'e ElfFile<'_>,
     fsec: &FatbinSection,
+    page: u64,
 ) -> Result<Fatbin<'e>, RewriteError> {
     let (v, n, o) = (fsec.vaddr, fsec.size, fsec.offset);
     let v_end = v
@@ -446,7 +461,7 @@ fn locate_fatbin<'e>(
             )));
         }
     }
-    if seg.p_vaddr % PAGE != seg.p_offset % PAGE {
+    if seg.p_vaddr % page != seg.p_offset % page {
         return Err(layout(format!(
             "PT_LOAD [{}] offset and address are not page-congruent",
             seg.index
@@ -459,14 +474,15 @@ fn locate_fatbin<'e>(
         offset: o,
         size: n,
         segment: seg,
+        page,
     })
 }
 
 /// The whole pages of `.hip_fatbin` to remove from the file (`[AO, AO+Z)`), refusing
 /// when any other segment or section has bytes there, or the file is already kpacked.
 fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, RewriteError> {
-    let a = align_up(fatbin.vaddr, PAGE);
-    let e = fatbin.end / PAGE * PAGE;
+    let a = align_up(fatbin.vaddr, fatbin.page);
+    let e = fatbin.end / fatbin.page * fatbin.page;
     let cut = Cut {
         at: fatbin.offset + (a.min(fatbin.end) - fatbin.vaddr),
         len: e.saturating_sub(a),
@@ -526,7 +542,7 @@ fn split_fatbin_segment(
         if p.index == seg.index && cut.len > 0 {
             let head = fatbin.end - seg.p_vaddr;
             let mut piece1 = p.clone();
-            piece1.p_filesz = align_up(fatbin.vaddr, PAGE) - seg.p_vaddr;
+            piece1.p_filesz = align_up(fatbin.vaddr, fatbin.page) - seg.p_vaddr;
             let tail_filesz = seg.p_filesz - head;
             if tail_filesz == 0 {
                 piece1.p_memsz = seg.p_memsz;
@@ -554,8 +570,8 @@ fn split_fatbin_segment(
         }
     }
     for q in new_phdrs.iter_mut().filter(|q| q.p_type == PT_LOAD) {
-        if q.p_align > PAGE && q.p_offset % q.p_align != q.p_vaddr % q.p_align {
-            q.p_align = PAGE;
+        if q.p_align > fatbin.page && q.p_offset % q.p_align != q.p_vaddr % q.p_align {
+            q.p_align = fatbin.page;
         }
     }
     // One more for the marker's segment.
@@ -665,6 +681,7 @@ fn place_marker_segment(
     cut: Cut,
     kept: &KeptInput,
     marker_len: u64,
+    page: u64,
     patches: &mut Patches,
 ) -> Result<MarkerSegment, RewriteError> {
     let h = elf.header();
@@ -686,7 +703,7 @@ fn place_marker_segment(
     // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
     let marker_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
     let len = marker_in_segment + marker_len;
-    let (offset, vaddr) = segment_position(elf, kept.len, max_end, in_place)?;
+    let (offset, vaddr) = segment_position(elf, kept.len, max_end, in_place, page)?;
     phdrs.insert(
         last_load + 1,
         ProgramHeader {
@@ -698,7 +715,7 @@ fn place_marker_segment(
             p_paddr: vaddr,
             p_filesz: len,
             p_memsz: len,
-            p_align: PAGE,
+            p_align: page,
         },
     );
     let phoff = if in_place {
@@ -737,8 +754,8 @@ fn place_marker_segment(
     })
 }
 
-/// The file offset and address of the marker's segment: page-aligned after the kept
-/// input, one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
+/// The file offset and address of the marker's segment: right after the kept input (8-byte
+/// aligned, at the same place in its page as in the file), one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
 /// segment holding the program header table right after the previous segment's file bytes,
 /// not page-aligned, so the segment slides down into the page below its address; that page
 /// must belong to no other segment). In executables a moved table keeps the first
@@ -748,9 +765,13 @@ fn segment_position(
     kept_len: u64,
     max_end: u64,
     in_place: bool,
+    page: u64,
 ) -> Result<(u64, u64), RewriteError> {
-    let mut offset = align_up(kept_len, PAGE);
-    let mut vaddr = align_up(max_end, PAGE) + PAGE;
+    // Only `p_offset ≡ p_vaddr (mod page)` is needed, not an aligned offset: the segment
+    // starts at the next 8-byte boundary of the file and at the same place in its page, so
+    // the file is not padded up to a page boundary (up to 64 KiB on aarch64 and ppc64).
+    let mut offset = align_up(kept_len, 8);
+    let mut vaddr = align_up(max_end, page) + page + offset % page;
     if !elf.is_executable() || in_place {
         return Ok((offset, vaddr));
     }
@@ -760,7 +781,7 @@ fn segment_position(
         .find(|p| p.p_type == PT_LOAD)
         .ok_or_else(|| layout("no PT_LOAD"))?;
     let delta = first.p_vaddr.wrapping_sub(first.p_offset);
-    if !delta.is_multiple_of(PAGE) {
+    if !delta.is_multiple_of(page) {
         return Err(layout("first PT_LOAD is not page-congruent"));
     }
     vaddr = vaddr.max(delta.wrapping_add(offset));
@@ -785,6 +806,7 @@ fn segment_position(
 fn point_wrappers_at_marker(
     elf: &ElfFile<'_>,
     fat: &FatBinary,
+    machine: &Machine,
     marker_vaddr: u64,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
@@ -822,7 +844,7 @@ fn point_wrappers_at_marker(
                 check_pointer_kind(h.e_machine, *r_type).map_err(|m| problem(&m))?;
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE;
                 let mut rela: Rela64<LE> = *record(elf.data(), at, "wrapper relocation")?;
-                rela.r_info = Rela64::r_info(LE, false, 0, RELATIVE);
+                rela.r_info = Rela64::r_info(LE, false, 0, machine.relative);
                 rela.r_addend.set(LE, marker_vaddr as i64);
                 patches.add(at, bytes_of(&rela).to_vec())?;
             }
@@ -835,7 +857,7 @@ fn point_wrappers_at_marker(
                 check_pointer_kind(h.e_machine, *r_type).map_err(|m| problem(&m))?;
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * REL_SIZE;
                 let mut rel: Rel64<LE> = *record(elf.data(), at, "wrapper relocation")?;
-                rel.r_info = Rel64::r_info(LE, 0, RELATIVE);
+                rel.r_info = Rel64::r_info(LE, 0, machine.relative);
                 patches.add(at, bytes_of(&rel).to_vec())?;
             }
             PointerSource::Relr { .. } => {}
@@ -1055,7 +1077,7 @@ fn check_pointer_kind(machine: u16, r_type: u32) -> Result<(), String> {
     match reloc_kind(machine, r_type) {
         RelocKind::Relative | RelocKind::Absolute64 => Ok(()),
         RelocKind::Other => Err(format!(
-            "its pointer is filled by relocation type {r_type}, expected R_X86_64_RELATIVE or R_X86_64_64"
+            "its pointer is filled by relocation type {r_type}, expected the machine's RELATIVE or absolute 64-bit type"
         )),
     }
 }

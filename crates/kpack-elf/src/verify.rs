@@ -5,7 +5,8 @@
 //! (not just the first), each with the file offset it is about:
 //! * `PT_LOAD`s: file ranges of file-backed segments do not overlap, and a segment with
 //!   `p_filesz == 0` does not share its `p_offset` with another; `p_offset ≡ p_vaddr` modulo
-//!   the page and modulo `p_align`; sorted by address, not overlapping in memory;
+//!   the page ([`crate::machine::page_size`]: 4 KiB on x86-64, the largest `p_align` on
+//!   aarch64 and ppc64) and modulo `p_align`; sorted by address, not overlapping in memory;
 //!   `p_filesz <= p_memsz`;
 //! * the program header table lies inside a `PT_LOAD`; `PT_PHDR` matches `e_phoff`, the
 //!   table size and that segment's address; in executables (`ET_EXEC` or `PT_INTERP`) the
@@ -27,7 +28,7 @@ use object::elf::{ET_DYN, PT_LOAD, PT_PHDR, SHF_ALLOC, SHF_TLS, SHT_NOBITS};
 
 use crate::elf::{ElfFile, PHDR_SIZE, ProgramHeader, SHDR_SIZE};
 use crate::fatbin::{FatBinaryKind, PointerSource, WrapperMagic, inspect_elf};
-use crate::machine::PAGE;
+use crate::machine::page_size;
 
 /// One problem found by [`verify`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +67,7 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
         .iter()
         .filter(|p| p.p_type == PT_LOAD)
         .collect();
+    let page = page_size(h.e_machine, elf.program_headers());
 
     for p in &loads {
         if p.p_filesz > p.p_memsz {
@@ -74,11 +76,11 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
                 format!("PT_LOAD [{}]: p_filesz > p_memsz", p.index),
             );
         }
-        if p.p_offset % PAGE != p.p_vaddr % PAGE {
+        if p.p_offset % page != p.p_vaddr % page {
             add(
                 phdr_at(p),
                 format!(
-                    "PT_LOAD [{}]: p_offset {:#x} and p_vaddr {:#x} differ modulo the page",
+                    "PT_LOAD [{}]: p_offset {:#x} and p_vaddr {:#x} differ modulo the page {page:#x}",
                     p.index, p.p_offset, p.p_vaddr
                 ),
             );

@@ -10,7 +10,7 @@ mod standin;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub use standin::{Registration, Standin, standin};
+pub use standin::{AARCH64, Foreign, PPC64LE, Registration, Standin, foreign_standin, standin};
 
 /// The repository's `fixtures/` directory.
 pub fn fixtures() -> PathBuf {
@@ -73,6 +73,21 @@ pub const ELF_FIXTURE_ROLES: &[(&str, Role)] = &[
     ("modern/mk_v3.o", Role::FatObject),
 ];
 
+/// The aarch64 and ppc64le fat shared libraries in `fixtures/platforms`
+/// (`build_platforms.sh`), with their machine.
+pub const PLATFORM_FIXTURES: &[(&str, &Foreign)] = &[
+    ("platforms/libbig_aarch64_lld.so", &AARCH64),
+    ("platforms/libbig_ppc64le_lld.so", &PPC64LE),
+    ("platforms/libmodern_aarch64_bfd.so", &AARCH64),
+    ("platforms/libmodern_aarch64_lld.so", &AARCH64),
+    ("platforms/libmodern_aarch64_lld_4k.so", &AARCH64),
+    ("platforms/libmodern_ppc64le_bfd.so", &PPC64LE),
+    ("platforms/libmodern_ppc64le_lld.so", &PPC64LE),
+    ("platforms/libmodern_ppc64le_lld_4k.so", &PPC64LE),
+    ("platforms/librdc_aarch64_lld.so", &AARCH64),
+    ("platforms/librdc_ppc64le_lld.so", &PPC64LE),
+];
+
 /// Every ELF fixture, sorted.
 pub const ELF_FIXTURES: &[&str] = &paths::<{ count(None) }>(None);
 
@@ -118,16 +133,26 @@ pub fn corpus() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/tmp/kpack-corpus"))
 }
 
-/// bookworm's librocsparse.so.0.1 (1.3 GB, 111 wrappers, 7 targets) from the corpus.
-pub fn librocsparse() -> PathBuf {
-    let path =
-        corpus().join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1");
+/// A file of the corpus, which must exist.
+fn corpus_file(rel: &str) -> PathBuf {
+    let path = corpus().join(rel);
     assert!(
         path.exists(),
         "{} is missing: run scripts/setup.sh",
         path.display()
     );
     path
+}
+
+/// bookworm's librocsparse.so.0.1 (1.3 GB, 111 wrappers, 7 targets) from the corpus.
+pub fn librocsparse() -> PathBuf {
+    corpus_file("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1")
+}
+
+/// bookworm's arm64 librocrand.so.1.1 (5.3.3, GNU ld, 25 MB, 1 wrapper, 7 targets) from the
+/// corpus.
+pub fn librocrand_arm64() -> PathBuf {
+    corpus_file("x/librocrand1_5.3.3-4_arm64/usr/lib/aarch64-linux-gnu/librocrand.so.1.1")
 }
 
 /// The versions of the PyPI `jax-rocm7-plugin` wheels in the corpus.

@@ -1,6 +1,9 @@
 //! The stand-in HIP runtime (`standin/libamdhip64.c`): a `libamdhip64.so.5` that logs every
 //! `__hipRegisterFatBinary` call, and, built against an installed librocm_kpack, loads each
 //! HIPK wrapper's code object exactly as a kpack-aware HIP runtime (CLR) does.
+//!
+//! For a [`Foreign`] machine (aarch64, ppc64le) the stand-in is cross-compiled with that
+//! machine's gcc and binaries load under qemu-user through the cross libc's dynamic loader.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +17,47 @@ use crate::run_tool;
 pub struct Standin {
     dir: PathBuf,
     runtime: bool,
+    foreign: Option<&'static Foreign>,
+}
+
+/// A machine other than the host's whose binaries run under qemu-user with the cross libc
+/// (`scripts/setup.sh` installs qemu-user-static, the cross gcc, binutils and libc).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Foreign {
+    /// The GNU triple: the cross tools' prefix and the cross libc's root `/usr/<triple>`.
+    pub triple: &'static str,
+    /// The qemu-user emulator.
+    pub qemu: &'static str,
+    /// The dynamic loader's file name in `/usr/<triple>/lib`.
+    pub ld_so: &'static str,
+    /// `e_machine`.
+    pub e_machine: u16,
+}
+
+/// aarch64 (arm64) Linux.
+pub const AARCH64: Foreign = Foreign {
+    triple: "aarch64-linux-gnu",
+    qemu: "qemu-aarch64-static",
+    ld_so: "ld-linux-aarch64.so.1",
+    e_machine: 183,
+};
+
+/// Little-endian ppc64 (ppc64el) Linux.
+pub const PPC64LE: Foreign = Foreign {
+    triple: "powerpc64le-linux-gnu",
+    qemu: "qemu-ppc64le-static",
+    ld_so: "ld64.so.2",
+    e_machine: 21,
+};
+
+impl Foreign {
+    /// The cross binutils tool `name` (`strip`, `readelf` …).
+    pub fn tool(&self, name: &str) -> String {
+        format!("{}-{name}", self.triple)
+    }
+    fn sysroot(&self) -> PathBuf {
+        Path::new("/usr").join(self.triple)
+    }
 }
 
 /// The stand-in, built once per process and variant with gcc. With `runtime`, the prefix of
@@ -21,31 +65,45 @@ pub struct Standin {
 /// `-DKPACK_STANDIN_RUNTIME` against that library (found through an rpath) and built inside
 /// the prefix; without, it only logs, and is built beside the test executable.
 pub fn standin(runtime: Option<&Path>) -> &'static Standin {
-    static BUILT: Mutex<BTreeMap<Option<PathBuf>, &'static Standin>> = Mutex::new(BTreeMap::new());
+    built(runtime, None)
+}
+
+/// The logging stand-in for `machine`, cross-compiled with its gcc and run under qemu-user;
+/// built once per process and machine, beside the test executable.
+pub fn foreign_standin(machine: &'static Foreign) -> &'static Standin {
+    built(None, Some(machine))
+}
+
+type Variant = (Option<PathBuf>, Option<&'static Foreign>);
+
+fn built(runtime: Option<&Path>, foreign: Option<&'static Foreign>) -> &'static Standin {
+    static BUILT: Mutex<BTreeMap<Variant, &'static Standin>> = Mutex::new(BTreeMap::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    let key = runtime.map(Path::to_owned);
+    let key = (runtime.map(Path::to_owned), foreign);
     if let Some(s) = built.get(&key) {
         return s;
     }
-    let s: &'static Standin = Box::leak(Box::new(build(runtime)));
+    let s: &'static Standin = Box::leak(Box::new(build(runtime, foreign)));
     built.insert(key, s);
     s
 }
 
-fn build(runtime: Option<&Path>) -> Standin {
+fn build(runtime: Option<&Path>, foreign: Option<&'static Foreign>) -> Standin {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("standin");
     let dir = match runtime {
         Some(prefix) => prefix.join("kpack-standin"),
         // Test and bench executables live in `target/<profile>/deps/`: one stand-in per
-        // checkout and profile.
+        // checkout, profile and machine.
         None => {
             let exe = std::env::current_exe().unwrap();
-            exe.parent()
-                .and_then(Path::parent)
-                .unwrap()
-                .join("kpack-standin")
+            let name = match foreign {
+                Some(m) => format!("kpack-standin-{}", m.triple),
+                None => "kpack-standin".to_owned(),
+            };
+            exe.parent().and_then(Path::parent).unwrap().join(name)
         }
     };
+    let gcc = foreign.map_or_else(|| "gcc".to_owned(), |m| m.tool("gcc"));
     std::fs::create_dir_all(&dir).unwrap();
     let s = |p: &Path| p.display().to_string();
     let mut lib_args = vec![
@@ -75,7 +133,7 @@ fn build(runtime: Option<&Path>) -> Standin {
         let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = s(&tmp);
         all.extend(["-o", &out]);
-        run_tool("gcc", &all);
+        run_tool(&gcc, &all);
         std::fs::rename(&tmp, dir.join(name)).unwrap();
     };
     place("libamdhip64.so.5", &lib_args);
@@ -91,6 +149,7 @@ fn build(runtime: Option<&Path>) -> Standin {
     Standin {
         dir,
         runtime: runtime.is_some(),
+        foreign,
     }
 }
 
@@ -127,13 +186,35 @@ impl Standin {
         let _ = std::fs::remove_dir_all(&objects);
         std::fs::create_dir_all(&objects).unwrap();
         let name = binary.file_name().unwrap().to_string_lossy().into_owned();
-        let mut cmd = if name.contains(".so") {
-            let mut c = Command::new(self.dir.join("load"));
-            c.arg(binary);
-            c
-        } else {
-            Command::new(binary)
+        let mut argv = vec![binary.as_os_str().to_owned()];
+        if name.contains(".so") {
+            argv.insert(0, self.dir.join("load").into_os_string());
+        }
+        let mut cmd = match self.foreign {
+            // qemu-user runs the cross libc's loader, which runs the program; -L makes the
+            // guest's absolute paths (/lib/…) resolve in the cross libc's root.
+            Some(m) => {
+                let root = m.sysroot();
+                let mut c = Command::new(m.qemu);
+                c.arg("-L")
+                    .arg(&root)
+                    .arg(root.join("lib").join(m.ld_so))
+                    .arg("--library-path")
+                    .arg(format!(
+                        "{}:{}",
+                        root.join("lib").display(),
+                        self.dir.display()
+                    ))
+                    .args(&argv);
+                c
+            }
+            None => {
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
         };
+        let program = cmd.get_program().to_owned();
         let out = cmd
             .env("LD_LIBRARY_PATH", &self.dir)
             .env("KPACK_STANDIN_LOG", &log)
@@ -143,7 +224,7 @@ impl Standin {
             .env_remove("ROCM_KPACK_PATH_PREFIX")
             .env_remove("ROCM_KPACK_DISABLE")
             .output()
-            .unwrap();
+            .unwrap_or_else(|e| panic!("running {program:?} (scripts/setup.sh installs it): {e}"));
         assert!(
             out.status.success(),
             "{} failed to load: {}{}",
