@@ -10,7 +10,8 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 # clang-tools-15: clang-offload-bundler-15, the independent witness for unbundling.
 # binutils/elfutils/patchelf: readelf, objcopy, eu-elflint, patchelf as witnesses for ELF output.
 # gcc, cmake, pkg-config: the C stand-ins and the C API's CMake package test.
-PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip"
+# chromium, fonts-dejavu-core: the `kpack report` page rendered headless and screenshotted.
+PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip chromium fonts-dejavu-core"
 # pip downloads the PyPI wheels of the corpus.
 python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=

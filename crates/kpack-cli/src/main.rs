@@ -42,6 +42,8 @@ enum Command {
     Recombine(cmd::recombine::Args),
     /// Prove split or recombined artifacts complete (and identical to the originals).
     Verify(cmd::verify::Args),
+    /// Show where the bytes go (per file, target and kind) as an HTML treemap or JSON.
+    Report(cmd::report::Args),
 }
 
 /// Lets a closed pipe (`kpack inspect … | head`) end the process quietly, as it does for
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Command::Split(args) => cmd::split::run(args),
         Command::Recombine(args) => cmd::recombine::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     match result {
         Ok(code) => code,

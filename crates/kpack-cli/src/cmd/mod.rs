@@ -5,6 +5,7 @@ pub mod inspect;
 pub mod list;
 pub mod pack;
 pub mod recombine;
+pub mod report;
 pub mod split;
 pub mod transform;
 pub mod unbundle;
