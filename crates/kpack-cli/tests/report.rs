@@ -236,3 +236,18 @@ fn rocblas_databases_are_attributed_per_target() {
     assert!(kinds["database"] * 2 > total, "{kinds:?}");
     assert!(report["targets"].as_array().unwrap().len() >= 10);
 }
+
+#[test]
+fn same_inputs_give_the_same_page_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fixture("bin");
+    let pages: Vec<Vec<u8>> = ["a.html", "b.html"]
+        .iter()
+        .map(|name| {
+            let page = dir.path().join(name);
+            common::kpack_ok(&["report", s(&bin), "-o", s(&page)]);
+            std::fs::read(&page).unwrap()
+        })
+        .collect();
+    assert_eq!(pages[0], pages[1]);
+}
