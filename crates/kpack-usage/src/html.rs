@@ -418,48 +418,46 @@ fn part_colour(part: &Part) -> String {
     }
 }
 
-/// Processors in the order they get hues: the targets most often shipped together come
-/// first, so they get the most distinct colours.
-const HUE_ORDER: [&str; 24] = [
-    "gfx90a",
-    "gfx942",
-    "gfx1100",
-    "gfx908",
-    "gfx1030",
-    "gfx906",
-    "gfx900",
-    "gfx803",
-    "gfx950",
-    "gfx1101",
-    "gfx1201",
-    "gfx1200",
-    "gfx1102",
-    "gfx1151",
-    "gfx1010",
-    "gfx1012",
-    "gfx940",
-    "gfx941",
-    "gfx1150",
-    "gfx9-4-generic",
-    "gfx10-3-generic",
-    "gfx11-generic",
-    "gfx12-generic",
-    "gfx9-generic",
+/// Hand-picked colours (hue, saturation, lightness) for the processors ROCm ships most,
+/// chosen so that any of them side by side are told apart; the first entries are the
+/// targets most often shipped together.
+const PALETTE: [(&str, f64, f64, f64); 24] = [
+    ("gfx90a", 212.0, 0.62, 0.50),
+    ("gfx942", 355.0, 0.68, 0.55),
+    ("gfx1100", 130.0, 0.50, 0.45),
+    ("gfx908", 265.0, 0.55, 0.58),
+    ("gfx1030", 38.0, 0.70, 0.50),
+    ("gfx906", 178.0, 0.55, 0.48),
+    ("gfx900", 310.0, 0.55, 0.55),
+    ("gfx803", 85.0, 0.55, 0.45),
+    ("gfx950", 20.0, 0.55, 0.38),
+    ("gfx1101", 330.0, 0.70, 0.75),
+    ("gfx1201", 232.0, 0.50, 0.35),
+    ("gfx1200", 52.0, 0.80, 0.60),
+    ("gfx1102", 65.0, 0.45, 0.32),
+    ("gfx1151", 195.0, 0.70, 0.72),
+    ("gfx1010", 10.0, 0.75, 0.70),
+    ("gfx1012", 168.0, 0.60, 0.28),
+    ("gfx940", 285.0, 0.35, 0.38),
+    ("gfx941", 150.0, 0.45, 0.72),
+    ("gfx1150", 28.0, 0.85, 0.62),
+    ("gfx9-4-generic", 345.0, 0.30, 0.40),
+    ("gfx10-3-generic", 45.0, 0.30, 0.40),
+    ("gfx11-generic", 120.0, 0.25, 0.30),
+    ("gfx12-generic", 240.0, 0.25, 0.55),
+    ("gfx9-generic", 200.0, 0.30, 0.40),
 ];
 
-/// A target's colour, the same in every report: the hue steps by the golden angle along
-/// [`HUE_ORDER`] (names outside it, such as families, get a step from their hash), and
-/// features shade it (`xnack+` darker, `xnack-` lighter) so variants of one processor look
-/// related.
+/// A target's colour, the same in every report: processors of [`PALETTE`] have theirs, any
+/// other name (a rarer processor, a family such as `gfx11xx`) a hue from its hash; features
+/// shade it (`xnack+` darker, `xnack-` lighter) so variants of one processor look related.
 pub fn target_colour(target: &str) -> String {
     let processor = target.split(':').next().unwrap_or(target);
-    let index = HUE_ORDER
+    let (hue, saturation, mut light) = PALETTE
         .iter()
-        .position(|&p| p == processor)
-        .unwrap_or(fnv1a(processor) as usize % 360);
-    let hue = (210.0 + index as f64 * 137.508) % 360.0;
-    // Hues that the golden angle brings close again after a dozen steps differ in lightness.
-    let mut light: f64 = 0.52 + [0.0, -0.07, 0.07][index % 3];
+        .find(|(p, ..)| *p == processor)
+        .map(|&(_, h, s, l)| (h, s, l))
+        .unwrap_or(((fnv1a(processor) % 360) as f64, 0.55, 0.55));
     if target.contains("xnack+") {
         light -= 0.10;
     }
@@ -469,7 +467,7 @@ pub fn target_colour(target: &str) -> String {
     if target.contains("sramecc-") {
         light += 0.05;
     }
-    hsl_hex(hue, 0.62, light)
+    hsl_hex(hue, saturation, light.clamp(0.15, 0.85))
 }
 
 fn fnv1a(s: &str) -> u64 {
@@ -596,9 +594,7 @@ mod tests {
     #[test]
     fn target_colours_are_stable_and_tell_common_targets_apart() {
         assert_eq!(target_colour("gfx90a"), target_colour("gfx90a"));
-        let targets = [
-            "gfx803", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx1030", "gfx1100", "gfx942",
-        ];
+        let targets: Vec<&str> = PALETTE.iter().map(|(p, ..)| *p).collect();
         let colours: std::collections::BTreeSet<String> =
             targets.iter().map(|t| target_colour(t)).collect();
         assert_eq!(colours.len(), targets.len());
