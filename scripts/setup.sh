@@ -12,8 +12,10 @@ SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 # gcc, cmake, pkg-config: the C stand-ins and the C API's CMake package test.
 # zip, unzip: the naive re-zip baseline of the wheel benchmark; python3-venv: the fresh venvs
 # the split wheels are pip-installed into. jq, xz-utils: the example CI workflow's steps and its
-# local dry run; tar and zstd also witness kpack's .tar.zst artifacts.
-PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip zip python3-venv jq xz-utils"
+# local dry run; tar and zstd also witness kpack's .tar.zst artifacts. chromium,
+# fonts-dejavu-core: the `kpack report` page rendered headless and screenshotted.
+PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip zip python3-venv jq xz-utils
+  chromium fonts-dejavu-core"
 # aarch64 and ppc64le (issue 13): qemu-user runs the cross libc's loader on the fixtures, the
 # cross gcc builds the stand-in HIP runtime for each, the cross binutils strip the outputs;
 # libgcc-12-dev-*-cross lets build_platforms.sh's clang link against the cross libcs.

@@ -51,6 +51,8 @@ enum Command {
     SplitWheel(cmd::split_wheel::Args),
     /// Show this machine's AMD GPUs and the device wheel extra each needs.
     Detect(cmd::detect::Args),
+    /// Show where the bytes go (per file, target and kind) as an HTML treemap or JSON.
+    Report(cmd::report::Args),
 }
 
 pub use output::error_message;
@@ -81,6 +83,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Which(args) => cmd::which::run(args),
         Command::SplitWheel(args) => cmd::split_wheel::run(args),
         Command::Detect(args) => cmd::detect::run(args),
+        Command::Report(args) => cmd::report::run(args),
     };
     let status = match result {
         // The commands end in success or failure, nothing finer.

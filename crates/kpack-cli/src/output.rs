@@ -53,14 +53,4 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
 }
 
 /// Thousands separators for byte counts in human output.
-pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use kpack_usage::html::grouped;

@@ -6,6 +6,7 @@ pub mod inspect;
 pub mod list;
 pub mod pack;
 pub mod recombine;
+pub mod report;
 pub mod split;
 pub mod split_wheel;
 pub mod transform;
