@@ -19,7 +19,7 @@ pub use usage::{FileUsage, KindUsage, Part, PartKind, TargetUsage, Usage, collec
 pub enum UsageError {
     /// An input is not what its first bytes claim.
     #[error(transparent)]
-    Input(#[from] kpack_pipeline::FileError),
+    Input(Box<kpack_pipeline::FileError>),
     /// Reading an input or writing the page failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -30,27 +30,27 @@ pub enum UsageError {
     },
 }
 
-/// Writes the page for `usage` (of `inputs`, the paths as given) to `out`: to a temporary file beside it, synced, then renamed
-/// over `out`, so `out` is either absent, its old self, or the whole new page.
+impl From<kpack_pipeline::FileError> for UsageError {
+    fn from(e: kpack_pipeline::FileError) -> Self {
+        UsageError::Input(Box::new(e))
+    }
+}
+
+/// Writes the page for `usage` (of `inputs`, the paths as given) to `out` whole or not at all
+/// ([`kpack_fs::write_atomic`]: a temporary file beside it, synced, then renamed over `out`),
+/// with the mode a plain `>` redirection would give.
 pub fn write_html(usage: &Usage, inputs: &str, out: &Path) -> Result<(), UsageError> {
-    let io = |source| UsageError::Io {
+    let page = html::render(usage, inputs);
+    kpack_fs::write_atomic(
+        out,
+        |file| {
+            file.write_all(page.as_bytes())?;
+            file.sync_all()
+        },
+        |_, e| e,
+    )
+    .map_err(|source| UsageError::Io {
         path: out.to_owned(),
         source,
-    };
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".kpack-report")
-        // A page to share, not a secret: the mode a plain `>` redirection would give
-        // (tempfile's default is 0600).
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)
-        .map_err(io)?;
-    tmp.write_all(html::render(usage, inputs).as_bytes())
-        .map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(out).map_err(|e| io(e.error))?;
-    Ok(())
+    })
 }
