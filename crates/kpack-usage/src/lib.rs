@@ -5,6 +5,8 @@
 //! per-target code-object totals equal `kpack inspect`'s), [`treemap`] lays it out and
 //! [`html`] draws the self-contained page that [`write_html`] writes atomically.
 
+#![warn(missing_docs)]
+
 pub mod html;
 pub mod treemap;
 pub mod usage;
@@ -16,10 +18,12 @@ pub use usage::{FileUsage, KindUsage, Part, PartKind, TargetUsage, Usage, collec
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum UsageError {
-    /// An input is not what its first bytes claim.
+    /// An input is not what its first bytes claim (boxed: the error is large, and every
+    /// `Result` of this crate would otherwise carry its size).
     #[error(transparent)]
-    Input(#[from] kpack_pipeline::FileError),
+    Input(Box<kpack_pipeline::FileError>),
     /// Reading an input or writing the page failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -28,6 +32,12 @@ pub enum UsageError {
         /// The failure.
         source: std::io::Error,
     },
+}
+
+impl From<kpack_pipeline::FileError> for UsageError {
+    fn from(e: kpack_pipeline::FileError) -> Self {
+        UsageError::Input(Box::new(e))
+    }
 }
 
 /// Writes the page for `usage` (of `inputs`, the paths as given) to `out`: to a temporary file beside it, synced, then renamed
