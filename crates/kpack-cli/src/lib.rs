@@ -4,6 +4,8 @@
 //! the library crates. The `kpack` binary and the Python package's `kpack` command are both
 //! [`run`], so they cannot drift apart.
 
+#![warn(missing_docs)]
+
 mod cmd;
 mod output;
 

@@ -1,8 +1,8 @@
 //! Crash safety of the real `kpack` binary: killed (`kill -9`) at named points of writing its
 //! outputs (the `KPACK_TEST_KILL_AT` hook, [`kpack_fs::fault_point`]) and at timed moments,
-//! or stopped by a full disk (a file-size limit), `transform`, `split` and `recombine` leave
-//! nothing at a final path but complete outputs, and the next run to the same output succeeds
-//! and sweeps every temporary the killed one left.
+//! or stopped by a full disk (a file-size limit), `transform`, `split`, `recombine` and
+//! `split-wheel` leave nothing at a final path but complete outputs, and the next run to the
+//! same output succeeds and sweeps every temporary the killed one left.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -393,6 +393,155 @@ fn recombine_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
     assert!(temporaries(dir.path()).is_empty());
     assert_eq!(snapshot(&out), reference);
     kpack_ok(&["verify", s(&out), "--original", s(&fixture("shards"))]);
+}
+
+// ---- split-wheel ---------------------------------------------------------------------------
+
+fn split_wheel_args(out: &Path) -> Vec<String> {
+    vec![
+        "split-wheel".into(),
+        fixture("wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl")
+            .display()
+            .to_string(),
+        "-o".into(),
+        out.display().to_string(),
+        "--split-databases".into(),
+        "rocblas".into(),
+        "aotriton".into(),
+    ]
+}
+
+/// A file that was in the output directory before the split; it must stay as it was.
+const BYSTANDER: &str = "README.txt";
+
+/// The wheels at their final paths in `out` (nothing when `out` is missing).
+fn wheels(out: &Path) -> Vec<(String, String, Vec<u8>)> {
+    if !out.exists() {
+        return Vec::new();
+    }
+    let mut now = finals(out);
+    now.retain(|e| e.0 != BYSTANDER);
+    now
+}
+
+/// The wheels an undisturbed run writes.
+fn split_wheel_reference() -> Vec<(String, String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    kpack_ok(&as_strs(&split_wheel_args(&out)));
+    wheels(&out)
+}
+
+/// The fault points `split-wheel` reaches: its wheels' stage, and each fat binary's
+/// transform (staged inside the wheels' staging directory).
+const SPLIT_WHEEL_POINTS: [&str; 5] = [
+    "stage-created",
+    "atomic-written",
+    "transform-host-written",
+    "before-publish",
+    "publish-partial",
+];
+
+#[test]
+fn split_wheel_killed_at_every_fault_point_leaves_no_partial_wheel_and_the_next_run_sweeps() {
+    let reference = split_wheel_reference();
+    assert_eq!(reference.len(), 10, "the host wheel and nine device wheels");
+    let mut cut_between_renames = 0;
+    // A new output directory (published in one rename), and one that already holds a file
+    // (each wheel renamed into it: the publish that a kill can cut between renames).
+    for existing in [false, true] {
+        for point in SPLIT_WHEEL_POINTS {
+            // Walk the point's occurrences (one per fat binary's transform, then the wheels')
+            // until a run gets past the last one.
+            for nth in 1.. {
+                let when = format!("existing {existing}, killed at {point}:{nth}");
+                let dir = tempfile::tempdir().unwrap();
+                let out = dir.path().join("out");
+                if existing {
+                    std::fs::create_dir(&out).unwrap();
+                    std::fs::write(out.join(BYSTANDER), "kept").unwrap();
+                }
+                let args = split_wheel_args(&out);
+                let status = kpack_cmd(&as_strs(&args))
+                    .env(FAULT_ENV, format!("{point}:{nth}"))
+                    .status()
+                    .unwrap();
+                if status.signal() != Some(9) {
+                    assert!(status.success(), "{when}: {status}");
+                    assert!(nth > 1, "{point} is never reached");
+                    assert_eq!(wheels(&out), reference, "{when}: the undisturbed run");
+                    break;
+                }
+                let left = wheels(&out);
+                for e in &left {
+                    assert!(
+                        reference.contains(e),
+                        "{when}: {} is not a complete wheel",
+                        e.0
+                    );
+                }
+                if !existing {
+                    assert!(!out.exists(), "{when}: the output directory appeared");
+                }
+                assert!(
+                    !temporaries(dir.path()).is_empty() || !temporaries(&out).is_empty(),
+                    "{when}: the staging directory is left for the sweep"
+                );
+                // The next run sweeps. A run killed between its renames was committed (its
+                // journal written): the sweep completes it, and the run then refuses to
+                // overwrite the wheels. Otherwise the sweep discards it and the run splits.
+                let res = kpack_cmd(&as_strs(&args)).output().unwrap();
+                let stderr = String::from_utf8_lossy(&res.stderr);
+                if left.is_empty() {
+                    assert!(res.status.success(), "{when}: {stderr}");
+                } else {
+                    cut_between_renames += 1;
+                    assert_eq!(res.status.code(), Some(1), "{when}: {stderr}");
+                    assert!(stderr.contains("already exists"), "{when}: {stderr}");
+                }
+                assert_eq!(wheels(&out), reference, "{when}: after the next run");
+                assert!(temporaries(dir.path()).is_empty(), "{when}");
+                assert!(temporaries(&out).is_empty(), "{when}");
+                if existing {
+                    assert_eq!(std::fs::read(out.join(BYSTANDER)).unwrap(), b"kept");
+                }
+            }
+        }
+    }
+    assert!(
+        cut_between_renames > 0,
+        "no kill fell between the renames of the wheels' publish"
+    );
+}
+
+#[test]
+fn split_wheel_killed_at_any_moment_leaves_no_partial_wheel_and_the_next_run_sweeps() {
+    let reference = split_wheel_reference();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let args = split_wheel_args(&out);
+    let mut mid_run = 0;
+    for delay in delays() {
+        let _ = std::fs::remove_dir_all(&out);
+        killed_after(delay, &as_strs(&args));
+        let left = wheels(&out);
+        assert!(
+            left.is_empty() || left == reference,
+            "killed after {delay:?}: {} of {} wheels",
+            left.len(),
+            reference.len()
+        );
+        mid_run += usize::from(!temporaries(dir.path()).is_empty());
+    }
+    assert!(
+        mid_run > 0,
+        "no timed kill hit the run while it was writing"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    kpack_ok(&as_strs(&args));
+    assert!(temporaries(dir.path()).is_empty());
+    assert!(temporaries(&out).is_empty());
+    assert_eq!(wheels(&out), reference);
 }
 
 // ---- a full disk -----------------------------------------------------------------------------

@@ -28,6 +28,8 @@
 //! symlinks kept as links, GNU long names, single-threaded zstd. The tarball is written
 //! under a temporary name beside the destination and renamed when complete.
 
+#![warn(missing_docs)]
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -37,27 +39,40 @@ use std::rc::Rc;
 
 /// Why a tarball could not be read or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TarError {
+    /// Opening, reading or writing a file failed (the tarball, or a file packed into it).
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file the operation was on.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// A member broke one of the safety rules (see the crate docs), or its header is corrupt.
     #[error("{}: member {index} {name:?} (header at tar offset {offset:#x}): {problem}", path.display())]
     Member {
+        /// The tarball.
         path: PathBuf,
+        /// The member's index among the members (extension headers not counted).
         index: usize,
+        /// The member's name as the header gives it (before normalisation).
         name: String,
+        /// Byte offset of the member's header in the decompressed tar.
         offset: u64,
+        /// Which rule it broke, or what is wrong with its header.
         problem: String,
     },
     /// The archive itself is unreadable (bad compression frame, corrupt header).
     #[error("{}: after member {members} (tar offset {offset:#x}): {problem}", path.display())]
     Corrupt {
+        /// The tarball.
         path: PathBuf,
+        /// How many members were read before the damage.
         members: usize,
+        /// Byte offset in the decompressed tar where reading stopped.
         offset: u64,
+        /// What the decompressor or the tar reader found.
         problem: String,
     },
 }
@@ -72,10 +87,13 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> TarError + '_ {
 /// What a member is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberKind {
+    /// A directory (written with mode 0755 whatever the header says).
     Dir,
     /// A regular file: its size and permission bits (`0o7777`).
     File {
+        /// Content length in bytes, as the header declares it.
         size: u64,
+        /// Permission bits, masked to `0o7777` (no file-type bits).
         mode: u32,
     },
     /// A symbolic link and its (checked) link text.
@@ -87,6 +105,7 @@ pub enum MemberKind {
 pub struct Member {
     /// Normalised relative path, `/`-separated, no trailing `/`.
     pub path: String,
+    /// What it is (directory, file with size and mode, or symlink with its target).
     pub kind: MemberKind,
     /// Index among the members (extension headers not counted).
     pub index: usize,
@@ -97,8 +116,11 @@ pub struct Member {
 /// The compression of a tarball, recognised from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
+    /// A plain tar (neither magic matched).
     None,
+    /// A zstd frame (`.tar.zst`, as TheRock's CI stores artifacts).
     Zstd,
+    /// An xz stream (`.tar.xz`).
     Xz,
 }
 
@@ -106,6 +128,8 @@ impl Compression {
     const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
     const XZ_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0];
 
+    /// The compression whose magic `head` (the file's first bytes) starts with; anything
+    /// else is taken for a plain tar, which the tar reader then checks header by header.
     pub fn sniff(head: &[u8]) -> Compression {
         if head.starts_with(&Self::ZSTD_MAGIC) {
             Compression::Zstd

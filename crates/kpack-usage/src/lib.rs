@@ -5,6 +5,8 @@
 //! per-target code-object totals equal `kpack inspect`'s), [`treemap`] lays it out and
 //! [`html`] draws the self-contained page that [`write_html`] writes atomically.
 
+#![warn(missing_docs)]
+
 pub mod html;
 pub mod treemap;
 pub mod usage;
@@ -16,8 +18,10 @@ pub use usage::{FileUsage, KindUsage, Part, PartKind, TargetUsage, Usage, collec
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum UsageError {
-    /// An input is not what its first bytes claim.
+    /// An input is not what its first bytes claim (boxed: the error is large, and every
+    /// `Result` of this crate would otherwise carry its size).
     #[error(transparent)]
     Input(Box<kpack_pipeline::FileError>),
     /// Reading an input or writing the page failed.

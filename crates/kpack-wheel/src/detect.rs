@@ -30,6 +30,8 @@ const SRAMECC_PROCESSORS: &[&str] = &["gfx906", "gfx908", "gfx90a", "gfx942", "g
 pub struct Gpu {
     /// The topology node number.
     pub node: u32,
+    /// KFD's `gfx_target_version` property (`90402` for gfx942): major, minor and
+    /// stepping as decimal digit pairs, the number the target id is derived from.
     pub gfx_target_version: u64,
     /// The target id (`gfx942:sramecc+`).
     pub target: String,

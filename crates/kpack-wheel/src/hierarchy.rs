@@ -12,8 +12,11 @@ use kpack_target::TargetId;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Level {
+    /// One processor (`gfx1100`): the most specific wheel, holding that target's archives.
     Target,
+    /// A group of processors that share code (`gfx110x`), between a target and its family.
     SubFamily,
+    /// A whole generation (`gfx11`): the widest wheel, the last one a target's chain names.
     Family,
 }
 
@@ -127,6 +130,8 @@ impl BundleKey {
         self.0.replace('_', "-")
     }
 
+    /// Whether this key names a family, a sub-family or one target (whatever is in neither
+    /// hierarchy table is a target).
     pub fn level(&self) -> Level {
         if FAMILIES.iter().any(|(f, _)| *f == self.0) {
             Level::Family

@@ -11,6 +11,8 @@
 //! every other byte, which a parse-and-reprint would not), and the packaging hierarchy.
 //! Zip, CSV (RECORD), hashing and base64 come from `zip`, `csv`, `sha2` and `base64`.
 
+#![warn(missing_docs)]
+
 pub mod detect;
 mod error;
 pub mod hierarchy;

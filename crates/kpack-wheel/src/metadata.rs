@@ -167,9 +167,11 @@ impl Identity {
 /// One RECORD row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordRow {
+    /// `/`-separated path of the file inside the wheel, as RECORD lists it.
     pub path: String,
     /// `algorithm=digest`, or empty (RECORD itself, signatures).
     pub hash: String,
+    /// Size in bytes, or `None` where RECORD leaves it empty (RECORD itself, signatures).
     pub size: Option<u64>,
 }
 
@@ -233,7 +235,9 @@ pub fn write_record(dist_info: &str, files: &[(String, [u8; 32], u64)]) -> Vec<u
 /// One device wheel of a split, as METADATA needs it.
 #[derive(Debug, Clone)]
 pub struct DeviceDist {
+    /// The target, sub-family or family the wheel is for (its `device-<key>` extra).
     pub key: BundleKey,
+    /// Its distribution name (`<prefix>-<key>`).
     pub dist: String,
 }
 

@@ -41,7 +41,9 @@ pub struct InputFile {
     pub path: String,
     /// Unix permission bits (`0o644` when the wheel records none).
     pub mode: u32,
+    /// Length in bytes, as read (checked against RECORD).
     pub size: u64,
+    /// SHA-256 of the content as read (checked against RECORD's `sha256=` digest).
     pub sha256: [u8; 32],
 }
 

@@ -45,6 +45,7 @@ pub struct SplitOptions {
     pub device_requires_dist: Vec<String>,
     /// Database handlers, tried in this order.
     pub handlers: Vec<Handler>,
+    /// Whether outputs are `.whl` files or unpacked wheel directories.
     pub output_format: OutputFormat,
     /// Also write the PEP 817/825 variant copy of the host wheel (spec §4.2).
     pub variants: bool,
@@ -52,6 +53,8 @@ pub struct SplitOptions {
     pub variant_label: String,
     /// Compression of the code objects inside the `.kpack` archives.
     pub compression: Compression,
+    /// Bounds on what the input zip may declare (entry count, sizes), so that a hostile
+    /// wheel cannot make the reader allocate or write without limit.
     pub limits: Limits,
 }
 
@@ -78,9 +81,14 @@ impl SplitOptions {
 pub struct FatBinary {
     /// Path inside the wheel.
     pub path: String,
+    /// The module name its archives are named after (`<module>_<target>.kpack`), unique
+    /// among the wheel's fat binaries.
     pub module: String,
+    /// Code objects taken out of it, over every target.
     pub code_objects: usize,
+    /// Its size in the fat wheel, in bytes.
     pub input_size: u64,
+    /// Its size in the host wheel once the device code is taken out, in bytes.
     pub output_size: u64,
     /// Full target ids of its archives.
     pub targets: Vec<String>,
@@ -89,9 +97,11 @@ pub struct FatBinary {
 /// One output wheel.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct OutputWheel {
+    /// Its distribution name (the fat wheel's for the host wheel).
     pub dist: String,
     /// Where it is once published.
     pub path: PathBuf,
+    /// What it holds: file count, bytes and size on disk.
     #[serde(flatten)]
     pub published: Published,
 }
@@ -99,12 +109,17 @@ pub struct OutputWheel {
 /// One device wheel.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceWheel {
+    /// The target, sub-family or family it serves (its `device-<key>` extra of the host).
     pub key: BundleKey,
+    /// Which of the three that key is.
     pub level: Level,
     /// Full target ids (archives) and database architectures it holds.
     pub architectures: Vec<String>,
+    /// `.kpack` archives moved into it.
     pub archives: usize,
+    /// Kernel-database files moved into it.
     pub database_files: usize,
+    /// The wheel written.
     #[serde(flatten)]
     pub wheel: OutputWheel,
 }
@@ -112,16 +127,26 @@ pub struct DeviceWheel {
 /// What [`split_wheel`] did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Summary {
+    /// The fat wheel, as given.
     pub input: PathBuf,
+    /// Its `Name` from METADATA.
     pub name: String,
+    /// Its `Version` from METADATA.
     pub version: String,
+    /// The package directory that got `.kpack/` (given, or the one found).
     pub overlay_root: String,
+    /// Every fat binary rewritten, in wheel order.
     pub fat_binaries: Vec<FatBinary>,
+    /// Kernel-database files moved into device wheels, over all of them.
     pub database_files: usize,
     /// Every architecture found (archives and databases), sorted.
     pub architectures: Vec<String>,
+    /// The host wheel: the rewritten binaries, everything not device-specific, and the
+    /// `device-<key>` extras.
     pub host: OutputWheel,
+    /// The PEP 817/825 variant copy of the host wheel, when asked for.
     pub variant: Option<OutputWheel>,
+    /// One device wheel per target, sub-family and family found, in key order.
     pub devices: Vec<DeviceWheel>,
 }
 
