@@ -186,8 +186,49 @@ def transform(
     return cast(Dict[str, Any], report)
 
 
-# `split_wheel` (issue 8: `kpack split-wheel` on a whole wheel) joins the functions above,
-# in the same way, once the command exists.
+def split_wheel(
+    wheel: PathArg,
+    output: PathArg,
+    *,
+    device_package_prefix: Optional[str] = None,
+    overlay_root: Optional[str] = None,
+    device_requires_dist: Iterable[str] = (),
+    split_databases: Iterable[str] = (),
+    output_format: str = "wheel",
+    variants: bool = False,
+    compression: str = "zstd",
+    level: int = 3,
+) -> Dict[str, Any]:
+    """Splits a fat Python wheel (``kpack split-wheel``; a ``.whl`` or an unpacked wheel
+    directory) into ``output``: a host wheel (same name, version and tags, every fat binary
+    rewritten to load its device code from ``<overlay_root>/.kpack/``, ``device-<key>`` extras
+    in its METADATA) and one device wheel per GPU target, sub-family and family.
+
+    ``device_package_prefix`` defaults to ``<name>-device`` and ``overlay_root`` to the one
+    top-level package holding the fat binaries; ``device_requires_dist`` entries may contain
+    ``@GFXARCH@``; ``split_databases`` names the kernel-database handlers, as for :func:`split`.
+    ``output_format`` is ``"wheel"`` or ``"directory"`` (unpacked wheels); ``variants=True``
+    also writes the PEP 817/825 variant copy of the host wheel. A hostile or broken wheel
+    raises :class:`FormatError` naming the entry, and nothing is written.
+
+    Returns the summary ``kpack split-wheel --json`` prints.
+    """
+    summary = json.loads(
+        _native.split_wheel(
+            wheel,
+            output,
+            device_package_prefix,
+            overlay_root,
+            list(device_requires_dist),
+            list(split_databases),
+            output_format,
+            variants,
+            compression,
+            level,
+        )
+    )
+    return cast(Dict[str, Any], summary)
+
 
 __all__ = [
     "Archive",
@@ -203,6 +244,7 @@ __all__ = [
     "inspect",
     "recombine",
     "split",
+    "split_wheel",
     "transform",
     "verify",
 ]

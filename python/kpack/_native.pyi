@@ -40,6 +40,18 @@ def transform(
     compression: str,
     level: int,
 ) -> str: ...
+def split_wheel(
+    wheel: _Path,
+    output: _Path,
+    device_package_prefix: Optional[str],
+    overlay_root: Optional[str],
+    device_requires_dist: List[str],
+    split_databases: List[str],
+    output_format: str,
+    variants: bool,
+    compression: str,
+    level: int,
+) -> str: ...
 
 @final
 class Archive:

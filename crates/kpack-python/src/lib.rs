@@ -83,6 +83,17 @@ impl Class {
         }
     }
 
+    fn of_wheel(e: &kpack_wheel::WheelError) -> Class {
+        use kpack_wheel::WheelError;
+        match e {
+            WheelError::Io { .. } | WheelError::Zip { .. } => Class::Input,
+            WheelError::Transform { source, .. } => Class::of_transform(source),
+            WheelError::Artifact(a) => Class::of_artifact(a),
+            WheelError::Usage(_) => Class::Usage,
+            _ => Class::Format,
+        }
+    }
+
     fn of_artifact(e: &ArtifactError) -> Class {
         match e {
             ArtifactError::Io { .. } => Class::Input,
@@ -290,6 +301,47 @@ fn transform(
     to_json(&outcome.report(&input))
 }
 
+/// `kpack split-wheel WHEEL -o OUTPUT ... --json`: the JSON summary, as a string.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)] // the command's options, one keyword each
+fn split_wheel(
+    py: Python<'_>,
+    wheel: PathBuf,
+    output: PathBuf,
+    device_package_prefix: Option<String>,
+    overlay_root: Option<String>,
+    device_requires_dist: Vec<String>,
+    split_databases: Vec<String>,
+    output_format: &str,
+    variants: bool,
+    compression: &str,
+    level: i32,
+) -> PyResult<String> {
+    let mut opts = kpack_wheel::SplitOptions::new(output);
+    opts.device_package_prefix = device_package_prefix;
+    opts.overlay_root = overlay_root;
+    opts.device_requires_dist = device_requires_dist;
+    opts.handlers = split_databases
+        .iter()
+        .map(|h| Handler::parse(h))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(usage)?;
+    opts.output_format = match output_format {
+        "wheel" => kpack_wheel::OutputFormat::Wheel,
+        "directory" => kpack_wheel::OutputFormat::Directory,
+        _ => {
+            return Err(usage(format!(
+                "unknown output format {output_format:?}; expected \"wheel\" or \"directory\""
+            )));
+        }
+    };
+    opts.variants = variants;
+    opts.compression = self::compression(compression, level)?;
+    let summary = py.detach(|| kpack_wheel::split_wheel(&wheel, &opts));
+    let summary = summary.map_err(|e| raise(Class::of_wheel(&e), &e))?;
+    to_json(&summary)
+}
+
 /// A `.kpack` archive open for reading (memory-mapped; opening reads only its table of
 /// contents). Use it as a context manager, or call `close()`; every use after closing raises
 /// ValueError.
@@ -436,6 +488,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recombine, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(transform, m)?)?;
+    m.add_function(wrap_pyfunction!(split_wheel, m)?)?;
     m.add_class::<Archive>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
