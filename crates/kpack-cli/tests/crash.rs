@@ -235,14 +235,17 @@ fn as_strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// What an undisturbed split of the shard writes.
+fn split_reference() -> Vec<(String, String, Vec<u8>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    kpack_ok(&as_strs(&split_args(&out)));
+    snapshot(&out)
+}
+
 #[test]
 fn split_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
-    let reference = {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        kpack_ok(&as_strs(&split_args(&out)));
-        snapshot(&out)
-    };
+    let reference = split_reference();
     // A new output directory, and one that already holds another component.
     for existing in [false, true] {
         for point in ["stage-created", "atomic-written", "before-publish"] {
@@ -284,12 +287,7 @@ fn split_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
 
 #[test]
 fn split_killed_while_publishing_into_an_existing_output_is_completed_by_the_next_run() {
-    let reference = {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        kpack_ok(&as_strs(&split_args(&out)));
-        snapshot(&out)
-    };
+    let reference = split_reference();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir_all(out.join("other_generic")).unwrap();
@@ -313,12 +311,7 @@ fn split_killed_while_publishing_into_an_existing_output_is_completed_by_the_nex
 
 #[test]
 fn split_killed_at_any_moment_leaves_no_partial_output_and_the_next_run_sweeps() {
-    let reference = {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        kpack_ok(&as_strs(&split_args(&out)));
-        snapshot(&out)
-    };
+    let reference = split_reference();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let mut mid_run = 0;
