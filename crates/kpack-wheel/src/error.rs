@@ -81,6 +81,15 @@ pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Whe
     move |source| WheelError::Io { path, source }
 }
 
+impl From<kpack_fs::WalkError> for WheelError {
+    fn from(e: kpack_fs::WalkError) -> Self {
+        WheelError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 impl From<kpack_artifact::ArtifactError> for WheelError {
     fn from(e: kpack_artifact::ArtifactError) -> Self {
         WheelError::Artifact(Box::new(e))

@@ -321,54 +321,38 @@ pub fn read_zip<R: Read + Seek>(
 pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelError> {
     use std::os::unix::fs::PermissionsExt;
     let mut files = Vec::new();
-    let mut stack = vec![String::new()];
-    while let Some(rel) = stack.pop() {
-        let here = if rel.is_empty() {
-            dir.to_owned()
-        } else {
-            dir.join(&rel)
-        };
-        let mut entries: Vec<_> = std::fs::read_dir(&here)
-            .and_then(|rd| rd.collect::<Result<Vec<_>, _>>())
-            .map_err(io(&here))?;
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries.into_iter().rev() {
-            let name = e
-                .file_name()
-                .into_string()
-                .map_err(|n| entry_error(dir, &n.to_string_lossy(), "file name is not UTF-8"))?;
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            check_entry_name(dir, &child)?;
-            let meta = std::fs::symlink_metadata(e.path()).map_err(io(e.path()))?;
-            if meta.file_type().is_symlink() {
-                return Err(entry_error(
-                    dir,
-                    &child,
-                    "symlink: wheels carry regular files only",
-                ));
-            } else if meta.is_dir() {
-                stack.push(child);
-            } else if meta.is_file() {
-                let mode = meta.permissions().mode() & 0o7777;
-                let mut src = std::fs::File::open(e.path()).map_err(io(e.path()))?;
-                let size = meta.len();
-                let sha256 = write_file(dest, &child, mode, |out| {
-                    copy_exact(dir, &child, &mut src, out, size)
-                })?;
-                files.push(InputFile {
-                    path: child,
-                    mode,
-                    size,
-                    sha256,
-                });
-            } else {
-                return Err(entry_error(dir, &child, "not a regular file"));
-            }
+    for e in kpack_fs::walk(dir) {
+        let e = e?;
+        let child = e
+            .rel
+            .to_str()
+            .ok_or_else(|| entry_error(dir, &e.rel.to_string_lossy(), "file name is not UTF-8"))?
+            .to_owned();
+        check_entry_name(dir, &child)?;
+        if e.file_type.is_symlink() {
+            return Err(entry_error(
+                dir,
+                &child,
+                "symlink: wheels carry regular files only",
+            ));
+        } else if e.file_type.is_dir() {
+            continue;
+        } else if !e.file_type.is_file() {
+            return Err(entry_error(dir, &child, "not a regular file"));
         }
+        let meta = std::fs::metadata(&e.path).map_err(io(&e.path))?;
+        let mode = meta.permissions().mode() & 0o7777;
+        let mut src = std::fs::File::open(&e.path).map_err(io(&e.path))?;
+        let size = meta.len();
+        let sha256 = write_file(dest, &child, mode, |out| {
+            copy_exact(dir, &child, &mut src, out, size)
+        })?;
+        files.push(InputFile {
+            path: child,
+            mode,
+            size,
+            sha256,
+        });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)

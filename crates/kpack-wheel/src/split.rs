@@ -726,13 +726,13 @@ fn remove_empty_parents(root: &Path, rel: &str, overlay: &str) -> Result<(), Whe
 /// Copies the tree `from` to `to`, modes kept.
 fn copy_tree(from: &Path, to: &Path) -> Result<(), WheelError> {
     std::fs::create_dir_all(to).map_err(io(to))?;
-    for e in std::fs::read_dir(from).map_err(io(from))? {
-        let e = e.map_err(io(from))?;
-        let (src, dst) = (e.path(), to.join(e.file_name()));
-        if e.file_type().map_err(io(&src))?.is_dir() {
-            copy_tree(&src, &dst)?;
+    for e in kpack_fs::walk(from) {
+        let e = e?;
+        let dst = to.join(&e.rel);
+        if e.file_type.is_dir() {
+            std::fs::create_dir_all(&dst).map_err(io(&dst))?;
         } else {
-            std::fs::copy(&src, &dst).map_err(io(&dst))?;
+            std::fs::copy(&e.path, &dst).map_err(io(&dst))?;
         }
     }
     Ok(())

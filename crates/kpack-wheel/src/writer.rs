@@ -43,23 +43,12 @@ pub struct Published {
 fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelError> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = Vec::new();
-    let mut stack = vec![String::new()];
-    while let Some(rel) = stack.pop() {
-        let dir = root.join(&rel);
-        for e in std::fs::read_dir(&dir).map_err(io(&dir))? {
-            let e = e.map_err(io(&dir))?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            let meta = std::fs::symlink_metadata(e.path()).map_err(io(e.path()))?;
-            if meta.is_dir() {
-                stack.push(child);
-            } else {
-                out.push((child, meta.permissions().mode() & 0o7777));
-            }
+    for e in kpack_fs::walk(root) {
+        let e = e?;
+        if !e.file_type.is_dir() {
+            let meta = std::fs::symlink_metadata(&e.path).map_err(io(&e.path))?;
+            let rel = e.rel.to_string_lossy().into_owned();
+            out.push((rel, meta.permissions().mode() & 0o7777));
         }
     }
     let record = format!("{dist_info}/RECORD");
