@@ -494,41 +494,27 @@ impl PackOptions {
 /// when complete. Returns the number of members.
 pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarError> {
     use std::os::unix::fs::PermissionsExt;
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let temp = tempfile::Builder::new()
-        .prefix(".kpack-tar-")
-        .tempfile_in(parent)
-        .map_err(io_error(parent))?;
+    // Named as every kpack temporary (a killed run's is swept), mode 0666 less the umask.
+    let temp = kpack_fs::temp_file_beside(out).map_err(io_error(out))?;
     let encoder = zstd::Encoder::new(temp.as_file(), opts.level).map_err(io_error(out))?;
     let mut builder = tar::Builder::new(encoder);
     let mut members = 0;
-    let walk = walkdir::WalkDir::new(dir)
-        .min_depth(1)
-        .follow_links(false)
-        .sort_by_file_name();
-    for e in walk {
+    for e in kpack_fs::walk(dir) {
         let e = e.map_err(|e| TarError::Io {
-            path: e.path().unwrap_or(dir).to_owned(),
-            source: e.into(),
+            path: e.path,
+            source: e.source,
         })?;
-        let rel = e
-            .path()
-            .strip_prefix(dir)
-            .expect("walkdir stays below its root");
-        let name = rel.to_str().ok_or_else(|| TarError::Io {
-            path: e.path().to_owned(),
+        let name = e.rel.to_str().ok_or_else(|| TarError::Io {
+            path: e.path.clone(),
             source: std::io::Error::other("file name is not UTF-8"),
         })?;
         let mut header = tar::Header::new_gnu();
         header.set_mtime(opts.mtime);
         header.set_uid(0);
         header.set_gid(0);
-        let kind = e.file_type();
+        let kind = e.file_type;
         let written = if kind.is_symlink() {
-            let target = std::fs::read_link(e.path()).map_err(io_error(e.path()))?;
+            let target = std::fs::read_link(&e.path).map_err(io_error(&e.path))?;
             header.set_entry_type(tar::EntryType::Symlink);
             header.set_mode(0o777);
             header.set_size(0);
@@ -539,28 +525,25 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
             header.set_size(0);
             builder.append_data(&mut header, format!("{name}/"), std::io::empty())
         } else if kind.is_file() {
-            let file = std::fs::File::open(e.path()).map_err(io_error(e.path()))?;
-            let meta = file.metadata().map_err(io_error(e.path()))?;
+            let file = std::fs::File::open(&e.path).map_err(io_error(&e.path))?;
+            let meta = file.metadata().map_err(io_error(&e.path))?;
             header.set_entry_type(tar::EntryType::Regular);
             header.set_mode(meta.permissions().mode() & 0o7777);
             header.set_size(meta.len());
             builder.append_data(&mut header, name, file)
         } else {
             return Err(TarError::Io {
-                path: e.path().to_owned(),
+                path: e.path.clone(),
                 source: std::io::Error::other("neither a file, a directory nor a symlink"),
             });
         };
-        written.map_err(io_error(e.path()))?;
+        written.map_err(io_error(&e.path))?;
         members += 1;
     }
     let encoder = builder.into_inner().map_err(io_error(out))?;
     let mut file = encoder.finish().map_err(io_error(out))?;
     file.flush().map_err(io_error(out))?;
     file.sync_all().map_err(io_error(out))?;
-    // A published file, not a private temporary: readable like any other output.
-    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o644))
-        .map_err(io_error(out))?;
     temp.persist_noclobber(out).map_err(|e| TarError::Io {
         path: out.to_owned(),
         source: e.error,
