@@ -162,4 +162,58 @@ if [ ! -d "$CORPUS/x/$ROCRAND_ARM64" ]; then
   dpkg-deb -x "$CORPUS/debs/$ROCRAND_ARM64.deb" "$CORPUS/x/$ROCRAND_ARM64.tmp"
   mv "$CORPUS/x/$ROCRAND_ARM64.tmp" "$CORPUS/x/$ROCRAND_ARM64"
 fi
+# LLVM 22 (issues 10, 12, 13): Debian trixie's clang-offload-bundler (reads and writes CCOB v3,
+# the witness for compressed bundles), llvm-objdump/llvm-offload-binary (witnesses for LLVM's
+# OffloadBinary), clang-22 and lld (the fixture scripts' compiler and linkers, lld-link for PE).
+# They need glibc >= 2.38, so trixie's glibc is unpacked beside them and `$CORPUS/llvmv 22 TOOL`
+# runs a tool through its own ld.so; clang and lld re-exec themselves, so their interpreter and
+# rpath are patched to run natively. Same layout as shared/corpus/fetch_corpus.sh llvm.
+LLVM_ROOT="$CORPUS/llvm22root"
+if [ ! -x "$CORPUS/llvmv" ] || [ ! -f "$LLVM_ROOT/usr/lib/llvm-22/bin/clang-offload-bundler" ] ||
+  [ ! -f "$LLVM_ROOT/usr/lib/llvm-22/bin/lld" ]; then
+  echo "setup: fetching LLVM 22 from trixie"
+  V22=1:22.1.8-1~deb13u4
+  LLVM_DEBS="clang-tools-22=$V22 libllvm22=$V22 libclang-cpp22=$V22 llvm-22=$V22 clang-22=$V22
+    libclang-common-22-dev=$V22 lld-22=$V22 libc6=2.41-12+deb13u4 libstdc++6=14.2.0-19 libgcc-s1=14.2.0-19
+    libxml2=2.12.7+dfsg+really2.9.14-2.1+deb13u3 libz3-4=4.13.3-1 libzstd1=1.5.7+dfsg-1
+    zlib1g=1:1.3.dfsg+really1.3.1-1+b1 libffi8=3.4.8-2 libedit2=3.1-20250104-1 libtinfo6=6.5+20250216-2
+    libbsd0=0.12.2-2 libmd0=1.1.0-2+b1 libicu76=76.1-4 liblzma5=5.8.1-1+deb13u1"
+  A="$CORPUS/apt"
+  private_apt "$A" amd64 trixie sid experimental
+  D="$CORPUS/debs/trixie-llvm"
+  mkdir -p "$D"
+  for spec in $LLVM_DEBS; do
+    (cd "$D" && APT_CONFIG="$A/apt.conf" apt-get download -q "$spec" >/dev/null 2>&1) || {
+      echo "setup: $spec not available any more; taking the current ${spec%%=*}" >&2
+      (cd "$D" && APT_CONFIG="$A/apt.conf" apt-get download -q "${spec%%=*}")
+    }
+  done
+  # The current sid candidate links libxml2.so.16: harmless when unused.
+  (cd "$D" && APT_CONFIG="$A/apt.conf" apt-get download -q libxml2-16 >/dev/null 2>&1) || true
+  rm -rf "$LLVM_ROOT.tmp"
+  mkdir -p "$LLVM_ROOT.tmp"
+  for d in "$D"/*.deb; do dpkg-deb -x "$d" "$LLVM_ROOT.tmp"; done
+  RP="$LLVM_ROOT/usr/lib/x86_64-linux-gnu:$LLVM_ROOT/usr/lib/llvm-22/lib"
+  for b in clang lld clang-offload-bundler clang-linker-wrapper llvm-readobj llvm-objcopy llvm-objdump llvm-offload-binary; do
+    f="$LLVM_ROOT.tmp/usr/lib/llvm-22/bin/$b"
+    if [ -f "$f" ] && [ ! -L "$f" ]; then
+      patchelf --set-interpreter "$LLVM_ROOT/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" \
+        --force-rpath --set-rpath "$RP" "$f"
+    fi
+  done
+  for l in libLLVM.so.22.1 libclang-cpp.so.22.1; do
+    f="$LLVM_ROOT.tmp/usr/lib/x86_64-linux-gnu/$l"
+    if [ -f "$f" ]; then patchelf --set-rpath "$RP" "$f"; fi
+  done
+  rm -rf "$LLVM_ROOT"
+  mv "$LLVM_ROOT.tmp" "$LLVM_ROOT"
+  {
+    echo '#!/bin/sh'
+    echo '# llvmv VER TOOL args...   (VER = 22)'
+    echo 'v=$1; t=$2; shift 2'
+    echo "exec $LLVM_ROOT/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 --library-path $LLVM_ROOT/usr/lib/x86_64-linux-gnu:$LLVM_ROOT/usr/lib/llvm-\$v/lib $LLVM_ROOT/usr/lib/llvm-\$v/bin/\$t \"\$@\""
+  } > "$CORPUS/llvmv"
+  chmod +x "$CORPUS/llvmv"
+  "$CORPUS/llvmv" 22 clang-offload-bundler --version | head -n 1
+fi
 echo "setup: ready (corpus in $CORPUS)"

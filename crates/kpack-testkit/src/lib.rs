@@ -215,6 +215,17 @@ pub fn run_tool(program: &str, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
+/// Runs a tool of LLVM 22 (`clang-offload-bundler`, `llvm-objdump`, `llvm-offload-binary`, …)
+/// from the trixie root `scripts/setup.sh` unpacks into the corpus, through its own `ld.so`
+/// (it needs glibc 2.38+). Like [`run_tool`], a missing tool fails the test. Returns its
+/// standard output.
+pub fn run_llvm22(tool: &str, args: &[&str]) -> Vec<u8> {
+    let wrapper = corpus_file("llvmv");
+    let mut full = vec!["22", tool];
+    full.extend_from_slice(args);
+    run_tool(wrapper.to_str().expect("corpus path is UTF-8"), &full)
+}
+
 /// Hex SHA-256.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
