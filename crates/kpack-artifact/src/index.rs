@@ -58,42 +58,48 @@ pub struct IndexedArchive {
     pub entry: KpmEntry,
 }
 
-/// Describes the archive at `path`, installed at `rel` by `package`. The archive must
-/// declare exactly one architecture (kpack's split writes one archive per target).
+/// Describes the archive at `path`, installed at `rel` by `package`: one entry per target
+/// it declares (a split writes one target per archive; a group archive of `recombine
+/// --group-archives` holds several, each then listed with this file, its size and that
+/// target's kernel count).
 pub fn describe_archive(
     path: &Path,
     rel: &str,
     package: &str,
-) -> Result<IndexedArchive, ArtifactError> {
+) -> Result<Vec<IndexedArchive>, ArtifactError> {
     let dir = archive_dir(rel)
         .ok_or_else(|| ArtifactError::invalid(path, "not an archive in a .kpack directory"))?;
     let a = Archive::open(path).map_err(|source| ArtifactError::Archive {
         path: path.to_owned(),
         source: Box::new(source),
     })?;
-    let [target] = a.gfx_arches() else {
+    if a.gfx_arches().is_empty() {
         return Err(ArtifactError::invalid(
             path,
-            format!(
-                "expected one architecture in gfx_arches, found {:?}",
-                a.gfx_arches()
-            ),
+            "expected at least one architecture in gfx_arches, found none",
         ));
-    };
+    }
     let size = std::fs::metadata(path)
         .map_err(ArtifactError::io(path))?
         .len();
-    Ok(IndexedArchive {
-        dir: dir.to_owned(),
-        module: a.group_name().to_owned(),
-        target: target.clone(),
-        entry: KpmEntry {
-            file: rel.rsplit('/').next().unwrap_or(rel).to_owned(),
-            size,
-            kernel_count: a.entries().count() as u64,
-            package: Some(package.to_owned()),
-        },
-    })
+    let mut kernels: BTreeMap<&str, u64> = BTreeMap::new();
+    for (_, arch, _) in a.entries() {
+        *kernels.entry(arch).or_default() += 1;
+    }
+    Ok(a.gfx_arches()
+        .iter()
+        .map(|target| IndexedArchive {
+            dir: dir.to_owned(),
+            module: a.group_name().to_owned(),
+            target: target.clone(),
+            entry: KpmEntry {
+                file: rel.rsplit('/').next().unwrap_or(rel).to_owned(),
+                size,
+                kernel_count: kernels.get(target.as_str()).copied().unwrap_or(0),
+                package: Some(package.to_owned()),
+            },
+        })
+        .collect())
 }
 
 /// The indexes of `component` listing `archives`, by installed path; targets sorted. Two

@@ -33,12 +33,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use kpack_archive::{Archive, ArchiveFileWriter, Compression};
 use serde::Deserialize;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
 use crate::index::{self, IndexedArchive};
 use crate::tarball::{self, OutputFormat};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, TreeEntry, manifest};
+use kpack_archive::kpm::KpmManifest;
 
 /// One architecture group of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -264,6 +266,11 @@ pub struct RecombineOptions {
     pub threads: usize,
     /// Directories or `.tar.zst` packages.
     pub output: OutputFormat,
+    /// Group archives: per group package and module, one archive holding every target of
+    /// the group (`<module>_<group>.kpack`, written with this compression) and, for each
+    /// target, the relative link `<module>_<target>.kpack -> <module>_<group>.kpack` the
+    /// markers find; `None` copies the per-target archives as they are.
+    pub group_archives: Option<Compression>,
 }
 
 /// One group package written.
@@ -323,8 +330,19 @@ enum Item {
     Symlink(PathBuf),
     /// A regular file copied from this source.
     File(PathBuf),
-    /// A file written with these bytes (an index).
-    Bytes(Vec<u8>),
+    /// The index of a module, encoded when written: the sizes of the group archives it
+    /// lists are known only once they are written.
+    Index(Box<KpmManifest>),
+    /// A group archive: every entry of these per-target archives (target, path), targets
+    /// in order.
+    GroupArchive {
+        /// The archives' group name (the module).
+        module: String,
+        /// Its `gfx_arch_family`: the architecture group.
+        group: String,
+        sources: Vec<(String, PathBuf)>,
+        compression: Compression,
+    },
 }
 
 /// Where a package's manifest and record come from.
@@ -410,8 +428,15 @@ impl Package {
         ))
     }
 
-    /// Writes the package under `dir`; returns the number of files.
-    fn write(&self, dir: &Path, threads: usize) -> Result<usize, ArtifactError> {
+    /// Writes the package under `dir`; returns the number of files. `sizes`: the group
+    /// archives written so far by installed path, to which this package's are added; the
+    /// indexes take their sizes from it (so packages with indexes are written last).
+    fn write(
+        &self,
+        dir: &Path,
+        threads: usize,
+        sizes: &mut BTreeMap<String, u64>,
+    ) -> Result<usize, ArtifactError> {
         let dest = dir.join(&self.name);
         std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
         match &self.meta {
@@ -430,23 +455,162 @@ impl Package {
             }
         }
         let mut files = Vec::new();
+        let mut indexes = Vec::new();
         for ((prefix, rel), item) in &self.items {
             let to = dest.join(prefix).join(rel);
             match item {
                 Item::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
                 Item::Symlink(t) => crate::copy_symlink(t, &to)?,
-                Item::File(from) => files.push((from, to)),
-                Item::Bytes(bytes) => std::fs::write(&to, bytes).map_err(ArtifactError::io(&to))?,
+                Item::File(_) | Item::GroupArchive { .. } => files.push((rel, item, to)),
+                Item::Index(kpm) => indexes.push((rel, kpm, to)),
             }
         }
-        crate::parallel_map(&files, threads, |_, (from, to)| crate::copy_file(from, to))?;
-        Ok(files.len()
-            + self
-                .items
-                .values()
-                .filter(|i| matches!(i, Item::Bytes(_)))
-                .count())
+        let written = crate::parallel_map(&files, threads, |_, (_, item, to)| match item {
+            Item::File(from) => crate::copy_file(from, to).map(|_| None),
+            Item::GroupArchive {
+                module,
+                group,
+                sources,
+                compression,
+            } => write_group_archive(to, module, group, sources, *compression).map(Some),
+            _ => unreachable!("only files are queued"),
+        })?;
+        for ((rel, _, _), size) in files.iter().zip(written) {
+            if let Some(size) = size {
+                sizes.insert((*rel).clone(), size);
+            }
+        }
+        for (rel, kpm, to) in &indexes {
+            let mut kpm = (**kpm).clone();
+            let kpack_dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+            for (_, e) in &mut kpm.kpack_files {
+                if let Some(size) = sizes.get(&format!("{kpack_dir}/{}", e.file)) {
+                    e.size = *size;
+                }
+            }
+            let bytes = kpm
+                .encode()
+                .map_err(|e| ArtifactError::invalid(to, format!("encoding the index: {e}")))?;
+            std::fs::write(to, bytes).map_err(ArtifactError::io(to))?;
+        }
+        Ok(files.len() + indexes.len())
     }
+
+    /// Replaces the per-target archives of this (group) package by one group archive per
+    /// directory and module, `<module>_<group>.kpack`, and the per-target names by relative
+    /// links to it, so that every marker's `<module>_@GFXARCH@.kpack` still finds its
+    /// target. Sources must hold one target each and be named `<module>_<target>.kpack`.
+    fn merge_archives(
+        &mut self,
+        group: &str,
+        compression: Compression,
+    ) -> Result<(), ArtifactError> {
+        // (prefix, .kpack directory, file-name module) → (group name, per-target sources).
+        type Sources = Vec<(String, String, PathBuf)>;
+        let mut sets: BTreeMap<(String, String, String), (String, Sources)> = BTreeMap::new();
+        for ((prefix, rel), item) in &self.items {
+            let Item::File(src) = item else { continue };
+            if index::archive_dir(rel).is_none() {
+                continue;
+            }
+            let a = Archive::open(src).map_err(|source| ArtifactError::Archive {
+                path: src.clone(),
+                source: Box::new(source),
+            })?;
+            let [target] = a.gfx_arches() else {
+                return Err(ArtifactError::invalid(
+                    src,
+                    format!(
+                        "expected one architecture in gfx_arches to build a group archive, found {:?}",
+                        a.gfx_arches()
+                    ),
+                ));
+            };
+            let (kpack_dir, name) = rel.rsplit_once('/').expect("archives lie in .kpack/");
+            let Some(stem) = name.strip_suffix(&format!("_{target}.kpack")) else {
+                return Err(ArtifactError::invalid(
+                    src,
+                    format!("expected the name <module>_{target}.kpack for its target {target}"),
+                ));
+            };
+            let key = (prefix.clone(), kpack_dir.to_owned(), stem.to_owned());
+            let (module, sources) = sets
+                .entry(key)
+                .or_insert_with(|| (a.group_name().to_owned(), Vec::new()));
+            if module != a.group_name() {
+                return Err(ArtifactError::invalid(
+                    src,
+                    format!(
+                        "group name {:?} differs from {module:?} of the other archives of {stem}",
+                        a.group_name()
+                    ),
+                ));
+            }
+            sources.push((target.clone(), rel.clone(), src.clone()));
+        }
+        for ((prefix, kpack_dir, stem), (module, mut sources)) in sets {
+            sources.sort();
+            let name = format!("{stem}_{group}.kpack");
+            let archive_rel = format!("{kpack_dir}/{name}");
+            let key = (prefix.clone(), archive_rel.clone());
+            if let Some(Item::File(other)) = self.items.get(&key) {
+                if !sources.iter().any(|(_, rel, _)| *rel == archive_rel) {
+                    return Err(ArtifactError::invalid(
+                        other,
+                        format!(
+                            "has the name of the group archive of {stem} in {}",
+                            self.name
+                        ),
+                    ));
+                }
+            }
+            // A group named after its one target keeps that name for the archive: no link.
+            for (_, rel, _) in sources.iter().filter(|(_, rel, _)| *rel != archive_rel) {
+                let link = Item::Symlink(PathBuf::from(&name));
+                self.items.insert((prefix.clone(), rel.clone()), link);
+            }
+            let item = Item::GroupArchive {
+                module,
+                group: group.to_owned(),
+                sources: sources.into_iter().map(|(t, _, src)| (t, src)).collect(),
+                compression,
+            };
+            self.items.insert(key, item);
+        }
+        Ok(())
+    }
+}
+
+/// Writes the group archive `to`: every entry of `sources` (one target each), in order, so
+/// its `gfx_arches` are the sources' targets in that order.
+fn write_group_archive(
+    to: &Path,
+    module: &str,
+    group: &str,
+    sources: &[(String, PathBuf)],
+    compression: Compression,
+) -> Result<u64, ArtifactError> {
+    let archive_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ArtifactError::Archive {
+            path,
+            source: Box::new(source),
+        }
+    };
+    let opened = sources
+        .iter()
+        .map(|(_, src)| Archive::open(src).map_err(archive_error(src)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut w =
+        ArchiveFileWriter::create(to, module, group, compression).map_err(archive_error(to))?;
+    for ((_, src), a) in sources.iter().zip(&opened) {
+        for (binary, arch, info) in a.entries() {
+            let code = a.get(binary, arch).map_err(archive_error(src))?;
+            w.add(binary, arch, code, info.metadata)
+                .map_err(archive_error(to))?;
+        }
+    }
+    w.finish().map_err(archive_error(to))
 }
 
 /// Recombines the shards under `shards` per `config` into `out`.
@@ -584,7 +748,7 @@ pub fn recombine(
     let mut packages: Vec<Package> = Vec::new();
     let mut index_problems = Vec::new();
     for (component, c) in &components {
-        let (cs, planned, problems) = plan_component(component, c, config)?;
+        let (cs, planned, problems) = plan_component(component, c, config, opts.group_archives)?;
         summary.components.push(cs);
         packages.extend(planned);
         index_problems.extend(problems);
@@ -618,8 +782,11 @@ pub fn recombine(
     }
     let threads = crate::thread_count(opts.threads);
     let mut files: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in &packages {
-        files.insert(&p.name, p.write(&root, threads)?);
+    let mut sizes = BTreeMap::new();
+    let has_index = |p: &&Package| p.items.values().any(|i| matches!(i, Item::Index(_)));
+    let (indexed, plain): (Vec<&Package>, Vec<&Package>) = packages.iter().partition(has_index);
+    for p in plain.into_iter().chain(indexed) {
+        files.insert(&p.name, p.write(&root, threads, &mut sizes)?);
     }
     for g in summary
         .components
@@ -641,6 +808,7 @@ fn plan_component(
     component: &str,
     c: &Collected,
     config: &PackagingConfig,
+    group_archives: Option<Compression>,
 ) -> Result<(ComponentSummary, Vec<Package>, Vec<String>), ArtifactError> {
     let primary = &c.generic[&config.primary_shard];
     let record = ArtifactRecord::read(primary)?;
@@ -706,10 +874,28 @@ fn plan_component(
         if let Meta::Written { prefixes: p, .. } = &mut package.meta {
             *p = prefixes.into_iter().collect();
         }
+        if let Some(compression) = group_archives {
+            package.merge_archives(&g.name, compression)?;
+        }
         let before = archives.len();
         for ((prefix, rel), item) in &package.items {
-            if let (Item::File(src), Some(_)) = (item, index::archive_dir(rel)) {
-                archives.push((prefix.clone(), index::describe_archive(src, rel, &name)?));
+            match item {
+                Item::File(src) if index::archive_dir(rel).is_some() => archives.extend(
+                    index::describe_archive(src, rel, &name)?
+                        .into_iter()
+                        .map(|a| (prefix.clone(), a)),
+                ),
+                // Listed as the group archive; its size is filled in once it is written.
+                Item::GroupArchive { sources, .. } => {
+                    let file = rel.rsplit('/').next().unwrap_or(rel);
+                    for (_, src) in sources {
+                        for mut a in index::describe_archive(src, rel, &name)? {
+                            a.entry.file = file.to_owned();
+                            archives.push((prefix.clone(), a));
+                        }
+                    }
+                }
+                _ => {}
             }
         }
         cs.groups.push(GroupSummary {
@@ -737,9 +923,6 @@ fn plan_component(
             }
         };
         for (rel, kpm) in indexes {
-            let bytes = kpm.encode().map_err(|e| {
-                ArtifactError::invalid(primary.join(&prefix).join(&rel), format!("encoding: {e}"))
-            })?;
             let kpack_dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
             let mut dir = String::new();
             for part in kpack_dir.split('/') {
@@ -758,7 +941,7 @@ fn plan_component(
                     "already in the generic artifact, where recombine writes the index",
                 ));
             }
-            generic.items.insert(key, Item::Bytes(bytes));
+            generic.items.insert(key, Item::Index(Box::new(kpm)));
             cs.indexes.push(format!("{}/{prefix}/{rel}", generic.name));
         }
     }

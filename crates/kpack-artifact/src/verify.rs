@@ -30,6 +30,9 @@
 //!    directly or one level down (one directory per shard) ([`original_artifacts`]); a
 //!    rewritten binary must equal the rewrite of at least one shard's original (the
 //!    primary's, after recombine).
+//! 9. a per-target archive name may be a relative link, within its package, to the group
+//!    archive `recombine --group-archives` writes, which must declare that target (a
+//!    dangling or absolute link is a failure); markers reach archives through such links.
 //!
 //! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]);
 //! tarballs are read unpacked in a temporary directory, and failure lines name them as
@@ -90,6 +93,8 @@ struct ArtifactInfo {
     kind: ArtifactKind,
     /// Architectures (processors or families) a non-generic artifact may hold.
     arches: Option<BTreeSet<String>>,
+    /// A group package's architecture group (the name of its group archives).
+    group: Option<String>,
     handlers: Vec<Handler>,
 }
 
@@ -146,22 +151,51 @@ impl Ctx {
         }
     }
 
-    /// The archives a marker search path reaches from the binary at `bin` (an overlay path):
-    /// (target, overlay path, artifact index).
-    fn resolve(&self, bin: &str, search: &str) -> Result<Vec<(String, String, usize)>, String> {
-        let mut parts: Vec<&str> = bin.split('/').collect();
-        parts.pop();
-        for c in search.split('/') {
-            match c {
-                "" | "." => {}
-                ".." => {
-                    parts
-                        .pop()
-                        .ok_or(format!("search path {search:?} leaves the install tree"))?;
-                }
-                c => parts.push(c),
-            }
+    /// The regular file the symlink at overlay path `link` of artifact `a` names, as an
+    /// overlay path, if it is one of the same artifact: a package's links must resolve
+    /// within it, relative to their directory, so that the tree can be copied anywhere.
+    fn follow(&self, link: &str, a: usize) -> Result<String, String> {
+        let Some((_, TreeEntry::Symlink(text))) = self
+            .overlay
+            .get(link)
+            .and_then(|es| es.iter().find(|(i, _)| *i == a))
+        else {
+            return Err("not a symlink".into());
+        };
+        let text = text.to_string_lossy();
+        if text.starts_with('/') {
+            return Err(format!(
+                "an absolute link to {text} (links must be relative to stay valid in a copied tree)"
+            ));
         }
+        let to = beside(link, &text)
+            .ok_or(format!("a link to {text}, which leaves the install tree"))?
+            .join("/");
+        let kind = self
+            .overlay
+            .get(&to)
+            .and_then(|es| es.iter().find(|(i, _)| *i == a));
+        match kind {
+            Some((_, TreeEntry::File)) => Ok(to),
+            Some(_) => Err(format!("a link to {text}, which is not a regular file")),
+            None => Err(format!(
+                "a dangling link to {text} (no such file in {})",
+                self.artifacts[a].name
+            )),
+        }
+    }
+
+    /// The archives a marker search path reaches from the binary at `bin` (an overlay path):
+    /// (target, overlay path as named, overlay path of the archive file, artifact index). A
+    /// per-target name may be a link to a group archive ([`Ctx::follow`]); a dangling link
+    /// reaches nothing (the link check reports it).
+    fn resolve(
+        &self,
+        bin: &str,
+        search: &str,
+    ) -> Result<Vec<(String, String, String, usize)>, String> {
+        let mut parts =
+            beside(bin, search).ok_or(format!("search path {search:?} leaves the install tree"))?;
         let file = parts.pop().unwrap_or_default();
         let Some((pre, post)) = file.split_once("@GFXARCH@") else {
             return Err(format!(
@@ -186,13 +220,39 @@ impl Ctx {
                 continue;
             };
             for (a, e) in entries {
-                if *e == TreeEntry::File && self.artifacts[*a].kind != ArtifactKind::Generic {
-                    found.push((target.to_owned(), path.clone(), *a));
+                if self.artifacts[*a].kind == ArtifactKind::Generic {
+                    continue;
                 }
+                let file = match e {
+                    TreeEntry::File => path.clone(),
+                    TreeEntry::Symlink(_) => match self.follow(path, *a) {
+                        Ok(file) => file,
+                        Err(_) => continue,
+                    },
+                    TreeEntry::Dir => continue,
+                };
+                found.push((target.to_owned(), path.clone(), file, *a));
             }
         }
         Ok(found)
     }
+}
+
+/// The overlay path `rel` names relative to the directory of the overlay path `from`, as
+/// components (`.` and `..` resolved); `None` if it leaves the tree.
+fn beside<'a>(from: &'a str, rel: &'a str) -> Option<Vec<&'a str>> {
+    let mut parts: Vec<&str> = from.split('/').collect();
+    parts.pop();
+    for c in rel.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            c => parts.push(c),
+        }
+    }
+    Some(parts)
 }
 
 /// Verifies the artifacts under `dir`. I/O errors on the top directory are errors; every
@@ -262,6 +322,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
             dir: d,
             kind,
             arches,
+            group: record.as_ref().and_then(|r| r.group.clone()),
             handlers,
         });
     }
@@ -341,19 +402,25 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                     continue;
                 }
             };
-            for (target, path, a) in found {
+            for (target, named, path, a) in found {
                 any = true;
+                reached.insert((named.clone(), a));
                 reached.insert((path.clone(), a));
                 let full = ctx.path(a, &path);
                 let Some(archive) = ctx.archive(&full) else {
                     continue; // reported by the per-file check
                 };
-                if archive.gfx_arches() != [target.clone()] {
+                if !archive.gfx_arches().contains(&target) {
+                    // A group archive is reached through its targets' links, not its name.
+                    if ctx.artifacts[a].group.as_deref() == Some(target.as_str()) {
+                        continue;
+                    }
                     failures.push(format!(
                         "{}: named for {target} but declares gfx_arches {:?}",
-                        full.display(),
+                        ctx.path(a, &named).display(),
                         archive.gfx_arches()
                     ));
+                    continue;
                 }
                 for w in wrappers {
                     let key = kpack_archive::binary_key(&meta.kernel_name, *w as u32);
@@ -375,6 +442,11 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     }
     for (rel, entries) in &ctx.overlay {
         for (a, e) in entries {
+            if let TreeEntry::Symlink(_) = e {
+                if rel.ends_with(".kpack") && ctx.artifacts[*a].kind != ArtifactKind::Generic {
+                    check_link(&ctx, rel, *a, &mut failures);
+                }
+            }
             if *e == TreeEntry::File
                 && rel.ends_with(".kpack")
                 && ctx.artifacts[*a].kind != ArtifactKind::Generic
@@ -402,6 +474,31 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     failures.dedup();
     report.failures = failures;
     Ok(report)
+}
+
+/// Check 9: a per-target archive name that is a link (to a group archive) resolves, within
+/// its package, to an archive declaring the target the name carries.
+fn check_link(ctx: &Ctx, rel: &str, a: usize, failures: &mut Vec<String>) {
+    let shown = ctx.path(a, rel);
+    let file = match ctx.follow(rel, a) {
+        Ok(file) => file,
+        Err(e) => return failures.push(format!("{}: {e}", shown.display())),
+    };
+    let Some(archive) = ctx.archive(&ctx.path(a, &file)) else {
+        return; // reported by the per-file check
+    };
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    let names_a_target = archive
+        .gfx_arches()
+        .iter()
+        .any(|t| name.ends_with(&format!("_{t}.kpack")));
+    if !names_a_target {
+        failures.push(format!(
+            "{}: links to {file}, which declares gfx_arches {:?}, none of them the target of this name",
+            shown.display(),
+            archive.gfx_arches()
+        ));
+    }
 }
 
 /// Check 7: per component, the indexes of its generic artifact against the archives of its
@@ -455,7 +552,7 @@ fn check_indexes(
                 // An archive that does not open is reported by the per-file check.
                 if let Ok(x) = index::describe_archive(&a.dir.join(prefix).join(rel), rel, &a.name)
                 {
-                    archives.entry(prefix).or_default().push(x);
+                    archives.entry(prefix).or_default().extend(x);
                 }
             }
         }
@@ -731,12 +828,17 @@ impl Visitor for Recover<'_> {
         let mut archives = Vec::new();
         for search in &self.meta.search_paths {
             if let Ok(found) = self.ctx.resolve(self.out_bin, search) {
-                archives.extend(found.into_iter().filter(|(t, _, _)| *t == target));
+                archives.extend(
+                    found
+                        .into_iter()
+                        .filter(|(t, _, _, _)| *t == target)
+                        .map(|(_, _, file, a)| (file, a)),
+                );
             }
         }
         for &w in code.wrappers {
             let key = kpack_archive::binary_key(&self.meta.kernel_name, w as u32);
-            let recovered = archives.iter().any(|(_, path, a)| {
+            let recovered = archives.iter().any(|(path, a)| {
                 self.ctx
                     .archive(&self.ctx.path(*a, path))
                     .and_then(|x| x.get(&key, &target).ok().map(|d| d[..] == *code.data))
@@ -751,7 +853,7 @@ impl Visitor for Recover<'_> {
                 ));
             }
         }
-        for (_, path, a) in &archives {
+        for (path, a) in &archives {
             self.ctx.release_archive(&self.ctx.path(*a, path));
         }
         Ok(())

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use kpack_archive::Compression;
 use kpack_archive::kpm::KpmManifest;
 use kpack_artifact::ArtifactError;
 use kpack_artifact::recombine::{ConfigError, PackagingConfig, RecombineOptions, recombine};
@@ -115,19 +116,10 @@ fn the_generic_package_indexes_every_architecture_and_the_packages_install_side_
         for (target, e) in &kpm.kpack_files {
             assert_eq!(e.file, format!("{module}_{target}.kpack"));
             assert_eq!(e.kernel_count, kernels, "{module} {target}");
-            let archive = out
-                .join(e.package.as_deref().unwrap())
-                .join("demo/stage/.kpack")
-                .join(&e.file);
-            assert_eq!(std::fs::metadata(&archive).unwrap().len(), e.size);
         }
+        assert_indexed_sizes(&out, &kpm);
     }
-    assert_eq!(
-        shared_installed_paths(&out),
-        Vec::<(String, Vec<String>)>::new()
-    );
-    let report = verify_against_shards(&out);
-    assert_eq!(report.failures, Vec::<String>::new());
+    let report = installs_side_by_side_and_verifies(&out);
     // (exe 1 + lib 2 wrappers) × 6 targets; per shard 6 files + 2 per target built
     assert_eq!(report.code_objects, 3 * 6);
     assert_eq!(report.original_files, 3 * 6 + 2 * 6);
@@ -461,6 +453,17 @@ fn verify_lists_every_kind_of_loss_precisely() {
     }
 }
 
+/// `out`'s packages install side by side and verify against the shards; the report.
+fn installs_side_by_side_and_verifies(out: &Path) -> kpack_artifact::verify::VerifyReport {
+    assert_eq!(
+        shared_installed_paths(out),
+        Vec::<(String, Vec<String>)>::new()
+    );
+    let report = verify_against_shards(out);
+    assert_eq!(report.failures, Vec::<String>::new());
+    report
+}
+
 /// `kpack verify` of `out` against the original shard fixtures.
 fn verify_against_shards(out: &Path) -> kpack_artifact::verify::VerifyReport {
     verify(
@@ -471,4 +474,209 @@ fn verify_against_shards(out: &Path) -> kpack_artifact::verify::VerifyReport {
         },
     )
     .unwrap()
+}
+
+/// Every archive the index lists has the listed size in the package it names.
+fn assert_indexed_sizes(out: &Path, kpm: &KpmManifest) {
+    for (target, e) in &kpm.kpack_files {
+        let archive = out
+            .join(e.package.as_deref().unwrap())
+            .join("demo/stage/.kpack")
+            .join(&e.file);
+        assert_eq!(
+            std::fs::metadata(&archive).unwrap().len(),
+            e.size,
+            "{target}"
+        );
+    }
+}
+
+fn run_grouped(
+    shards: &Path,
+    out: &Path,
+    compression: Compression,
+    threads: usize,
+) -> kpack_artifact::recombine::RecombineSummary {
+    let opts = RecombineOptions {
+        group_archives: Some(compression),
+        threads,
+        ..RecombineOptions::default()
+    };
+    recombine(shards, &config(STRICT, GROUPS), out, &opts).unwrap()
+}
+
+/// Per group package: (group archive, [(target, its link)]) of `lib_libdemo.so.1`.
+const GROUP_ARCHIVES: [(&str, &str, &[&str]); 3] = [
+    ("demo_lib_gfx9", "gfx9", &["gfx900", "gfx906"]),
+    (
+        "demo_lib_gfx90X",
+        "gfx90X",
+        &["gfx908", "gfx90a:xnack+", "gfx90a:xnack-"],
+    ),
+    ("demo_lib_gfx103X", "gfx103X", &["gfx1030"]),
+];
+
+#[test]
+fn group_archives_hold_every_target_of_their_group_behind_relative_per_target_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = split_shards(&tmp.path().join("shards"));
+    let plain = tmp.path().join("plain");
+    run(&shards, &config(STRICT, GROUPS), &plain).unwrap();
+    let out = tmp.path().join("out");
+    let summary = run_grouped(&shards, &out, Compression::None, 0);
+    let lib = summary
+        .components
+        .iter()
+        .find(|c| c.component == "demo_lib")
+        .unwrap();
+    // Two modules (bin_demo, lib_libdemo.so.1): one group archive each per group.
+    assert_eq!(
+        lib.groups.iter().map(|g| g.archives).collect::<Vec<_>>(),
+        [2 * 2, 2 * 3, 2]
+    );
+    for (package, group, targets) in GROUP_ARCHIVES {
+        let dir = out.join(package).join("demo/stage/.kpack");
+        for module in ["bin_demo", "lib_libdemo.so.1"] {
+            let name = format!("{module}_{group}.kpack");
+            let archive = kpack_archive::Archive::open(dir.join(&name)).unwrap();
+            assert_eq!(archive.gfx_arches(), targets, "{name}");
+            assert_eq!(archive.gfx_arch_family(), group);
+            assert_eq!(archive.group_name(), module);
+            assert_eq!(
+                archive.compression_scheme(),
+                kpack_archive::CompressionScheme::None,
+                "the caller's compression"
+            );
+            for target in targets {
+                let link = dir.join(format!("{module}_{target}.kpack"));
+                assert_eq!(std::fs::read_link(&link).unwrap(), Path::new(&name));
+                // Every entry is the per-target archive's, byte for byte.
+                let per_target = kpack_archive::Archive::open(
+                    plain
+                        .join(package)
+                        .join(format!("demo/stage/.kpack/{module}_{target}.kpack")),
+                )
+                .unwrap();
+                for (binary, arch, _) in per_target.entries() {
+                    assert_eq!(
+                        archive.get(binary, arch).unwrap(),
+                        per_target.get(binary, arch).unwrap(),
+                        "{name} {binary} {arch}"
+                    );
+                }
+                assert_eq!(
+                    archive.entries().filter(|(_, a, _)| a == target).count(),
+                    per_target.entries().count()
+                );
+            }
+        }
+    }
+    // The index names the group archive, its size, and each target's kernel count.
+    let kpm = out.join("demo_lib_generic/demo/stage/.kpack/lib_libdemo.so.1.kpm");
+    let kpm = KpmManifest::decode(&std::fs::read(kpm).unwrap()).unwrap();
+    let listed: Vec<(&str, &str, u64)> = kpm
+        .kpack_files
+        .iter()
+        .map(|(t, e)| (t.as_str(), e.file.as_str(), e.kernel_count))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("gfx1030", "lib_libdemo.so.1_gfx103X.kpack", 2),
+            ("gfx900", "lib_libdemo.so.1_gfx9.kpack", 2),
+            ("gfx906", "lib_libdemo.so.1_gfx9.kpack", 2),
+            ("gfx908", "lib_libdemo.so.1_gfx90X.kpack", 2),
+            ("gfx90a:xnack+", "lib_libdemo.so.1_gfx90X.kpack", 2),
+            ("gfx90a:xnack-", "lib_libdemo.so.1_gfx90X.kpack", 2),
+        ]
+    );
+    assert_indexed_sizes(&out, &kpm);
+    let report = installs_side_by_side_and_verifies(&out);
+    assert_eq!(report.code_objects, 3 * 6, "read back through the links");
+
+    // Same bytes for any thread count; zstd when asked.
+    let again = tmp.path().join("again");
+    run_grouped(&shards, &again, Compression::None, 1);
+    assert_eq!(snapshot(&out), snapshot(&again));
+    let zstd = tmp.path().join("zstd");
+    run_grouped(&shards, &zstd, Compression::zstd(), 0);
+    let a = kpack_archive::Archive::open(
+        zstd.join("demo_lib_gfx9/demo/stage/.kpack/lib_libdemo.so.1_gfx9.kpack"),
+    )
+    .unwrap();
+    assert_eq!(
+        a.compression_scheme(),
+        kpack_archive::CompressionScheme::ZstdPerKernel
+    );
+    assert_eq!(verify_against_shards(&zstd).failures, Vec::<String>::new());
+}
+
+#[test]
+fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = split_shards(&tmp.path().join("shards"));
+    let out = tmp.path().join("out");
+    run_grouped(&shards, &out, Compression::zstd(), 0);
+    // cp -a and a tar round trip elsewhere: the links are relative, so both still verify.
+    let copied = tmp.path().join("elsewhere/copied");
+    std::fs::create_dir_all(copied.parent().unwrap()).unwrap();
+    kpack_testkit::run_tool(
+        "cp",
+        &["-a", out.to_str().unwrap(), copied.to_str().unwrap()],
+    );
+    let tarball = tmp.path().join("tree.tar");
+    kpack_testkit::run_tool(
+        "tar",
+        &[
+            "-cf",
+            tarball.to_str().unwrap(),
+            "-C",
+            out.to_str().unwrap(),
+            ".",
+        ],
+    );
+    let untarred = tmp.path().join("untarred");
+    std::fs::create_dir(&untarred).unwrap();
+    kpack_testkit::run_tool(
+        "tar",
+        &[
+            "-xf",
+            tarball.to_str().unwrap(),
+            "-C",
+            untarred.to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+    for tree in [&copied, &untarred] {
+        assert_eq!(verify_against_shards(tree).failures, Vec::<String>::new());
+        let link = tree.join("demo_lib_gfx90X/demo/stage/.kpack/bin_demo_gfx90a:xnack+.kpack");
+        let a = kpack_archive::Archive::open(&link).unwrap();
+        assert!(a.contains("demo/stage/bin/demo#0", "gfx90a:xnack+"));
+    }
+    // A group archive gone: its links dangle, and the markers no longer reach its targets.
+    let kpack = copied.join("demo_lib_gfx9/demo/stage/.kpack");
+    std::fs::remove_file(kpack.join("bin_demo_gfx9.kpack")).unwrap();
+    // A link made absolute: it would break once the tree is copied.
+    let abs = kpack.join("lib_libdemo.so.1_gfx906.kpack");
+    std::fs::remove_file(&abs).unwrap();
+    std::os::unix::fs::symlink(kpack.join("lib_libdemo.so.1_gfx9.kpack"), &abs).unwrap();
+    // A link to the wrong group archive: it does not hold the target of its name.
+    let wrong = copied.join("demo_lib_gfx90X/demo/stage/.kpack/lib_libdemo.so.1_gfx908.kpack");
+    std::fs::remove_file(&wrong).unwrap();
+    std::fs::copy(
+        kpack.join("lib_libdemo.so.1_gfx9.kpack"),
+        wrong.with_file_name("lib_libdemo.so.1_other.kpack"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("lib_libdemo.so.1_other.kpack", &wrong).unwrap();
+    let f = verify_against_shards(&copied).failures.join("\n");
+    for want in [
+        "demo_lib_gfx9/demo/stage/.kpack/bin_demo_gfx900.kpack: a dangling link to bin_demo_gfx9.kpack (no such file in demo_lib_gfx9)",
+        "demo_lib_gfx9/demo/stage/.kpack/bin_demo_gfx906.kpack: a dangling link to bin_demo_gfx9.kpack",
+        "lib_libdemo.so.1_gfx906.kpack: an absolute link to ",
+        "lib_libdemo.so.1_gfx908.kpack: links to demo/stage/.kpack/lib_libdemo.so.1_other.kpack, which declares gfx_arches [\"gfx900\", \"gfx906\"], none of them the target of this name",
+        "code object demo/stage/bin/demo#0 for gfx900 is not recovered byte for byte",
+    ] {
+        assert!(f.contains(want), "missing {want:?} in:\n{f}");
+    }
 }

@@ -1,4 +1,5 @@
-//! `kpack recombine --shards DIR --config packaging.json -o OUT [--component C]`.
+//! `kpack recombine --shards DIR --config packaging.json -o OUT [--component C]
+//! [--group-archives [--compression ...]]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +29,13 @@ pub struct Args {
     /// SOURCE_DATE_EPOCH, else 0).
     #[arg(long, value_enum, default_value = "dir")]
     output_format: super::OutputFormat,
+    /// Per group package and module, one archive holding all the group's targets
+    /// (`<module>_<group>.kpack`, written with --compression) plus a relative link per
+    /// target (`<module>_<target>.kpack`), which the markers and any runtime find.
+    #[arg(long)]
+    group_archives: bool,
+    #[command(flatten)]
+    compression: super::CompressionArgs,
     /// Print a summary as JSON.
     #[arg(long)]
     json: bool,
@@ -39,6 +47,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         component: args.component.clone(),
         threads: args.threads,
         output: args.output_format.into(),
+        group_archives: args.group_archives.then(|| args.compression.compression()),
     };
     let summary = recombine::recombine(&args.shards, &config, &args.output, &opts)?;
     if args.json {
