@@ -178,8 +178,78 @@ fn a_generic_target_is_used_when_listed_after_the_specific_one() {
 fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path());
-    let shards = kpack_testkit::split_shards(&tmp.path().join("shards"));
-    let out = tmp.path().join("out");
+    let install = recombined_install(tmp.path(), None);
+    loads_every_target(rt, &tmp.path().join("work"), &install);
+}
+
+/// With group archives (`recombine --group-archives`), the markers reach each group's one
+/// multi-target archive through the per-target links: librocm_kpack through the stand-in
+/// HIP runtime and the Rust runtime load every target, also from copies of the tree made by
+/// `cp -a` and `tar` elsewhere (the links are relative).
+#[test]
+fn the_overlaid_install_tree_with_group_archives_loads_every_target_through_the_runtime() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path());
+    let install = recombined_install(tmp.path(), Some(Compression::zstd()));
+    let kpack = install.join(".kpack");
+    assert_eq!(
+        std::fs::read_link(kpack.join("lib_libdemo.so.1_gfx90a:xnack-.kpack")).unwrap(),
+        Path::new("lib_libdemo.so.1_gfx90X.kpack")
+    );
+    let copied = tmp.path().join("elsewhere/copied");
+    std::fs::create_dir_all(copied.parent().unwrap()).unwrap();
+    run_tool(
+        "cp",
+        &["-a", install.to_str().unwrap(), copied.to_str().unwrap()],
+    );
+    let tarball = tmp.path().join("install.tar");
+    run_tool(
+        "tar",
+        &[
+            "-cf",
+            tarball.to_str().unwrap(),
+            "-C",
+            install.to_str().unwrap(),
+            ".",
+        ],
+    );
+    let untarred = tmp.path().join("untarred");
+    std::fs::create_dir(&untarred).unwrap();
+    run_tool(
+        "tar",
+        &[
+            "-xf",
+            tarball.to_str().unwrap(),
+            "-C",
+            untarred.to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_dir_all(&install).unwrap();
+    for tree in [&copied, &untarred] {
+        assert!(tree.join(".kpack/bin_demo_gfx900.kpack").is_symlink());
+        let loaded = loads_every_target(rt, &tmp.path().join("work"), tree);
+        // The Rust runtime, for the same wrappers and targets.
+        let cache = kpack_runtime::Cache::new(kpack_runtime::Config::default());
+        for ((bin, w, target), data) in &loaded {
+            let binary = tree.join(bin);
+            let bytes = std::fs::read(&binary).unwrap();
+            let fat = kpack_elf::inspect(&bytes).unwrap();
+            let marker = fat.marker.as_ref().unwrap().bytes(&bytes).unwrap();
+            let (meta, _) = kpack_runtime::MarkerMetadata::decode(marker).unwrap();
+            let got = cache
+                .load(&meta, &binary, *w as u32, &[&isa(target)])
+                .unwrap();
+            assert!(got == *data, "{bin} #{w} {target}");
+        }
+    }
+}
+
+/// The issue 14 scenario (three groups of the hipcc shards), recombined (with group archives
+/// of that compression, if any) and installed into one root, which is returned; checks the
+/// packages install side by side and the index names every archive with its package.
+fn recombined_install(tmp: &Path, group_archives: Option<Compression>) -> PathBuf {
+    let shards = kpack_testkit::split_shards(&tmp.join("shards"));
+    let out = tmp.join("out");
     // Issue 14's scenario: three groups, the seed's configuration shape.
     let config = PackagingConfig::parse(
         r#"{"primary_shard": "shard-a",
@@ -192,7 +262,11 @@ fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
                            "error_on_missing_architecture": true}}"#,
     )
     .unwrap();
-    recombine(&shards, &config, &out, &RecombineOptions::default()).unwrap();
+    let opts = RecombineOptions {
+        group_archives,
+        ..RecombineOptions::default()
+    };
+    recombine(&shards, &config, &out, &opts).unwrap();
     // Every package installed into one root, as a package manager would: no path is shipped
     // by two of them (an overwrite would go unnoticed here), so none is overwritten.
     assert_eq!(
@@ -214,7 +288,7 @@ fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
             "demo_lib_gfx90X"
         ]
     );
-    let install = tmp.path().join("install");
+    let install = tmp.join("install");
     for a in &packages {
         kpack_testkit::copy_tree(&out.join(a).join("demo/stage"), &install);
     }
@@ -238,6 +312,17 @@ fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
             assert!(from.join(&e.file).is_file(), "{target}: {from:?}");
         }
     }
+    install
+}
+
+/// Loads every wrapper of both demo binaries of the install tree `install` for each of the
+/// six targets through the stand-in HIP runtime `rt` (working in `work`), each the original
+/// code object; returns them by (binary, wrapper, target).
+fn loads_every_target(
+    rt: &Standin,
+    work: &Path,
+    install: &Path,
+) -> BTreeMap<(&'static str, u64, String), Vec<u8>> {
     // Every target's original code objects, by (binary, wrapper, target), from the shards'
     // unsplit artifacts.
     let mut want: BTreeMap<(&str, u64, String), Vec<u8>> = BTreeMap::new();
@@ -255,11 +340,10 @@ fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
     }
     let targets: BTreeSet<&str> = want.keys().map(|k| k.2.as_str()).collect();
     assert_eq!(targets.len(), 6, "{targets:?}");
-    let work = tmp.path().join("work");
     let mut loaded_objects = 0;
     for target in &targets {
         for bin in ["bin/demo", "lib/libdemo.so.1"] {
-            let regs = rt.load(&install.join(bin), &[&isa(target)], &work);
+            let regs = rt.load(&install.join(bin), &[&isa(target)], work);
             assert!(!regs.is_empty(), "{bin} registers nothing");
             for r in &regs {
                 let key = (bin, r.reserved1, target.to_string());
@@ -272,6 +356,7 @@ fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
         }
     }
     assert_eq!(loaded_objects, want.len());
+    want
 }
 
 #[test]
