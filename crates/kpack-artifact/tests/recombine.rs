@@ -618,34 +618,7 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
     let out = tmp.path().join("out");
     run_grouped(&shards, &out, Compression::zstd(), 0);
     // cp -a and a tar round trip elsewhere: the links are relative, so both still verify.
-    let copied = tmp.path().join("elsewhere/copied");
-    std::fs::create_dir_all(copied.parent().unwrap()).unwrap();
-    kpack_testkit::run_tool(
-        "cp",
-        &["-a", out.to_str().unwrap(), copied.to_str().unwrap()],
-    );
-    let tarball = tmp.path().join("tree.tar");
-    kpack_testkit::run_tool(
-        "tar",
-        &[
-            "-cf",
-            tarball.to_str().unwrap(),
-            "-C",
-            out.to_str().unwrap(),
-            ".",
-        ],
-    );
-    let untarred = tmp.path().join("untarred");
-    std::fs::create_dir(&untarred).unwrap();
-    kpack_testkit::run_tool(
-        "tar",
-        &[
-            "-xf",
-            tarball.to_str().unwrap(),
-            "-C",
-            untarred.to_str().unwrap(),
-        ],
-    );
+    let [copied, untarred] = kpack_testkit::copied_elsewhere(&out, tmp.path());
     std::fs::remove_dir_all(&out).unwrap();
     for tree in [&copied, &untarred] {
         assert_eq!(verify_against_shards(tree).failures, Vec::<String>::new());

@@ -196,36 +196,9 @@ fn the_overlaid_install_tree_with_group_archives_loads_every_target_through_the_
         std::fs::read_link(kpack.join("lib_libdemo.so.1_gfx90a:xnack-.kpack")).unwrap(),
         Path::new("lib_libdemo.so.1_gfx90X.kpack")
     );
-    let copied = tmp.path().join("elsewhere/copied");
-    std::fs::create_dir_all(copied.parent().unwrap()).unwrap();
-    run_tool(
-        "cp",
-        &["-a", install.to_str().unwrap(), copied.to_str().unwrap()],
-    );
-    let tarball = tmp.path().join("install.tar");
-    run_tool(
-        "tar",
-        &[
-            "-cf",
-            tarball.to_str().unwrap(),
-            "-C",
-            install.to_str().unwrap(),
-            ".",
-        ],
-    );
-    let untarred = tmp.path().join("untarred");
-    std::fs::create_dir(&untarred).unwrap();
-    run_tool(
-        "tar",
-        &[
-            "-xf",
-            tarball.to_str().unwrap(),
-            "-C",
-            untarred.to_str().unwrap(),
-        ],
-    );
+    let copies = kpack_testkit::copied_elsewhere(&install, tmp.path());
     std::fs::remove_dir_all(&install).unwrap();
-    for tree in [&copied, &untarred] {
+    for tree in &copies {
         assert!(tree.join(".kpack/bin_demo_gfx900.kpack").is_symlink());
         let loaded = loads_every_target(rt, &tmp.path().join("work"), tree);
         // The Rust runtime, for the same wrappers and targets.

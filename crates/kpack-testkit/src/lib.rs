@@ -275,6 +275,24 @@ fn snapshot_by(root: &Path, file: impl Fn(&Path) -> Vec<u8>) -> Vec<(String, Str
     out
 }
 
+/// Two copies of the tree `tree` under `dir`, as users make them: `cp -a` and a `tar` round
+/// trip; what holds links (relative ones keep working) is copied with them as links.
+pub fn copied_elsewhere(tree: &Path, dir: &Path) -> [PathBuf; 2] {
+    let copied = dir.join("elsewhere/copied");
+    std::fs::create_dir_all(copied.parent().unwrap()).unwrap();
+    run_tool(
+        "cp",
+        &["-a", tree.to_str().unwrap(), copied.to_str().unwrap()],
+    );
+    let tarball = dir.join("tree.tar");
+    let (tarball, tree) = (tarball.to_str().unwrap(), tree.to_str().unwrap());
+    run_tool("tar", &["-cf", tarball, "-C", tree, "."]);
+    let untarred = dir.join("untarred");
+    std::fs::create_dir(&untarred).unwrap();
+    run_tool("tar", &["-xf", tarball, "-C", untarred.to_str().unwrap()]);
+    [copied, untarred]
+}
+
 /// Copies the tree `from` into `to` (created if missing, merged if not), keeping symbolic
 /// links as links; file contents never pass through memory whole.
 pub fn copy_tree(from: &Path, to: &Path) {
