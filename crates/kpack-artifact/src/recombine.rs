@@ -877,16 +877,20 @@ fn plan_component(
         if let Some(compression) = group_archives {
             package.merge_archives(&g.name, compression)?;
         }
-        let before = archives.len();
+        let mut archive_files = 0;
         for ((prefix, rel), item) in &package.items {
             match item {
-                Item::File(src) if index::archive_dir(rel).is_some() => archives.extend(
-                    index::describe_archive(src, rel, &name)?
-                        .into_iter()
-                        .map(|a| (prefix.clone(), a)),
-                ),
+                Item::File(src) if index::archive_dir(rel).is_some() => {
+                    archive_files += 1;
+                    archives.extend(
+                        index::describe_archive(src, rel, &name)?
+                            .into_iter()
+                            .map(|a| (prefix.clone(), a)),
+                    );
+                }
                 // Listed as the group archive; its size is filled in once it is written.
                 Item::GroupArchive { sources, .. } => {
+                    archive_files += 1;
                     let file = rel.rsplit('/').next().unwrap_or(rel);
                     for (_, src) in sources {
                         for mut a in index::describe_archive(src, rel, &name)? {
@@ -904,7 +908,7 @@ fn plan_component(
             architectures: packaged,
             missing,
             files: 0,
-            archives: archives.len() - before,
+            archives: archive_files,
         });
         packages.push(package);
     }

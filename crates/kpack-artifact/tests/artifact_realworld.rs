@@ -2,7 +2,8 @@
 //! TheRock artifacts (hard links into the corpus), split, recombined into at least two groups
 //! and verified with strict identity; per-arch file counts match `kerneldb_tables.md` (from
 //! the file names); the generic package indexes every archive of every group, and the
-//! packages install side by side. The rocBLAS artifact as a `.tar.zst`
+//! packages install side by side. Recombined with group archives, one archive per module and
+//! group behind per-target links verifies the same. The rocBLAS artifact as a `.tar.zst`
 //! splits to the same bytes as its directory.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -90,6 +91,105 @@ const PACKAGES: &[Package] = &[
         generic: 3,
     },
 ];
+
+/// Recombined again with group archives (zstd): in each group package, one archive per
+/// module holding all of the group's targets, and every per-target archive name of the plain
+/// recombine (`packaged`: (file, package)) a relative link to it; the packages install side
+/// by side and verify with strict identity (every code object read back through the links).
+fn grouped_recombine_verifies(
+    p: &Package,
+    root: &Path,
+    config: &PackagingConfig,
+    packaged: &BTreeSet<(String, String)>,
+) {
+    let rec = root.join("grouped");
+    let opts = RecombineOptions {
+        group_archives: Some(kpack_archive::Compression::zstd()),
+        ..RecombineOptions::default()
+    };
+    let r = recombine(&root.join("split"), config, &rec, &opts).unwrap();
+    let mut links = BTreeSet::new();
+    let (mut plain_bytes, mut grouped_bytes) = (0, 0);
+    for g in &r.components[0].groups {
+        let kpack_dir = rec.join(&g.artifact).join(p.prefix).join(".kpack");
+        if !kpack_dir.exists() {
+            continue; // kernel-database files only
+        }
+        for e in std::fs::read_dir(&kpack_dir).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            if e.file_type().unwrap().is_symlink() {
+                let to = std::fs::read_link(e.path()).unwrap();
+                let to = to.to_str().unwrap();
+                let module = to.strip_suffix(&format!("_{}.kpack", g.group));
+                assert!(
+                    module.is_some_and(|m| name.starts_with(&format!("{m}_"))),
+                    "{name} -> {to}"
+                );
+                assert!(kpack_dir.join(to).is_file(), "{name} -> {to}");
+                links.insert((name, g.artifact.clone()));
+            } else {
+                assert!(name.ends_with(&format!("_{}.kpack", g.group)), "{name}");
+                let a = kpack_archive::Archive::open(e.path()).unwrap();
+                assert!(!a.gfx_arches().is_empty());
+                grouped_bytes += e.metadata().unwrap().len();
+            }
+        }
+    }
+    for (file, package) in packaged {
+        plain_bytes += std::fs::metadata(
+            root.join("recombined")
+                .join(package)
+                .join(p.prefix)
+                .join(".kpack")
+                .join(file),
+        )
+        .unwrap()
+        .len();
+    }
+    if !packaged.is_empty() {
+        println!(
+            "{}: {} group archives, {grouped_bytes} bytes; {} per-target archives, {plain_bytes} bytes",
+            p.component,
+            r.components[0]
+                .groups
+                .iter()
+                .map(|g| g.archives)
+                .sum::<usize>(),
+            packaged.len()
+        );
+    }
+    // A group of one target named after it keeps the target's name for its archive.
+    for (file, package) in packaged {
+        let group = &package[p.component.len() + 1..];
+        assert!(
+            links.contains(&(file.clone(), package.clone()))
+                || file.ends_with(&format!("_{group}.kpack")),
+            "{file} in {package}"
+        );
+    }
+    assert_eq!(
+        kpack_testkit::shared_installed_paths(&rec),
+        Vec::<(String, Vec<String>)>::new(),
+        "{}",
+        p.component
+    );
+    let report = verify(
+        &rec,
+        &VerifyOptions {
+            original: Some(root.join("original")),
+            threads: 0,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        report.failures,
+        Vec::<String>::new(),
+        "{} grouped",
+        p.component
+    );
+    std::fs::remove_dir_all(&rec).unwrap();
+}
 
 fn link_or_copy(from: &Path, to: &Path) {
     if std::fs::hard_link(from, to).is_err() {
@@ -300,6 +400,7 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
             "{} recombined",
             p.component
         );
+        grouped_recombine_verifies(p, root.path(), &config, &packaged);
         // The inputs (hard links into the corpus) are untouched.
         for f in p.fat {
             let a = std::fs::read(artifact.join(p.prefix).join("lib").join(f)).unwrap();
