@@ -8,8 +8,11 @@
 //! install root, `.` for the root itself, never the artifact's staging path: every manifest
 //! prefix of an artifact is a staging directory whose contents install at the install root.
 //!
-//! The runtime never reads the index (it probes `@GFXARCH@` file names); [`resolve`] uses it
-//! to tell a user which package to install for a GPU the installed packages do not cover.
+//! The runtime probes `@GFXARCH@` file names first (per-target archives, or the per-target
+//! links to a group archive of `recombine --group-archives`); kpack's runtime then reads the
+//! index to find a multi-target archive installed without per-target names. [`resolve`]
+//! uses it to tell a user which package to install for a GPU the installed packages do not
+//! cover.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

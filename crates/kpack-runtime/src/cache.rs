@@ -99,6 +99,9 @@ struct State {
     probes: HashMap<PathBuf, Probe>,
     /// Canonical path → open archive, so two spellings of one file share it.
     open: HashMap<PathBuf, Arc<CachedArchive>>,
+    /// `.kpm` index path → its targets (canonical spelling) and archive file names; empty
+    /// when there is none or it does not decode. Never removed, like `probes`.
+    indexes: HashMap<PathBuf, HashMap<String, String>>,
 }
 
 #[derive(Clone)]
@@ -205,7 +208,12 @@ impl Cache {
         let key = binary_key(&metadata.kernel_name, co_index);
         let candidates: Vec<Vec<String>> = isas.iter().map(|isa| compatible_targets(isa)).collect();
         let patterns = self.patterns(metadata, binary_path);
-        let paths = expand(&patterns, &candidates);
+        let mut paths = expand(&patterns, &candidates);
+        for p in self.indexed(&patterns, &candidates) {
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
         let (archives, mut failure) = self.archives(&paths);
         if archives.is_empty() {
             self.log(format_args!(
@@ -340,6 +348,77 @@ impl Cache {
         all
     }
 
+    /// The archives that the `.kpm` index beside each `<module>_@GFXARCH@.kpack` pattern,
+    /// `<module>.kpm` in the same directory, names for the candidate targets, in candidate
+    /// order. This is how a multi-target archive installed without per-target names (a
+    /// family device wheel: wheels cannot hold links) is found; they come after the
+    /// per-target names, which win when both exist. Each index is read once per cache.
+    fn indexed(&self, patterns: &[PathBuf], candidates: &[Vec<String>]) -> Vec<PathBuf> {
+        let indexes: Vec<(PathBuf, &Path)> =
+            patterns.iter().filter_map(|p| index_beside(p)).collect();
+        if indexes.is_empty() {
+            return Vec::new();
+        }
+        let lookup = |state: &State| -> Option<Vec<PathBuf>> {
+            let mut out = Vec::new();
+            for (index, dir) in &indexes {
+                let files = state.indexes.get(index)?;
+                for t in candidates.iter().flatten() {
+                    if let Some(file) = files.get(&canonical(t)) {
+                        out.push(dir.join(file));
+                    }
+                }
+            }
+            Some(out)
+        };
+        // The read guard must be gone before the write lock is taken, hence the `let`.
+        let cached = lookup(&sync::read(&self.state));
+        if let Some(found) = cached {
+            return found;
+        }
+        let mut state = sync::write(&self.state);
+        for (index, _) in &indexes {
+            if !state.indexes.contains_key(index) {
+                let files = self.read_index(index);
+                state.indexes.insert(index.clone(), files);
+            }
+        }
+        lookup(&state).expect("every index was just read")
+    }
+
+    /// The targets (canonical spelling) and archive file names of the index at `path`;
+    /// empty when there is none. File names with a path separator, `.` or `..` are left out:
+    /// an index names archives beside itself.
+    fn read_index(&self, path: &Path) -> HashMap<String, String> {
+        self.counters.probes.fetch_add(1, Ordering::Relaxed);
+        let bytes = match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.len() <= MAX_INDEX_LEN => std::fs::read(path),
+            Ok(_) => {
+                self.log(format_args!(
+                    "{}: not an index of at most {MAX_INDEX_LEN} bytes",
+                    path.display()
+                ));
+                return HashMap::new();
+            }
+            Err(e) => Err(e),
+        };
+        let index = match bytes.map(|b| kpack_archive::kpm::KpmManifest::decode(&b)) {
+            Ok(Ok(index)) => index,
+            Ok(Err(e)) => {
+                self.log(format_args!("{}: {e}", path.display()));
+                return HashMap::new();
+            }
+            Err(_) => return HashMap::new(),
+        };
+        let plain = |f: &str| !f.is_empty() && f != "." && f != ".." && !f.contains(['/', '\\']);
+        index
+            .kpack_files
+            .into_iter()
+            .filter(|(_, e)| plain(&e.file))
+            .map(|(t, e)| (canonical(&t), e.file))
+            .collect()
+    }
+
     /// The distinct archives behind `paths`, in path order, probing the paths not seen
     /// before; and the first failure to open one.
     fn archives(&self, paths: &[PathBuf]) -> (Vec<Arc<CachedArchive>>, Option<LoadError>) {
@@ -433,6 +512,21 @@ impl fmt::Debug for Cache {
 
 /// `patterns` with `@GFXARCH@` replaced by every candidate target (also spelled with its
 /// features sorted, the order archive names use), in priority order, without repeats.
+/// The largest `.kpm` index the runtime reads: one entry per target is a few hundred bytes.
+const MAX_INDEX_LEN: u64 = 1 << 20;
+
+/// For a search path whose file name is `<module>_@GFXARCH@.kpack`, the index
+/// `<dir>/<module>.kpm` and `dir`.
+fn index_beside(pattern: &Path) -> Option<(PathBuf, &Path)> {
+    let name = pattern.file_name()?.to_str()?;
+    let module = name.strip_suffix(&format!("_{}.kpack", paths::GFXARCH))?;
+    let dir = pattern.parent()?;
+    if module.is_empty() || paths::has_placeholder(dir) {
+        return None;
+    }
+    Some((dir.join(format!("{module}.kpm")), dir))
+}
+
 fn expand(patterns: &[PathBuf], candidates: &[Vec<String>]) -> Vec<PathBuf> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();

@@ -28,6 +28,11 @@
 //!   failure is reported: an archive that failed to open or decode, else
 //!   [`ErrorCode::KernelNotFound`], else [`ErrorCode::ArchNotFound`], else
 //!   [`ErrorCode::ArchiveNotFound`].
+//! * A search path `<dir>/<module>_@GFXARCH@.kpack` also reaches the archives the index
+//!   `<dir>/<module>.kpm` (written by `kpack recombine` and `kpack split-wheel`) lists for
+//!   the candidate targets, after the per-target names: a multi-target archive installed
+//!   without per-target names (a family device wheel; wheels cannot hold links) is found.
+//!   Index file names must lie beside the index; a missing or damaged index is no index.
 //! * Targets match whatever the order of their features (`gfx942:xnack-:sramecc+` is
 //!   `gfx942:sramecc+:xnack-`), and `@GFXARCH@` is also expanded in the environment paths.
 //! * Resolution and probing are cached: a warm load makes no file-system call at all, and a

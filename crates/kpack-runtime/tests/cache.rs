@@ -263,6 +263,91 @@ fn gfxarch_paths_resolve_from_the_binary_directory_per_candidate_target() {
     assert_eq!((bytes, arch.as_str()), (b, "gfx942"));
 }
 
+/// `dir/<module>.kpm` listing each target with its archive file.
+fn write_index(dir: &Path, module: &str, files: &[(&str, &str)]) {
+    use kpack_archive::kpm::{KpmEntry, KpmManifest};
+    let kpm = KpmManifest {
+        format_version: 1,
+        component_name: "test".into(),
+        prefix: ".".into(),
+        kpack_files: files
+            .iter()
+            .map(|(t, f)| {
+                let entry = KpmEntry {
+                    file: f.to_string(),
+                    size: 0,
+                    kernel_count: 1,
+                    package: Some("test-device-family".into()),
+                };
+                (t.to_string(), entry)
+            })
+            .collect(),
+    };
+    std::fs::write(dir.join(format!("{module}.kpm")), kpm.encode().unwrap()).unwrap();
+}
+
+#[test]
+fn a_multi_target_archive_without_per_target_names_is_found_through_the_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kpack = tmp.path().join(".kpack");
+    let (a, b) = (gfx1030(), gfx942());
+    // A family archive, as a device wheel installs it: no per-target names, no links.
+    write_archive(
+        &kpack.join("blas_lib_family.kpack"),
+        Compression::zstd(),
+        &[
+            ("lib/libx.so#0", "gfx1030", &a),
+            ("lib/libx.so#0", "gfx942:sramecc+", &b),
+        ],
+        None,
+    );
+    let bin = tmp.path().join("lib/libx.so");
+    let paths = ["../.kpack/blas_lib_@GFXARCH@.kpack"];
+    let load_for = |cache: &Cache, isa: &str| load(cache, "lib/libx.so", &paths, &bin, 0, &[isa]);
+    // Without the index, nothing names it.
+    let e = load_for(&Cache::new(Config::default()), "gfx1030").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ArchiveNotFound);
+    write_index(
+        &kpack,
+        "blas_lib",
+        &[
+            ("gfx1030", "blas_lib_family.kpack"),
+            ("gfx942:sramecc+", "blas_lib_family.kpack"),
+            ("gfx900", "../outside.kpack"),
+        ],
+    );
+    let cache = Cache::new(Config::default());
+    assert_eq!(load_for(&cache, "gfx1030").unwrap().0, a);
+    let (bytes, arch) = load_for(&cache, "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-").unwrap();
+    assert_eq!((bytes, arch.as_str()), (b.clone(), "gfx942:sramecc+"));
+    // One archive opened; the index read once; warm loads touch nothing.
+    let cold = cache.stats();
+    assert_eq!(cold.archives_opened, 1);
+    load_for(&cache, "gfx1030").unwrap();
+    assert_eq!(cache.stats(), cold);
+    // An index naming a file outside its directory is not followed.
+    std::fs::copy(
+        kpack.join("blas_lib_family.kpack"),
+        tmp.path().join("outside.kpack"),
+    )
+    .unwrap();
+    let e = load_for(&cache, "gfx900").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ArchiveNotFound);
+    // A per-target archive, where one exists, comes first.
+    write_archive(
+        &kpack.join("blas_lib_gfx1030.kpack"),
+        Compression::None,
+        &[("lib/libx.so#0", "gfx1030", &b)],
+        None,
+    );
+    let cache = Cache::new(Config::default());
+    assert_eq!(load_for(&cache, "gfx1030").unwrap().0, b);
+    // A damaged index is no index.
+    std::fs::write(kpack.join("blas_lib.kpm"), b"\x81\xa1x").unwrap();
+    let e = load_for(&Cache::new(Config::default()), "gfx942").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ArchiveNotFound);
+}
+
 #[test]
 fn environment_paths_override_or_prefix_with_placeholders_expanded() {
     let tmp = tempfile::tempdir().unwrap();
@@ -396,8 +481,9 @@ fn warm_loads_make_no_file_system_calls_and_decode_nothing() {
     );
     let cold = cache.stats();
     assert_eq!((cold.resolutions, cold.archives_opened), (2, 1));
-    // x_gfx1030:xnack-, x_gfx1030, x_gfx10-3-generic:..., absent: every path probed once.
-    assert_eq!(cold.probes, 4);
+    // x_gfx1030:xnack-, x_gfx1030, x_gfx10-3-generic:..., absent, and the index x.kpm
+    // (absent): every path probed once.
+    assert_eq!(cold.probes, 5);
     assert_eq!(cold.decodes, 1);
     for _ in 0..3 {
         assert_eq!(
