@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod group;
 pub mod handlers;
 pub mod index;
 pub mod manifest;

@@ -33,7 +33,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_archive::{Archive, ArchiveFileWriter, Compression};
+use kpack_archive::{Archive, Compression};
 use serde::Deserialize;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
@@ -472,7 +472,7 @@ impl Package {
                 group,
                 sources,
                 compression,
-            } => write_group_archive(to, module, group, sources, *compression).map(Some),
+            } => crate::group::write(to, module, group, sources, *compression).map(Some),
             _ => unreachable!("only files are queued"),
         })?;
         for ((rel, _, _), size) in files.iter().zip(written) {
@@ -579,38 +579,6 @@ impl Package {
         }
         Ok(())
     }
-}
-
-/// Writes the group archive `to`: every entry of `sources` (one target each), in order, so
-/// its `gfx_arches` are the sources' targets in that order.
-fn write_group_archive(
-    to: &Path,
-    module: &str,
-    group: &str,
-    sources: &[(String, PathBuf)],
-    compression: Compression,
-) -> Result<u64, ArtifactError> {
-    let archive_error = |path: &Path| {
-        let path = path.to_owned();
-        move |source| ArtifactError::Archive {
-            path,
-            source: Box::new(source),
-        }
-    };
-    let opened = sources
-        .iter()
-        .map(|(_, src)| Archive::open(src).map_err(archive_error(src)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut w =
-        ArchiveFileWriter::create(to, module, group, compression).map_err(archive_error(to))?;
-    for ((_, src), a) in sources.iter().zip(&opened) {
-        for (binary, arch, info) in a.entries() {
-            let code = a.get(binary, arch).map_err(archive_error(src))?;
-            w.add(binary, arch, code, info.metadata)
-                .map_err(archive_error(to))?;
-        }
-    }
-    w.finish().map_err(archive_error(to))
 }
 
 /// Recombines the shards under `shards` per `config` into `out`.

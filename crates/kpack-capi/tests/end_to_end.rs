@@ -204,17 +204,22 @@ fn the_overlaid_install_tree_with_group_archives_loads_every_target_through_the_
         // The Rust runtime, for the same wrappers and targets.
         let cache = kpack_runtime::Cache::new(kpack_runtime::Config::default());
         for ((bin, w, target), data) in &loaded {
-            let binary = tree.join(bin);
-            let bytes = std::fs::read(&binary).unwrap();
-            let fat = kpack_elf::inspect(&bytes).unwrap();
-            let marker = fat.marker.as_ref().unwrap().bytes(&bytes).unwrap();
-            let (meta, _) = kpack_runtime::MarkerMetadata::decode(marker).unwrap();
-            let got = cache
-                .load(&meta, &binary, *w as u32, &[&isa(target)])
-                .unwrap();
+            let got = rust_runtime_load(&cache, &tree.join(bin), *w, target);
             assert!(got == *data, "{bin} #{w} {target}");
         }
     }
+}
+
+/// What the Rust runtime's `cache` loads for wrapper `w` of the installed binary `binary`
+/// (its marker read from the file) for an agent of `target`.
+fn rust_runtime_load(cache: &kpack_runtime::Cache, binary: &Path, w: u64, target: &str) -> Vec<u8> {
+    let bytes = std::fs::read(binary).unwrap();
+    let fat = kpack_elf::inspect(&bytes).unwrap();
+    let marker = fat.marker.as_ref().unwrap().bytes(&bytes).unwrap();
+    let (meta, _) = kpack_runtime::MarkerMetadata::decode(marker).unwrap();
+    cache
+        .load(&meta, binary, w as u32, &[&isa(target)])
+        .unwrap_or_else(|e| panic!("{} #{w} {target}: {e}", binary.display()))
 }
 
 /// The issue 14 scenario (three groups of the hipcc shards), recombined (with group archives
@@ -403,31 +408,45 @@ fn installed_files(site: &Path, dist_info: &str) -> BTreeSet<String> {
         .collect()
 }
 
-#[test]
-fn a_split_wheel_installed_by_pip_loads_each_targets_original_code_objects() {
-    let tmp = tempfile::tempdir().unwrap();
-    let rt = runtime(tmp.path());
-    let wheels = tmp.path().join("wheels");
+/// The fixture wheel split (with rocBLAS and AOTriton databases) into `tmp/wheels`, and an
+/// empty venv `tmp/venv`.
+fn split_demo_wheel(tmp: &Path, multi_target_archives: bool) -> (PathBuf, PathBuf) {
+    let wheels = tmp.join("wheels");
     let mut opts = kpack_wheel::SplitOptions::new(&wheels);
     opts.handlers = vec![Handler::Rocblas, Handler::Aotriton];
+    opts.multi_target_archives = multi_target_archives;
     kpack_wheel::split_wheel(
         &fixture("wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl"),
         &opts,
     )
     .unwrap();
-    let venv = tmp.path().join("venv");
+    let venv = tmp.join("venv");
     run_tool("python3", &["-m", "venv", venv.to_str().unwrap()]);
-    let pip = venv.join("bin/pip");
-    let pip = |args: &[&str]| run_tool(pip.to_str().unwrap(), args);
-    let install = |extra: &str| {
-        pip(&[
+    (wheels, venv)
+}
+
+/// `pip install kpack-demo[extra]` into `venv` from the wheels in `wheels` only.
+fn pip_install_extra(venv: &Path, wheels: &Path, extra: &str) -> Vec<u8> {
+    run_tool(
+        venv.join("bin/pip").to_str().unwrap(),
+        &[
             "install",
             "--no-index",
             "--find-links",
             wheels.to_str().unwrap(),
             &format!("kpack-demo[{extra}]"),
-        ])
-    };
+        ],
+    )
+}
+
+#[test]
+fn a_split_wheel_installed_by_pip_loads_each_targets_original_code_objects() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path());
+    let (wheels, venv) = split_demo_wheel(tmp.path(), false);
+    let pip = venv.join("bin/pip");
+    let pip = |args: &[&str]| run_tool(pip.to_str().unwrap(), args);
+    let install = |extra: &str| pip_install_extra(&venv, &wheels, extra);
     let site = site_packages(&venv);
     // The wheel's binaries and the fixtures they were packed from.
     let binaries = [
@@ -514,6 +533,63 @@ fn a_split_wheel_installed_by_pip_loads_each_targets_original_code_objects() {
     }
     assert_eq!(loads("gfx1030", "gfx1030"), 2);
     assert_eq!(loads_as("gfx90a:xnack-", "gfx90a:xnack-", false), 1);
+}
+
+/// Split with multi-target archives, a device wheel holds one archive per module with all of
+/// its targets (`gfx90a:xnack±` in the gfx90a wheel, `gfx11-generic` in the gfx11 family
+/// wheel), which the runtime finds through the host wheel's index: installed by pip, every
+/// target's original code objects load through the stand-in HIP runtime and the Rust
+/// runtime.
+#[test]
+fn a_split_wheel_with_multi_target_archives_installed_by_pip_loads_every_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path());
+    let (wheels, venv) = split_demo_wheel(tmp.path(), true);
+    for extra in ["device-gfx90a", "device-gfx1100"] {
+        pip_install_extra(&venv, &wheels, extra);
+    }
+    let site = site_packages(&venv);
+    let kpack = site.join("kpack_demo/.kpack");
+    for (file, present) in [
+        ("one_gfx90a.kpack", true),
+        ("one_gfx90a:xnack+.kpack", false),
+        ("modern_v3_gfx11.kpack", true),
+        ("modern_v3_gfx11-generic.kpack", false),
+        ("modern_v3.kpm", true),
+    ] {
+        assert_eq!(kpack.join(file).is_file(), present, "{file}");
+    }
+    let archive = kpack_archive::Archive::open(kpack.join("one_gfx90a.kpack")).unwrap();
+    assert_eq!(archive.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
+    let work = tmp.path().join("work");
+    let cache = kpack_runtime::Cache::new(kpack_runtime::Config::default());
+    let mut checked = 0;
+    for (binary, original, target) in [
+        ("kpack_demo/lib/libone.so", "bin/libone.so", "gfx90a:xnack-"),
+        ("kpack_demo/lib/libone.so", "bin/libone.so", "gfx90a:xnack+"),
+        (
+            "kpack_demo/lib/nested/libmodern_v3.so",
+            "modern/libmodern_v3.so",
+            "gfx1100",
+        ),
+        (
+            "kpack_demo/lib/nested/libmodern_v3.so",
+            "modern/libmodern_v3.so",
+            "gfx11-generic",
+        ),
+    ] {
+        let want = originals(&fixture(original));
+        let regs = rt.load(&site.join(binary), &[&isa(target)], &work);
+        assert!(!regs.is_empty(), "{binary} registers nothing");
+        for r in &regs {
+            let data = &want[&(r.reserved1, target.to_owned())];
+            same(loaded(r), data, &format!("{binary} {target}"));
+            let got = rust_runtime_load(&cache, &site.join(binary), r.reserved1, target);
+            assert!(got == *data, "{binary} {target}: the Rust runtime");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4);
 }
 
 /// What librocm_kpack's `kpack_load_code_object` returns for wrapper `co_index` of the

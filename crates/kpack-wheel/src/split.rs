@@ -53,6 +53,11 @@ pub struct SplitOptions {
     pub variant_label: String,
     /// Compression of the code objects inside the `.kpack` archives.
     pub compression: Compression,
+    /// One multi-target archive per module in each device wheel, `<module>_<key>.kpack`
+    /// (all of the wheel's targets: `gfx90a:xnack±` in `gfx90a`, generic ISAs in their
+    /// family), and the index `<overlay>/.kpack/<module>.kpm` in the host wheel, through
+    /// which kpack's runtime finds them (wheels cannot hold per-target links).
+    pub multi_target_archives: bool,
     /// Bounds on what the input zip may declare (entry count, sizes), so that a hostile
     /// wheel cannot make the reader allocate or write without limit.
     pub limits: Limits,
@@ -71,6 +76,7 @@ impl SplitOptions {
             variants: false,
             variant_label: "variant".into(),
             compression: Compression::zstd(),
+            multi_target_archives: false,
             limits: Limits::default(),
         }
     }
@@ -250,6 +256,8 @@ pub fn split_wheel_with_progress(
     }
     let dev_root = |key: &BundleKey| work.join("dev").join(key.as_str());
     let mut devices: BTreeMap<BundleKey, Device> = BTreeMap::new();
+    // Per device wheel and module: the archives moved there, (target, path).
+    let mut moved: BTreeMap<(BundleKey, String), Vec<(String, PathBuf)>> = BTreeMap::new();
     let mut fat_done = Vec::with_capacity(fat.len());
     for (i, ((path, rel), module)) in fat.iter().zip(&rels).zip(&modules).enumerate() {
         progress("transform", i as u64, fat.len() as u64);
@@ -295,6 +303,10 @@ pub fn split_wheel_with_progress(
             let name = a.path.file_name().expect("archives have names");
             let to = dev_root(&key).join(&overlay).join(".kpack").join(name);
             move_file(&a.path, &to)?;
+            moved
+                .entry((key.clone(), module.clone()))
+                .or_default()
+                .push((a.target.clone(), to));
             let d = devices.entry(key).or_default();
             d.architectures.insert(a.target.clone());
             d.archives += 1;
@@ -310,6 +322,19 @@ pub fn split_wheel_with_progress(
         });
     }
     progress("transform", fat.len() as u64, fat.len() as u64);
+    if opts.multi_target_archives {
+        for ((key, module), mut sources) in moved {
+            sources.sort();
+            let kpack_dir = dev_root(&key).join(&overlay).join(".kpack");
+            let to = kpack_dir.join(format!("{module}_{key}.kpack"));
+            kpack_artifact::group::write(&to, &module, key.as_str(), &sources, opts.compression)?;
+            for (_, from) in sources.iter().filter(|(_, from)| *from != to) {
+                std::fs::remove_file(from).map_err(io(from))?;
+            }
+            let d = devices.get_mut(&key).expect("a device wheel per archive");
+            d.archives -= sources.len() - 1;
+        }
+    }
 
     // Database files move to their architecture's device wheel, at the same path.
     let mut database_files = 0;
@@ -353,6 +378,10 @@ pub fn split_wheel_with_progress(
             dist: format!("{device_prefix}-{}", key.dist_suffix()),
         })
         .collect();
+
+    if opts.multi_target_archives {
+        write_indexes(&host_root, &overlay, &id.name, &dists, &dev_root)?;
+    }
 
     // Host METADATA gains the extras.
     let host_metadata_path = host_root.join(&id.dist_info).join("METADATA");
@@ -480,6 +509,52 @@ pub fn split_wheel_with_progress(
 
 /// Publishes every (tree, dist-info, file name) into `dir`, a few at a time; the result
 /// does not depend on the order or the thread count.
+/// The host wheel's `.kpm` indexes: per module, every target of every device wheel with its
+/// archive file and device distribution, at `<overlay>/.kpack/<module>.kpm`, beside where
+/// the archives install.
+fn write_indexes(
+    host_root: &Path,
+    overlay: &str,
+    name: &str,
+    dists: &[DeviceDist],
+    dev_root: &dyn Fn(&BundleKey) -> PathBuf,
+) -> Result<(), WheelError> {
+    let mut archives = Vec::new();
+    for d in dists {
+        let kpack_dir = dev_root(&d.key).join(overlay).join(".kpack");
+        if !kpack_dir.is_dir() {
+            continue; // database files only
+        }
+        for e in kpack_fs::walk(&kpack_dir) {
+            let e = e?;
+            if !e.file_type.is_file() {
+                continue;
+            }
+            let rel = format!("{overlay}/.kpack/{}", e.rel.display());
+            archives.extend(kpack_artifact::index::describe_archive(
+                &e.path, &rel, &d.dist,
+            )?);
+        }
+    }
+    let indexes = kpack_artifact::index::build(name, archives).map_err(|problems| {
+        WheelError::Usage(format!(
+            "one module's archive for one target in two device wheels: {}",
+            problems.join("; ")
+        ))
+    })?;
+    for (rel, kpm) in indexes {
+        let to = host_root.join(&rel);
+        let bytes = kpm
+            .encode()
+            .map_err(|e| WheelError::Usage(format!("{rel}: encoding the index: {e}")))?;
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+        }
+        std::fs::write(&to, bytes).map_err(io(&to))?;
+    }
+    Ok(())
+}
+
 fn publish_all(
     wheel: &Path,
     dir: &Path,

@@ -47,6 +47,10 @@ pub struct Args {
     variant_label: String,
     #[command(flatten)]
     compression: super::CompressionArgs,
+    /// One multi-target archive per module in each device wheel (`<module>_<key>.kpack`),
+    /// found through the host wheel's `.kpm` index by kpack's runtime.
+    #[arg(long)]
+    multi_target_archives: bool,
     /// Print a summary as JSON.
     #[arg(long)]
     json: bool,
@@ -65,6 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.variants = args.variants;
     opts.variant_label = args.variant_label;
     opts.compression = args.compression.compression();
+    opts.multi_target_archives = args.multi_target_archives;
     let bar = output::progress(0, "split-wheel");
     let progress = |phase: &str, done: u64, total: u64| {
         bar.set_message(phase.to_owned());
