@@ -496,3 +496,74 @@ fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_ref
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn multi_target_archives_hold_each_device_wheels_targets_and_the_host_indexes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let multi = |o: &mut SplitOptions| o.multi_target_archives = true;
+    let s = split(&fixture(DEMO), &dir.path().join("a"), multi);
+    let again = split(&fixture(DEMO), &dir.path().join("b"), multi);
+    for (x, y) in std::iter::once((&s.host, &again.host)).chain(
+        s.devices
+            .iter()
+            .map(|d| &d.wheel)
+            .zip(again.devices.iter().map(|d| &d.wheel)),
+    ) {
+        assert!(
+            std::fs::read(&x.path).unwrap() == std::fs::read(&y.path).unwrap(),
+            "{} differs between runs",
+            x.path.display()
+        );
+    }
+    let mut wheels = vec![s.host.path.clone()];
+    wheels.extend(s.devices.iter().map(|d| d.wheel.path.clone()));
+    for report in check(&wheels) {
+        assert_eq!(report["record_ok"], true, "{report}");
+        assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    }
+    // One archive per module in each device wheel, holding all of its targets.
+    let gfx90a = s
+        .devices
+        .iter()
+        .find(|d| d.key.as_str() == "gfx90a")
+        .unwrap();
+    assert_eq!(gfx90a.archives, 1);
+    let entries = zip_entries(&gfx90a.wheel.path);
+    let kpacks: Vec<&String> = entries.keys().filter(|n| n.ends_with(".kpack")).collect();
+    assert_eq!(kpacks, ["kpack_demo/.kpack/one_gfx90a.kpack"]);
+    let archive =
+        kpack_archive::Archive::from_bytes(entries["kpack_demo/.kpack/one_gfx90a.kpack"].clone())
+            .unwrap();
+    assert_eq!(archive.gfx_arches(), ["gfx90a:xnack+", "gfx90a:xnack-"]);
+    assert_eq!(archive.gfx_arch_family(), "gfx90a");
+    // The host wheel's index of libmodern_v3: every target, its archive and device wheel.
+    let host = zip_entries(&s.host.path);
+    let kpm =
+        kpack_archive::kpm::KpmManifest::decode(&host["kpack_demo/.kpack/modern_v3.kpm"]).unwrap();
+    assert_eq!(kpm.prefix, "kpack_demo");
+    let listed: Vec<(&str, &str, &str)> = kpm
+        .kpack_files
+        .iter()
+        .map(|(t, e)| (t.as_str(), e.file.as_str(), e.package.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                "gfx11-generic",
+                "modern_v3_gfx11.kpack",
+                "kpack-demo-device-gfx11"
+            ),
+            (
+                "gfx1100",
+                "modern_v3_gfx1100.kpack",
+                "kpack-demo-device-gfx1100"
+            ),
+            (
+                "gfx942:sramecc+:xnack-",
+                "modern_v3_gfx942.kpack",
+                "kpack-demo-device-gfx942"
+            ),
+        ]
+    );
+}
