@@ -626,6 +626,19 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
         let a = kpack_archive::Archive::open(&link).unwrap();
         assert!(a.contains("demo/stage/bin/demo#0", "gfx90a:xnack+"));
     }
+    // As .tar.zst packages, links and all.
+    let tarred = tmp.path().join("tarred");
+    let opts = RecombineOptions {
+        group_archives: Some(Compression::zstd()),
+        output: kpack_artifact::tarball::OutputFormat::TarZst,
+        ..RecombineOptions::default()
+    };
+    recombine(&shards, &config(STRICT, GROUPS), &tarred, &opts).unwrap();
+    assert!(tarred.join("demo_lib_gfx90X.tar.zst").is_file());
+    assert_eq!(
+        verify_against_shards(&tarred).failures,
+        Vec::<String>::new()
+    );
     // A group archive gone: its links dangle, and the markers no longer reach its targets.
     let kpack = copied.join("demo_lib_gfx9/demo/stage/.kpack");
     std::fs::remove_file(kpack.join("bin_demo_gfx9.kpack")).unwrap();
