@@ -111,17 +111,32 @@ def recombine(
     component: Optional[str] = None,
     threads: int = 0,
     output_format: str = "dir",
+    group_archives: bool = False,
+    compression: str = "zstd",
+    level: int = 3,
 ) -> Dict[str, Any]:
     """Recombines split shards (``kpack recombine``): each component's generic artifact
     from the primary shard and one ``<component>_<group>`` per architecture group of the
     packaging configuration ``config``, whose ``validation`` flags are enforced (a failed
     validation raises :class:`ArtifactError`). Shards may hold ``.tar.zst`` artifacts;
     ``output_format="tar.zst"`` writes every package as a ``<name>.tar.zst``.
+    ``group_archives=True`` writes one archive per module and group with all of the group's
+    targets (``compression``, ``level``), plus a relative link per target.
 
     Returns the summary ``kpack recombine --json`` prints.
     """
     summary = json.loads(
-        _native.recombine(shards, config, output, component, threads, output_format)
+        _native.recombine(
+            shards,
+            config,
+            output,
+            component,
+            threads,
+            output_format,
+            group_archives,
+            compression,
+            level,
+        )
     )
     return cast(Dict[str, Any], summary)
 
@@ -198,6 +213,7 @@ def split_wheel(
     variants: bool = False,
     compression: str = "zstd",
     level: int = 3,
+    multi_target_archives: bool = False,
 ) -> Dict[str, Any]:
     """Splits a fat Python wheel (``kpack split-wheel``; a ``.whl`` or an unpacked wheel
     directory) into ``output``: a host wheel (same name, version and tags, every fat binary
@@ -208,8 +224,9 @@ def split_wheel(
     top-level package holding the fat binaries; ``device_requires_dist`` entries may contain
     ``@GFXARCH@``; ``split_databases`` names the kernel-database handlers, as for :func:`split`.
     ``output_format`` is ``"wheel"`` or ``"directory"`` (unpacked wheels); ``variants=True``
-    also writes the PEP 817/825 variant copy of the host wheel. A hostile or broken wheel
-    raises :class:`FormatError` naming the entry, and nothing is written.
+    also writes the PEP 817/825 variant copy of the host wheel; ``multi_target_archives=True``
+    puts one archive per module in each device wheel, indexed by the host wheel. A hostile or
+    broken wheel raises :class:`FormatError` naming the entry, and nothing is written.
 
     Returns the summary ``kpack split-wheel --json`` prints.
     """
@@ -225,6 +242,7 @@ def split_wheel(
             variants,
             compression,
             level,
+            multi_target_archives,
         )
     )
     return cast(Dict[str, Any], summary)

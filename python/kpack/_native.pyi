@@ -28,6 +28,9 @@ def recombine(
     component: Optional[str],
     threads: int,
     output_format: str,
+    group_archives: bool,
+    compression: str,
+    level: int,
 ) -> str: ...
 def verify(artifacts: _Path, original: Optional[_Path], threads: int) -> str: ...
 def transform(
@@ -51,6 +54,7 @@ def split_wheel(
     variants: bool,
     compression: str,
     level: int,
+    multi_target_archives: bool,
 ) -> str: ...
 
 @final

@@ -4,6 +4,7 @@ fixtures/shards, as a build script runs them."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import kpack
@@ -48,6 +49,20 @@ def test_split_recombine_and_verify_recover_every_original_byte(tmp_path):
     report = kpack.verify(out, original=fixture("shards"))
     assert report["failures"] == []
     assert report["code_objects"] > 0 and report["original_files"] > 0
+
+
+def test_recombine_with_group_archives_links_each_target_to_its_group_archive(tmp_path):
+    split_all(tmp_path)
+    config = tmp_path / "packaging.json"
+    config.write_text(json.dumps(CONFIG))
+    out = tmp_path / "out"
+    kpack.recombine(tmp_path / "shards", config, out, group_archives=True, compression="none")
+    kpack_dir = out / "demo_lib_gfx9/demo/stage/.kpack"
+    link = kpack_dir / "lib_libdemo.so.1_gfx900.kpack"
+    assert link.is_symlink() and os.readlink(link) == "lib_libdemo.so.1_gfx9.kpack"
+    with kpack.Archive(kpack_dir / "lib_libdemo.so.1_gfx9.kpack") as archive:
+        assert archive.compression_scheme == "none"
+    assert kpack.verify(out, original=fixture("shards"))["failures"] == []
 
 
 def test_split_returns_what_the_command_prints_with_json(tmp_path):

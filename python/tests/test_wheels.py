@@ -87,3 +87,20 @@ def test_split_wheel_of_a_zip_that_is_not_a_wheel_raises_naming_it_and_writes_no
 def test_split_wheel_rejects_an_unknown_output_format(tmp_path: Path) -> None:
     with pytest.raises(kpack.UsageError, match="output format"):
         kpack.split_wheel(fixture(WHEEL), tmp_path / "out", output_format="tarball")
+
+
+def test_split_wheel_with_multi_target_archives_is_what_the_command_writes(tmp_path: Path) -> None:
+    ours = tmp_path / "api"
+    summary = kpack.split_wheel(fixture(WHEEL), ours, split_databases=HANDLERS,
+                                multi_target_archives=True)
+    cli = tmp_path / "cli"
+    out = run_kpack("split-wheel", fixture(WHEEL), "-o", cli, "--json", "--multi-target-archives",
+                    "--split-databases", *HANDLERS)
+    assert out.returncode == 0, out.stderr
+    for p in ours.iterdir():
+        assert p.read_bytes() == (cli / p.name).read_bytes(), p.name
+        assert record_errors(p) == [], p.name
+    gfx90a = next(d for d in summary["devices"] if d["key"] == "gfx90a")
+    assert gfx90a["archives"] == 1
+    with zipfile.ZipFile(summary["host"]["path"]) as z:
+        assert "kpack_demo/.kpack/one.kpm" in z.namelist()

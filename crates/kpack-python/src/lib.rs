@@ -228,9 +228,10 @@ fn output_format(name: &str) -> PyResult<kpack_artifact::tarball::OutputFormat> 
     }
 }
 
-/// `kpack recombine --shards SHARDS --config CONFIG -o OUTPUT [--component C] --json`: the
-/// JSON summary, as a string.
+/// `kpack recombine --shards SHARDS --config CONFIG -o OUTPUT [--component C]
+/// [--group-archives --compression S --level N] --json`: the JSON summary, as a string.
 #[pyfunction]
+#[allow(clippy::too_many_arguments)] // the command's options, one keyword each
 fn recombine(
     py: Python<'_>,
     shards: PathBuf,
@@ -239,14 +240,19 @@ fn recombine(
     component: Option<String>,
     threads: usize,
     output_format: &str,
+    group_archives: bool,
+    compression: &str,
+    level: i32,
 ) -> PyResult<String> {
     let output_format = self::output_format(output_format)?;
+    let compression = self::compression(compression, level)?;
     let summary = py.detach(|| {
         let config = PackagingConfig::load(&config)?;
         let opts = RecombineOptions {
             component,
             threads,
             output: output_format,
+            group_archives: group_archives.then_some(compression),
         };
         kpack_artifact::recombine::recombine(&shards, &config, &output, &opts)
     });
@@ -316,6 +322,7 @@ fn split_wheel(
     variants: bool,
     compression: &str,
     level: i32,
+    multi_target_archives: bool,
 ) -> PyResult<String> {
     let mut opts = kpack_wheel::SplitOptions::new(output);
     opts.device_package_prefix = device_package_prefix;
@@ -337,6 +344,7 @@ fn split_wheel(
     };
     opts.variants = variants;
     opts.compression = self::compression(compression, level)?;
+    opts.multi_target_archives = multi_target_archives;
     let summary = py.detach(|| kpack_wheel::split_wheel(&wheel, &opts));
     let summary = summary.map_err(|e| raise(Class::of_wheel(&e), &e))?;
     to_json(&summary)
