@@ -109,28 +109,61 @@ fn shards_split_recombine_and_verify_with_strict_identity() {
     );
 }
 
-/// Splits and recombines the shards with [`CONFIG`] into `dir/out`.
-fn recombined(dir: &Path) -> PathBuf {
+/// Splits and recombines the shards with [`CONFIG`] (and the options `extra`) into `dir/out`.
+fn recombined(dir: &Path, extra: &[&str]) -> PathBuf {
     split_all(dir);
     let config = dir.join("packaging.json");
     std::fs::write(&config, CONFIG).unwrap();
     let out = dir.join("out");
-    kpack_ok(&[
+    let shards = dir.join("shards");
+    let mut args = vec![
         "recombine",
         "--shards",
-        s(&dir.join("shards")),
+        s(&shards),
         "--config",
         s(&config),
         "-o",
         s(&out),
-    ]);
+    ];
+    args.extend(extra);
+    kpack_ok(&args);
     out
+}
+
+#[test]
+fn recombine_with_group_archives_verifies_and_which_names_the_group_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = recombined(dir.path(), &["--group-archives", "--compression", "none"]);
+    let link = out.join("demo_lib_gfx9/demo/stage/.kpack/lib_libdemo.so.1_gfx906.kpack");
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        Path::new("lib_libdemo.so.1_gfx9.kpack")
+    );
+    let listed = json(&[
+        "list",
+        s(&link.with_file_name("lib_libdemo.so.1_gfx9.kpack")),
+        "--json",
+    ]);
+    assert_eq!(listed["compression_scheme"], "none", "{listed}");
+    let report = json(&["verify", s(&out), "--original", s(&shards()), "--json"]);
+    assert_eq!(report["failures"], serde_json::json!([]));
+    let root = dir.path().join("install");
+    for package in ["demo_lib_generic", "demo_lib_gfx9"] {
+        kpack_testkit::copy_tree(&out.join(package).join("demo/stage"), &root);
+    }
+    let text = String::from_utf8(kpack_ok(&["which", "gfx906", s(&root)]).stdout).unwrap();
+    assert!(
+        text.contains(
+            "demo_lib lib_libdemo.so.1: gfx906 in demo_lib_gfx9 (lib_libdemo.so.1_gfx9.kpack), installed"
+        ),
+        "{text}"
+    );
 }
 
 #[test]
 fn which_names_the_package_to_install_for_a_gpu_from_the_generic_index() {
     let dir = tempfile::tempdir().unwrap();
-    let out = recombined(dir.path());
+    let out = recombined(dir.path(), &[]);
     // From the recombined packages: the generic one holds the index.
     let answer = json(&[
         "which",
