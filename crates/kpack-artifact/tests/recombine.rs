@@ -666,3 +666,36 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
         assert!(f.contains(want), "missing {want:?} in:\n{f}");
     }
 }
+
+#[test]
+fn a_group_named_after_its_one_target_keeps_the_per_target_name_for_its_archive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = split_shards(&tmp.path().join("shards"));
+    let out = tmp.path().join("out");
+    let groups = GROUPS.replace("gfx103X", "gfx1030");
+    let opts = RecombineOptions {
+        group_archives: Some(Compression::zstd()),
+        ..RecombineOptions::default()
+    };
+    recombine(&shards, &config(STRICT, &groups), &out, &opts).unwrap();
+    let kpack = out.join("demo_lib_gfx1030/demo/stage/.kpack");
+    let mut names: Vec<(String, bool)> = std::fs::read_dir(&kpack)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                e.file_type().unwrap().is_file(),
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("bin_demo_gfx1030.kpack".to_owned(), true),
+            ("lib_libdemo.so.1_gfx1030.kpack".to_owned(), true)
+        ]
+    );
+    installs_side_by_side_and_verifies(&out);
+}
