@@ -33,6 +33,9 @@ pub enum SourceError {
     /// The ELF file is malformed.
     #[error(transparent)]
     Elf(#[from] kpack_elf::ElfError),
+    /// An LLVM OffloadBinary is malformed (offsets absolute in the file).
+    #[error(transparent)]
+    Offload(#[from] kpack_offload::OffloadError),
     /// The `ar` archive is malformed.
     #[error(transparent)]
     Ar(#[from] kpack_elf::ar::ArError),

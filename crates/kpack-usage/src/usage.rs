@@ -5,8 +5,8 @@
 //! reports, so the per-target code-object counts and sizes are inspect's by construction.
 //! What this module adds is where those objects sit on disk:
 //!
-//! * a code object in an uncompressed bundle, a bare code object or an `-fgpu-rdc` bitcode
-//!   section takes exactly its bytes;
+//! * a code object in an uncompressed bundle, a bare code object, an `-fgpu-rdc` bitcode
+//!   section or an LLVM OffloadBinary image takes exactly its bytes;
 //! * the code objects of a compressed (CCOB) bundle share the bundle's stored bytes in
 //!   proportion to their uncompressed sizes (one zstd stream has no per-object boundaries);
 //! * a `.kpack` archive's blobs go to the architecture of the first entry that uses them
@@ -179,13 +179,16 @@ fn attribute(
         Details::Elf(elf) => {
             bundles(&mut parts, device_kind, &elf.bundles);
             rdc(&mut parts, device_kind, &elf.rdc_sections);
+            images(&mut parts, device_kind, &elf.offload_images);
         }
         Details::Ar { members } => {
             for m in members {
                 bundles(&mut parts, device_kind, &m.bundles);
                 rdc(&mut parts, device_kind, &m.rdc_sections);
+                images(&mut parts, device_kind, &m.offload_images);
             }
         }
+        Details::Offload { offload_images } => images(&mut parts, device_kind, offload_images),
         Details::Bundles { bundles: b } => bundles(&mut parts, device_kind, b),
         Details::CodeObject(co) => parts.add(device_kind, Some(&co.target), co.size),
         Details::Archive(archive) => {
@@ -244,6 +247,14 @@ fn bundles(parts: &mut Parts, kind: PartKind, bundles: &[BundleReport]) {
                 e.size
             };
             parts.add(kind, Some(target), disk);
+        }
+    }
+}
+
+fn images(parts: &mut Parts, kind: PartKind, images: &[report::OffloadImageReport]) {
+    for image in images {
+        if let Some(target) = &image.target {
+            parts.add(kind, Some(target), image.size);
         }
     }
 }

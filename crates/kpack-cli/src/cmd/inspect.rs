@@ -92,6 +92,10 @@ fn print_human(r: &FileReport) {
             );
             println!("  gfx_arches: {}", a.gfx_arches.join(", "));
         }
+        Details::Offload { offload_images } => {
+            println!("{}: LLVM offload binary", r.path);
+            print_images(offload_images, "  ");
+        }
         Details::None {} => println!("{}: {}", r.path, r.kind),
     }
     if !r.totals.is_empty() {
@@ -136,12 +140,30 @@ fn print_elf(elf: &report::ElfReport, indent: &str) {
     for b in &elf.bundles {
         print_bundle(b, indent);
     }
+    print_images(&elf.offload_images, indent);
     for r in &elf.rdc_sections {
         println!(
             "{indent}RDC section {} ({}): {} bytes",
             r.name,
             r.bundle_id,
             grouped(r.size)
+        );
+    }
+}
+
+fn print_images(images: &[report::OffloadImageReport], indent: &str) {
+    for i in images {
+        println!(
+            "{indent}offload image {} at {:#x} (binary v{} at {:#x}): {} {}, {} {}, {} bytes",
+            i.index,
+            i.offset,
+            i.version,
+            i.binary_offset,
+            i.offload_kind,
+            i.image_kind,
+            i.triple.as_deref().unwrap_or("-"),
+            i.arch.as_deref().unwrap_or("-"),
+            grouped(i.size)
         );
     }
 }

@@ -35,3 +35,18 @@ pub fn json(args: &[&str]) -> Value {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// `(target, count)` of each of `inspect --json`'s totals for one file.
+pub fn target_counts(report: &Value) -> Vec<(String, u64)> {
+    report["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["target"].as_str().unwrap().to_owned(),
+                t["count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
