@@ -1,13 +1,15 @@
-//! Every form device code comes in, for `inspect` and `unbundle`: LLVM OffloadBinary
-//! (`.llvm.offloading` sections of new-driver objects and static libraries, and
-//! `llvm-offload-binary` files) checked against LLVM 22's own readers as witnesses.
+//! Every form device code comes in, for `inspect` and `unbundle` (`report`: in report.rs):
+//! wheels read in place and tarballs streamed, each checked against the same content as plain files (the
+//! tree `unzip`/GNU tar unpack); LLVM OffloadBinary (`.llvm.offloading` sections of
+//! new-driver objects and static libraries, and `llvm-offload-binary` files) checked against
+//! LLVM 22's own readers as witnesses.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{json, kpack_ok, s};
+use common::{TARBALLS, WHEEL, by_relative_path, json, kpack_ok, s, unpacked};
 use kpack_testkit::{fixture, run_llvm22};
 use serde_json::Value;
 
@@ -237,4 +239,53 @@ fn a_corrupt_offload_binary_fails_with_the_file_offset_and_expectation() {
     let at = format!("binary size at offset {:#x}", second + 8);
     assert!(err.contains(&at), "{err} lacks {at}");
     assert!(err.contains("expected"), "{err}");
+}
+
+#[test]
+fn wheel_and_tarballs_inspect_as_their_unpacked_trees() {
+    for rel in std::iter::once(WHEEL).chain(TARBALLS) {
+        let container = fixture(rel);
+        let tree = unpacked(&container);
+        let ours = json(&["inspect", "--json", s(&container)]);
+        let plain = json(&["inspect", "--json", s(tree.path())]);
+        let ours = by_relative_path(&ours, &format!("{}!", s(&container)));
+        let plain = by_relative_path(&plain, &format!("{}/", s(tree.path())));
+        assert!(ours.len() >= 5, "{rel}: {:?}", ours.keys());
+        assert_eq!(ours, plain, "{rel}");
+        assert!(ours.values().all(|r| r["kind"] != "error"), "{rel}");
+    }
+}
+
+#[test]
+fn wheel_and_tarballs_unbundle_as_their_unpacked_trees() {
+    for rel in std::iter::once(WHEEL).chain(TARBALLS) {
+        let container = fixture(rel);
+        let tree = unpacked(&container);
+        let ours = unbundled(&[&container]);
+        assert!(ours.len() >= 10, "{rel}: {:?}", ours.keys());
+        assert_eq!(ours, unbundled(&[tree.path()]), "{rel}");
+    }
+}
+
+#[test]
+fn a_truncated_tarball_or_wheel_is_reported_as_an_error_of_the_container() {
+    let dir = tempfile::tempdir().unwrap();
+    for rel in [WHEEL, "tarballs/forms.tar.zst"] {
+        let bytes = kpack_testkit::read_fixture(rel);
+        let name = Path::new(rel).file_name().unwrap();
+        let bad = dir.path().join(name);
+        std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
+        let out = common::kpack(&["inspect", "--json", s(&bad)]);
+        assert!(!out.status.success(), "{rel}");
+        let reports: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let last = reports.as_array().unwrap().last().unwrap();
+        assert_eq!(last["kind"], "error", "{rel}");
+        assert_eq!(last["path"], s(&bad), "{rel}");
+        assert!(
+            last["error"].as_str().unwrap().contains(s(&bad)),
+            "{rel}: {last}"
+        );
+        let out = common::kpack(&["unbundle", "-o", s(&dir.path().join("out")), s(&bad)]);
+        assert!(!out.status.success(), "{rel}");
+    }
 }

@@ -73,6 +73,10 @@ pub enum SourceError {
         /// What went wrong in it.
         source: Box<SourceError>,
     },
+    /// The wheel or tarball holding an input could not be read (its own error names the
+    /// container, the member and the offset).
+    #[error(transparent)]
+    Container(Box<dyn std::error::Error + Send + Sync>),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {

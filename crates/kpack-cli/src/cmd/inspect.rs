@@ -3,13 +3,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_pipeline::report::{self, Details, FileReport};
+use kpack_pipeline::report::{self, Details, FileReport, Inspection};
 
 use crate::output::{self, Error, grouped};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Files or directories (searched recursively).
+    /// Files, directories (searched recursively), wheels (`.whl`) or tarballs (`.tar.zst`,
+    /// `.tar.xz`, `.tar.gz`, `.tar`), whose members are read in place as `<path>!<member>`.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Print JSON (one object per file; see the README for the schema).
@@ -24,19 +25,34 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut failed = false;
     for path in &files {
         bar.inc(1);
-        let Some(inspection) = report::inspect_input(path, args.paths.contains(path)) else {
-            continue;
-        };
-        match &inspection.result {
-            Ok(r) if !args.json => bar.suspend(|| print_human(r)),
-            Ok(_) => {}
-            Err(err) => {
-                failed = true;
-                bar.suspend(|| output::print_error(err));
+        let mut report = |inspection: Inspection| {
+            match &inspection.result {
+                Ok(r) if !args.json => bar.suspend(|| print_human(r)),
+                Ok(_) => {}
+                Err(err) => {
+                    failed = true;
+                    bar.suspend(|| output::print_error(err));
+                }
             }
-        }
-        if args.json {
-            json.push(inspection);
+            if args.json {
+                json.push(inspection);
+            }
+        };
+        // A member's own errors are its report; a container that cannot be read is the
+        // report of the container.
+        let read = kpack_inputs::read(path, args.paths.contains(path), &mut |input| {
+            if let Some(inspection) =
+                report::inspect_bytes(&input.shown.display().to_string(), input.bytes, input.given)
+            {
+                report(inspection);
+            }
+            Ok::<_, kpack_pipeline::SourceError>(())
+        });
+        if let Err(err) = read {
+            report(Inspection {
+                path: path.display().to_string(),
+                result: Err(err),
+            });
         }
     }
     bar.finish_and_clear();
