@@ -289,3 +289,29 @@ fn a_truncated_tarball_or_wheel_is_reported_as_an_error_of_the_container() {
         assert!(!out.status.success(), "{rel}");
     }
 }
+
+#[test]
+#[ignore = "real-world"]
+fn corpus_wheels_inspect_and_unbundle_as_their_unpacked_trees() {
+    for (name, version) in [("jax_rocm7_plugin", "0.12.0"), ("cupy_rocm_7_0", "14.2.0")] {
+        let wheel = kpack_testkit::corpus_wheel(name, version);
+        // scripts/setup.sh unzips every corpus wheel into wx/<wheel name without .whl>.
+        let stem = wheel.file_stem().unwrap();
+        let tree = kpack_testkit::corpus().join("wx").join(stem);
+        let ours = json(&["inspect", "--json", s(&wheel)]);
+        let plain = json(&["inspect", "--json", s(&tree)]);
+        let ours = by_relative_path(&ours, &format!("{}!", s(&wheel)));
+        let plain = by_relative_path(&plain, &format!("{}/", s(&tree)));
+        assert!(
+            ours.values()
+                .any(|r| !r["totals"].as_array().unwrap().is_empty()),
+            "{name}: no device code"
+        );
+        assert_eq!(ours, plain, "{name}");
+    }
+    let wheel = kpack_testkit::corpus_wheel("jax_rocm7_plugin", "0.12.0");
+    let tree = kpack_testkit::jax_wheel_dir("0.12.0");
+    let ours = unbundled(&[&wheel]);
+    assert!(!ours.is_empty());
+    assert_eq!(ours, unbundled(&[&tree]));
+}

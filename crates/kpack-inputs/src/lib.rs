@@ -22,6 +22,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use kpack_pipeline::report::{self, Inspection};
 use kpack_pipeline::{FileBytes, SourceError};
 
 /// Members up to this size are read into memory; larger ones spill to a temporary file.
@@ -193,6 +194,26 @@ fn read_tarball<E: From<SourceError>>(
     })
     .map(drop)
     .map_err(Stop::into_error)
+}
+
+/// `kpack inspect` of the file at `path` (`given`: the user named it): `each` receives the
+/// inspection of every input it holds, in order ([`kpack_pipeline::report::inspect_bytes`]:
+/// a member's own errors are its inspection), and, when the file or its container cannot be
+/// read, one failed inspection naming it.
+pub fn inspect(path: &Path, given: bool, each: &mut dyn FnMut(Inspection)) {
+    let read = read(path, given, &mut |input| {
+        let shown = input.shown.display().to_string();
+        if let Some(inspection) = report::inspect_bytes(&shown, input.bytes, input.given) {
+            each(inspection);
+        }
+        Ok::<_, SourceError>(())
+    });
+    if let Err(err) = read {
+        each(Inspection {
+            path: path.display().to_string(),
+            result: Err(err),
+        });
+    }
 }
 
 /// `container!member`.

@@ -2,8 +2,6 @@
 //! is a stable interface (documented in the README).
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::Path;
 
 use serde::{Serialize, Serializer};
 
@@ -284,25 +282,10 @@ impl Serialize for Inspection {
     }
 }
 
-/// Inspects the file at `path`, one of the files [`crate::expand_inputs`] found for the
-/// `PATH...` the user gave; `given` says whether the user named it, rather than a directory
-/// above it. A file found inside a directory that cannot hold device code (kind `other`) is
-/// not worth a line: `None`.
-pub fn inspect_input(path: &Path, given: bool) -> Option<Inspection> {
-    let bytes = File::open(path)
-        .map_err(crate::error::io_error(path))
-        .and_then(|f| crate::map_file(&f, path));
-    match bytes {
-        Ok(bytes) => inspect_bytes(&path.display().to_string(), &bytes, given),
-        Err(e) => Some(Inspection {
-            path: path.display().to_string(),
-            result: Err(e),
-        }),
-    }
-}
-
-/// Like [`inspect_input`] on the bytes of an input already read: a file, or a member of a
-/// wheel or tarball, shown as `shown` (`<wheel>!<member>`).
+/// Inspects one input, the bytes of a file or of a member of a wheel or tarball, shown as
+/// `shown` (`<wheel>!<member>`); `given` says whether the user named it, rather than a
+/// directory or container above it. An input found inside one that cannot hold device code
+/// (kind `other`) is not worth a line: `None`. Errors name the input.
 pub fn inspect_bytes(shown: &str, bytes: &crate::FileBytes, given: bool) -> Option<Inspection> {
     let result = inspect_mapped(shown, bytes).map_err(|e| SourceError::InInput {
         path: shown.into(),

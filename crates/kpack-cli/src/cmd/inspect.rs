@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_pipeline::report::{self, Details, FileReport, Inspection};
+use kpack_pipeline::report::{self, Details, FileReport};
 
 use crate::output::{self, Error, grouped};
 
@@ -25,7 +25,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut failed = false;
     for path in &files {
         bar.inc(1);
-        let mut report = |inspection: Inspection| {
+        kpack_inputs::inspect(path, args.paths.contains(path), &mut |inspection| {
             match &inspection.result {
                 Ok(r) if !args.json => bar.suspend(|| print_human(r)),
                 Ok(_) => {}
@@ -37,23 +37,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             if args.json {
                 json.push(inspection);
             }
-        };
-        // A member's own errors are its report; a container that cannot be read is the
-        // report of the container.
-        let read = kpack_inputs::read(path, args.paths.contains(path), &mut |input| {
-            if let Some(inspection) =
-                report::inspect_bytes(&input.shown.display().to_string(), input.bytes, input.given)
-            {
-                report(inspection);
-            }
-            Ok::<_, kpack_pipeline::SourceError>(())
         });
-        if let Err(err) = read {
-            report(Inspection {
-                path: path.display().to_string(),
-                result: Err(err),
-            });
-        }
     }
     bar.finish_and_clear();
     if args.json {
