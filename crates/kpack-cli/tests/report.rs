@@ -101,8 +101,14 @@ fn report_matching_inspect(paths: &[&str]) -> Value {
 
 #[test]
 fn report_totals_equal_inspect_totals_on_every_fixture_form() {
-    // ELF files, ar archives, bundles (plain and CCOB), code objects and .kpack archives.
-    let dirs = [fixture("bin"), fixture("modern"), fixture("vectors")];
+    // ELF files, ar archives, bundles (plain and CCOB), code objects, .kpack archives, and
+    // the new offload driver's objects, static library and llvm-offload-binary file.
+    let dirs = [
+        fixture("bin"),
+        fixture("modern"),
+        fixture("vectors"),
+        fixture("offload"),
+    ];
     let dirs: Vec<&str> = dirs.iter().map(|d| s(d)).collect();
     let report = report_matching_inspect(&dirs);
     let kinds: Vec<&str> = report["kinds"]
