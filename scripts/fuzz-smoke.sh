@@ -8,17 +8,18 @@ cd "$(dirname "$0")/../fuzz"
 SECONDS_PER_TARGET=${1:-15}
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O >/dev/null 2>&1 || cargo fuzz build -O
-# The tar reader's seeds: an artifact of the shard fixtures packed plain, zstd and xz.
+# The tar reader's seeds: an artifact of the shard fixtures packed plain, zstd, xz and gzip.
 mkdir -p corpus/tar
 tar -C ../fixtures/shards/shard-a/demo_host_gfx90X -cf corpus/tar/seed.tar .
 zstd -qf corpus/tar/seed.tar -o corpus/tar/seed.tar.zst
 xz -kfq corpus/tar/seed.tar
+gzip -kfnq corpus/tar/seed.tar
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for target in $(cargo fuzz list); do
   corpus="corpus/$target"
   mkdir -p "$corpus"
-  if cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors ../fixtures/wheels -- \
+  if cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors ../fixtures/wheels ../fixtures/offload ../fixtures/tarballs -- \
       -seed="${KPACK_FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -max_len=131072 \
       -rss_limit_mb=2048 >"$log" 2>&1; then
     echo "fuzz: $target: $(grep -E '^Done' "$log" | tail -n 1)"

@@ -300,17 +300,7 @@ fn inspect_json_reports_every_fixture_with_its_kind_wrappers_bundles_and_totals(
                 "{rel}"
             );
         }
-        let got: Vec<(String, u64)> = report["totals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| {
-                (
-                    t["target"].as_str().unwrap().to_owned(),
-                    t["count"].as_u64().unwrap(),
-                )
-            })
-            .collect();
+        let got = common::target_counts(report);
         let want: Vec<(String, u64)> = totals.iter().map(|(t, c)| (t.to_string(), *c)).collect();
         assert_eq!(got, want, "{rel}: totals");
     }

@@ -30,17 +30,9 @@ fn inspect_totals(paths: &[&str]) -> BTreeMap<String, (u64, u64)> {
     sums
 }
 
-/// Runs `kpack report --json -o <tmp>/report.html` on `paths` and checks what holds for
-/// every report: totals equal inspect's, each file's parts add up to its size on disk, and
-/// the page is one self-contained file.
-fn report_matching_inspect(paths: &[&str]) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("report.html");
-    let mut args = vec!["report", "--json", "-o", s(&page)];
-    args.extend(paths);
-    let report = json(&args);
-
-    let totals: BTreeMap<String, (u64, u64)> = report["targets"]
+/// Per target (count, bytes) of `kpack report --json`'s targets that hold code objects.
+fn report_totals(report: &Value) -> BTreeMap<String, (u64, u64)> {
+    report["targets"]
         .as_array()
         .unwrap()
         .iter()
@@ -51,7 +43,20 @@ fn report_matching_inspect(paths: &[&str]) -> Value {
                 (t["count"].as_u64().unwrap(), t["bytes"].as_u64().unwrap()),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Runs `kpack report --json -o <tmp>/report.html` on `paths` and checks what holds for
+/// every report: totals equal inspect's, each file's parts add up to its size on disk, and
+/// the page is one self-contained file.
+fn report_matching_inspect(paths: &[&str]) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let mut args = vec!["report", "--json", "-o", s(&page)];
+    args.extend(paths);
+    let report = json(&args);
+
+    let totals = report_totals(&report);
     let expected = inspect_totals(paths);
     assert!(!expected.is_empty());
     assert_eq!(totals, expected, "report totals differ from inspect's");
@@ -96,8 +101,14 @@ fn report_matching_inspect(paths: &[&str]) -> Value {
 
 #[test]
 fn report_totals_equal_inspect_totals_on_every_fixture_form() {
-    // ELF files, ar archives, bundles (plain and CCOB), code objects and .kpack archives.
-    let dirs = [fixture("bin"), fixture("modern"), fixture("vectors")];
+    // ELF files, ar archives, bundles (plain and CCOB), code objects, .kpack archives, and
+    // the new offload driver's objects, static library and llvm-offload-binary file.
+    let dirs = [
+        fixture("bin"),
+        fixture("modern"),
+        fixture("vectors"),
+        fixture("offload"),
+    ];
     let dirs: Vec<&str> = dirs.iter().map(|d| s(d)).collect();
     let report = report_matching_inspect(&dirs);
     let kinds: Vec<&str> = report["kinds"]
@@ -107,6 +118,29 @@ fn report_totals_equal_inspect_totals_on_every_fixture_form() {
         .map(|k| k["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["device-code", "kpack-archive", "host", "other"]);
+}
+
+#[test]
+fn report_of_a_wheel_or_tarball_is_that_of_its_unpacked_tree() {
+    for rel in std::iter::once(common::WHEEL).chain(common::TARBALLS) {
+        let container = fixture(rel);
+        let tree = common::unpacked(&container);
+        let plain = report_matching_inspect(&[s(tree.path())]);
+        let report = json(&["report", "--json", s(&container)]);
+        assert_eq!(
+            report_totals(&report),
+            inspect_totals(&[s(&container)]),
+            "{rel}"
+        );
+        for key in ["disk_bytes", "targets", "kinds"] {
+            assert_eq!(report[key], plain[key], "{rel}: {key}");
+        }
+        assert_eq!(
+            common::by_relative_path(&report["files"], &format!("{}!", s(&container))),
+            common::by_relative_path(&plain["files"], &format!("{}/", s(tree.path()))),
+            "{rel}"
+        );
+    }
 }
 
 #[test]

@@ -33,6 +33,9 @@ pub enum SourceError {
     /// The ELF file is malformed.
     #[error(transparent)]
     Elf(#[from] kpack_elf::ElfError),
+    /// An LLVM OffloadBinary is malformed (offsets absolute in the file).
+    #[error(transparent)]
+    Offload(#[from] kpack_offload::OffloadError),
     /// The `ar` archive is malformed.
     #[error(transparent)]
     Ar(#[from] kpack_elf::ar::ArError),
@@ -70,6 +73,10 @@ pub enum SourceError {
         /// What went wrong in it.
         source: Box<SourceError>,
     },
+    /// The wheel or tarball holding an input could not be read (its own error names the
+    /// container, the member and the offset).
+    #[error(transparent)]
+    Container(Box<dyn std::error::Error + Send + Sync>),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {

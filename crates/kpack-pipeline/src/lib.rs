@@ -20,12 +20,15 @@ pub use error::{FileError, SourceError};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-/// A file's bytes, mapped read-only.
+/// A file's bytes, mapped read-only (or, for a small member of a wheel or tarball, read
+/// into memory).
 pub enum FileBytes {
     /// A non-empty file.
     Mapped(memmap2::Mmap),
     /// An empty file (which cannot be mapped).
     Empty,
+    /// Bytes read into memory.
+    Owned(Vec<u8>),
 }
 
 impl std::ops::Deref for FileBytes {
@@ -34,6 +37,7 @@ impl std::ops::Deref for FileBytes {
         match self {
             FileBytes::Mapped(map) => map,
             FileBytes::Empty => &[],
+            FileBytes::Owned(bytes) => bytes,
         }
     }
 }

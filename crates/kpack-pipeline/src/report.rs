@@ -2,8 +2,6 @@
 //! is a stable interface (documented in the README).
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::Path;
 
 use serde::{Serialize, Serializer};
 
@@ -11,7 +9,7 @@ use kpack_bundle::{BundleFormat, CompressionMethod};
 use kpack_elf::{FatBinary, FatBinaryKind, PointerSource, WrapperMagic};
 
 use crate::error::SourceError;
-use crate::source::{self, DeviceCode, FileKind, FoundBundle, Visitor};
+use crate::source::{self, DeviceCode, FileKind, FoundBundle, FoundImage, Visitor};
 
 /// One input file.
 #[derive(Debug, Serialize)]
@@ -19,7 +17,7 @@ pub struct FileReport {
     /// The path as given (or found under a directory).
     pub path: String,
     /// What the file is (`elf`, `ar-archive`, `offload-bundle`, `compressed-offload-bundle`,
-    /// `code-object`, `kpack-archive`, `other`).
+    /// `code-object`, `kpack-archive`, `offload-binary`, `other`).
     pub kind: &'static str,
     /// Kind-specific details.
     pub details: Details,
@@ -58,6 +56,11 @@ pub enum Details {
     CodeObject(CodeObjectReport),
     /// A `.kpack` archive.
     Archive(ArchiveReport),
+    /// An LLVM OffloadBinary file.
+    Offload {
+        /// Its images, in file order.
+        offload_images: Vec<OffloadImageReport>,
+    },
     /// Nothing to say.
     None {},
 }
@@ -83,6 +86,41 @@ pub struct ElfReport {
     pub bundles: Vec<BundleReport>,
     /// Per-target bitcode sections of `-fgpu-rdc` objects.
     pub rdc_sections: Vec<RdcReport>,
+    /// The images of its `.llvm.offloading` sections (new offload driver), in file order;
+    /// absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub offload_images: Vec<OffloadImageReport>,
+}
+
+/// One image of an LLVM OffloadBinary.
+#[derive(Debug, Serialize)]
+pub struct OffloadImageReport {
+    /// Index among the images of the file (or `ar` member).
+    pub index: usize,
+    /// Absolute file offset of the binary holding it.
+    pub binary_offset: u64,
+    /// The binary's format version.
+    pub version: u32,
+    /// `object`, `bitcode`, `cubin`, `fatbinary`, `ptx`, `none` or `unknown`.
+    pub image_kind: &'static str,
+    /// The producer: `hip`, `openmp`, `cuda`, `sycl`, `none` or `unknown`.
+    pub offload_kind: &'static str,
+    /// The entry's flags.
+    pub flags: u32,
+    /// The `triple` string.
+    pub triple: Option<String>,
+    /// The `arch` string as written.
+    pub arch: Option<String>,
+    /// The bundle id kpack gives it (`hip-amdgcn-amd-amdhsa--gfx900`), for AMDGPU images.
+    pub bundle_id: Option<String>,
+    /// Canonical target id, for AMDGPU images.
+    pub target: Option<String>,
+    /// Absolute file offset of the image.
+    pub offset: u64,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Every key/value string of the entry, in table order.
+    pub strings: Vec<(String, String)>,
 }
 
 /// A section's place in the file and in memory.
@@ -244,21 +282,16 @@ impl Serialize for Inspection {
     }
 }
 
-/// Inspects the file at `path`, one of the files [`crate::expand_inputs`] found for the
-/// `PATH...` the user gave; `given` says whether the user named it, rather than a directory
-/// above it. A file found inside a directory that cannot hold device code (kind `other`) is
-/// not worth a line: `None`.
-pub fn inspect_input(path: &Path, given: bool) -> Option<Inspection> {
-    let shown = path.display().to_string();
-    let result = File::open(path)
-        .map_err(crate::error::io_error(path))
-        .and_then(|f| crate::map_file(&f, path))
-        .and_then(|bytes| {
-            inspect_mapped(&shown, &bytes).map_err(|e| SourceError::InInput {
-                path: path.to_owned(),
-                source: Box::new(e),
-            })
-        });
+/// Inspects one input, the bytes of a file or of a member of a wheel or tarball, shown as
+/// `shown` (`<wheel>!<member>`); `given` says whether the user named it, rather than a
+/// directory or container above it. An input found inside one that cannot hold device code
+/// (kind `other`) is not worth a line: `None`. Errors name the input.
+pub fn inspect_bytes(shown: &str, bytes: &crate::FileBytes, given: bool) -> Option<Inspection> {
+    let result = inspect_mapped(shown, bytes).map_err(|e| SourceError::InInput {
+        path: shown.into(),
+        source: Box::new(e),
+    });
+    let shown = shown.to_owned();
     match result {
         Ok(r) if r.kind == FileKind::Other.name() && !given => None,
         result => Some(Inspection {
@@ -311,7 +344,11 @@ fn inspect_with(
             details: Details::None {},
             totals: Vec::new(),
         }),
-        FileKind::Elf | FileKind::Ar | FileKind::Bundle | FileKind::CompressedBundle => {
+        FileKind::Elf
+        | FileKind::Ar
+        | FileKind::Bundle
+        | FileKind::CompressedBundle
+        | FileKind::OffloadBinary => {
             let mut collector = Collector::default();
             match mapping {
                 Some(map) => source::walk_mapped(map, &mut collector)?,
@@ -326,6 +363,9 @@ fn inspect_with(
                 ),
                 FileKind::Ar => Details::Ar {
                     members: collector.elves,
+                },
+                FileKind::OffloadBinary => Details::Offload {
+                    offload_images: collector.loose_images,
                 },
                 _ => Details::Bundles {
                     bundles: collector.loose_bundles,
@@ -355,6 +395,7 @@ fn totals(map: BTreeMap<String, (u64, u64)>) -> Vec<TargetTotal> {
 struct Collector {
     elves: Vec<ElfReport>,
     loose_bundles: Vec<BundleReport>,
+    loose_images: Vec<OffloadImageReport>,
     totals: BTreeMap<String, (u64, u64)>,
 }
 
@@ -368,6 +409,37 @@ impl Collector {
 }
 
 impl Visitor for Collector {
+    fn offload_image(&mut self, found: &FoundImage<'_>) -> Result<(), SourceError> {
+        let image = found.image;
+        let report = OffloadImageReport {
+            index: found.index,
+            binary_offset: image.binary_offset,
+            version: image.version,
+            image_kind: image.image_kind.name(),
+            offload_kind: image.offload_kind.name(),
+            flags: image.flags,
+            triple: image.triple().map(str::to_owned),
+            arch: image.arch().map(str::to_owned),
+            bundle_id: found.bundle_id.map(|id| id.to_string()),
+            target: found
+                .bundle_id
+                .and_then(|id| id.target())
+                .map(|t| t.to_string()),
+            offset: image.offset,
+            size: image.data.len() as u64,
+            strings: image
+                .strings
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        };
+        match self.elves.last_mut() {
+            Some(elf) => elf.offload_images.push(report),
+            None => self.loose_images.push(report),
+        }
+        Ok(())
+    }
+
     fn elf(&mut self, member: Option<&str>, fat: &FatBinary) -> Result<(), SourceError> {
         self.elves.push(elf_report(member, fat));
         Ok(())
@@ -477,6 +549,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
             })
             .collect(),
         bundles: Vec::new(),
+        offload_images: Vec::new(),
         rdc_sections: fat
             .rdc_sections
             .iter()

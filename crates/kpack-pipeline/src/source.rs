@@ -2,16 +2,20 @@
 //!
 //! A file is classified from its leading bytes, then walked: an ELF's `.hip_fatbin` bundles
 //! (mapped to the wrappers that point at them), the members of an `ar` archive, a raw
-//! bundle or CCOB file (as kernel databases ship them), or a bare code object. The walk
-//! hands each device code object to a visitor with the bytes borrowed from the input (or
-//! from the decompressed bundle) and, when the object is stored uncompressed in the file,
-//! its absolute byte range, so a caller can copy it without touching memory.
+//! bundle or CCOB file (as kernel databases ship them), a bare code object, or LLVM's
+//! OffloadBinary: the `.llvm.offloading` sections the new offload driver
+//! (`--offload-new-driver`) writes into relocatable objects (and so into static libraries),
+//! and `llvm-offload-binary` files ([`kpack_offload`] reads them). The walk hands each
+//! device code object to a visitor with the bytes borrowed from the input (or from the
+//! decompressed bundle) and, when the object is stored uncompressed in the file, its
+//! absolute byte range, so a caller can copy it without touching memory.
 
 use std::borrow::Cow;
 use std::ops::Range;
 
 use kpack_bundle::{Bundle, BundleFormat, DecodedBundle};
 use kpack_elf::FatBinary;
+use kpack_offload::Image;
 use kpack_target::{BundleId, TargetId};
 
 use crate::FileBytes;
@@ -32,6 +36,8 @@ pub enum FileKind {
     CodeObject,
     /// A `.kpack` archive.
     KpackArchive,
+    /// An LLVM OffloadBinary file (`llvm-offload-binary`, magic `10 ff 10 ad`).
+    OffloadBinary,
     /// Anything else.
     Other,
 }
@@ -46,6 +52,7 @@ impl FileKind {
             FileKind::CompressedBundle => "compressed-offload-bundle",
             FileKind::CodeObject => "code-object",
             FileKind::KpackArchive => "kpack-archive",
+            FileKind::OffloadBinary => "offload-binary",
             FileKind::Other => "other",
         }
     }
@@ -78,9 +85,20 @@ pub fn classify(bytes: &[u8]) -> FileKind {
         FileKind::CompressedBundle
     } else if bytes.starts_with(b"KPAK") {
         FileKind::KpackArchive
+    } else if kpack_offload::is_offload_binary(bytes) {
+        FileKind::OffloadBinary
     } else {
         FileKind::Other
     }
+}
+
+/// What holds a device code object in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Container {
+    /// A clang offload bundle (or CCOB), or nothing: a bare code object.
+    Bundle,
+    /// An LLVM OffloadBinary (a `.llvm.offloading` section, or a whole file).
+    OffloadBinary,
 }
 
 /// One device code object found in a file.
@@ -88,13 +106,17 @@ pub fn classify(bytes: &[u8]) -> FileKind {
 pub struct DeviceCode<'a> {
     /// The `ar` member holding it, if the file is an archive.
     pub member: Option<&'a str>,
-    /// Index of its bundle within the file (or member); 0 for a bare code object.
+    /// What holds it: a bundle, or an OffloadBinary.
+    pub container: Container,
+    /// Index of its bundle within the file (or member), or of its OffloadBinary image among
+    /// the file's (or member's) images; 0 for a bare code object.
     pub bundle: usize,
     /// The wrappers (`.hipFatBinSegment` slots) whose pointer leads to that bundle.
     pub wrappers: &'a [usize],
     /// Index of the entry within its bundle.
     pub entry: usize,
-    /// The bundle entry id (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`).
+    /// The bundle entry id (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`); for an OffloadBinary
+    /// image, the id a bundle would give it: `<producer>-<triple>--<arch>`.
     pub bundle_id: &'a BundleId,
     /// The code object's bytes.
     pub data: &'a [u8],
@@ -130,7 +152,20 @@ pub struct FoundBundle<'a> {
     pub bundle: &'a Bundle<'a>,
 }
 
-/// Receives what a walk finds. Both methods default to doing nothing.
+/// An OffloadBinary image found in a file, before its device code (if any) is visited.
+#[derive(Debug)]
+pub struct FoundImage<'a> {
+    /// The `ar` member holding it.
+    pub member: Option<&'a str>,
+    /// Index among the file's (or member's) images.
+    pub index: usize,
+    /// The image and its metadata, offsets absolute in the file.
+    pub image: &'a Image<'a>,
+    /// Its bundle id, when it is AMDGPU device code with a target (`arch`).
+    pub bundle_id: Option<&'a BundleId>,
+}
+
+/// Receives what a walk finds. Every method defaults to doing nothing.
 pub trait Visitor {
     /// Called once per bundle, before its device entries.
     fn bundle(&mut self, _bundle: &FoundBundle<'_>) -> Result<(), SourceError> {
@@ -142,6 +177,10 @@ pub trait Visitor {
     }
     /// Called once per parsed ELF (file or `ar` member) with its fat-binary inspection.
     fn elf(&mut self, _member: Option<&str>, _fat: &FatBinary) -> Result<(), SourceError> {
+        Ok(())
+    }
+    /// Called once per OffloadBinary image (AMDGPU or not), before its device code.
+    fn offload_image(&mut self, _image: &FoundImage<'_>) -> Result<(), SourceError> {
         Ok(())
     }
 }
@@ -184,11 +223,13 @@ fn walk_with(
             };
             walk_bundle(bytes, &slot, 0, None, visitor)?;
         }
+        FileKind::OffloadBinary => walk_offload(&[(bytes, 0)], None, visitor)?,
         FileKind::CodeObject => {
             let target = kpack_target::code_object_target(bytes)?;
             let id = BundleId::parse(&format!("hipv4-amdgcn-amd-amdhsa--{}", target.target))?;
             visitor.device_code(&DeviceCode {
                 member: None,
+                container: Container::Bundle,
                 bundle: 0,
                 wrappers: &[],
                 entry: 0,
@@ -257,7 +298,77 @@ fn walk_elf(
             map.release(&bytes[slot.range]);
         }
     }
+    let sections = offloading_sections(bytes)?;
+    if !sections.is_empty() {
+        let sections: Vec<_> = sections
+            .into_iter()
+            .map(|(data, offset)| (data, base + offset))
+            .collect();
+        walk_offload(&sections, member, visitor)?;
+    }
     Ok(())
+}
+
+/// `SHT_LLVM_OFFLOADING`, the section type LLVM finds OffloadBinaries by.
+const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
+
+/// The `.llvm.offloading` sections of an ELF (by type, as LLVM finds them, or by name),
+/// with their offsets in `elf`.
+fn offloading_sections(elf: &[u8]) -> Result<Vec<(&[u8], u64)>, SourceError> {
+    let file = kpack_elf::ElfFile::parse(elf)?;
+    file.section_headers()
+        .iter()
+        .filter(|s| s.sh_type == SHT_LLVM_OFFLOADING || s.name == ".llvm.offloading")
+        .map(|s| Ok((file.section_data(s)?, s.sh_offset)))
+        .collect()
+}
+
+/// Visits the images of the OffloadBinaries in `regions` (bytes and their absolute offset
+/// in the file), numbering them in order across the regions.
+fn walk_offload(
+    regions: &[(&[u8], u64)],
+    member: Option<&str>,
+    visitor: &mut dyn Visitor,
+) -> Result<(), SourceError> {
+    let mut index = 0;
+    for &(bytes, base) in regions {
+        for image in kpack_offload::parse(bytes, base)? {
+            let id = image_bundle_id(&image)?;
+            visitor.offload_image(&FoundImage {
+                member,
+                index,
+                image: &image,
+                bundle_id: id.as_ref(),
+            })?;
+            if let Some(id) = &id {
+                check_code_object_target(id, image.data, index, image.entry)?;
+                visitor.device_code(&DeviceCode {
+                    member,
+                    container: Container::OffloadBinary,
+                    bundle: index,
+                    wrappers: &[],
+                    entry: image.entry,
+                    bundle_id: id,
+                    data: image.data,
+                    file_range: Some(image.offset..image.offset + image.data.len() as u64),
+                })?;
+            }
+            index += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The bundle id of an AMDGPU image (`hip-amdgcn-amd-amdhsa--gfx90a:xnack+`, the offload
+/// kind named as LLVM names it); `None` for other devices and for images without an arch.
+pub fn image_bundle_id(image: &Image<'_>) -> Result<Option<BundleId>, SourceError> {
+    match (image.triple(), image.arch()) {
+        (Some(triple), Some(arch)) if triple.starts_with("amdgcn-") && !arch.is_empty() => {
+            let id = format!("{}-{triple}--{arch}", image.offload_kind.name());
+            Ok(Some(BundleId::parse(&id)?))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Decodes the bundle at `slot` of `elf` (an ELF, or a raw bundle file) and visits it and its
@@ -317,6 +428,7 @@ pub fn walk_bundle(
         });
         visitor.device_code(&DeviceCode {
             member,
+            container: Container::Bundle,
             bundle: index,
             wrappers,
             entry: entry_index,
@@ -392,6 +504,7 @@ pub fn device_code_objects(bytes: &[u8]) -> Result<Vec<OwnedDeviceCode>, SourceE
         fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
             self.0.push(OwnedDeviceCode {
                 member: code.member.map(str::to_owned),
+                container: code.container,
                 bundle: code.bundle,
                 wrappers: code.wrappers.to_vec(),
                 entry: code.entry,
@@ -411,7 +524,9 @@ pub fn device_code_objects(bytes: &[u8]) -> Result<Vec<OwnedDeviceCode>, SourceE
 pub struct OwnedDeviceCode {
     /// The `ar` member holding it.
     pub member: Option<String>,
-    /// Index of its bundle within the file (or member).
+    /// What holds it.
+    pub container: Container,
+    /// Index of its bundle (or OffloadBinary image) within the file (or member).
     pub bundle: usize,
     /// The wrappers pointing at its bundle.
     pub wrappers: Vec<usize>,

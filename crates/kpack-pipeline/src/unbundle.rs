@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use kpack_target::TargetId;
 
 use crate::error::{SourceError, io_error};
-use crate::source::{self, DeviceCode, FileKind, Visitor};
+use crate::source::{self, Container, DeviceCode, FileKind, Visitor};
 
 /// Selects code objects by target.
 ///
@@ -75,6 +75,18 @@ impl Unbundler {
     pub fn unbundle_file(&mut self, input: &Path) -> Result<FileKind, SourceError> {
         let file = File::open(input).map_err(io_error(input))?;
         let map = crate::map_file(&file, input)?;
+        self.unbundle_bytes(input, &map, Some(&file))
+    }
+
+    /// Unbundles an input already read: `bytes`, mapped from `source` when it is given
+    /// (objects are then copied by range) or held in memory. `input` names it in errors
+    /// (`<wheel>!<member>` for a member) and its file name starts the output names.
+    pub fn unbundle_bytes(
+        &mut self,
+        input: &Path,
+        bytes: &crate::FileBytes,
+        source: Option<&File>,
+    ) -> Result<FileKind, SourceError> {
         let stem = input
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -82,10 +94,10 @@ impl Unbundler {
         let mut writer = FileWriter {
             unbundler: self,
             input,
-            source: &file,
+            source,
             stem: &stem,
         };
-        source::walk_mapped(&map, &mut writer)
+        source::walk_mapped(bytes, &mut writer)
     }
 
     /// What was written so far, in write order.
@@ -99,18 +111,26 @@ impl Unbundler {
     }
 }
 
-/// The file name of a code object: input name, `ar` member, bundle index, bundle id.
+/// The file name of a code object: input name, `ar` member, bundle index (or `offload` and
+/// the OffloadBinary image index), bundle id.
 ///
 /// The bundle index keeps multi-bundle binaries (one bundle per translation unit) apart.
 pub fn code_object_file_name(stem: &str, code: &DeviceCode<'_>) -> String {
     let member = code.member.map(|m| format!("@{m}")).unwrap_or_default();
-    format!("{stem}{member}.{}.{}.co", code.bundle, code.bundle_id)
+    let container = match code.container {
+        Container::Bundle => "",
+        Container::OffloadBinary => "offload",
+    };
+    format!(
+        "{stem}{member}.{container}{}.{}.co",
+        code.bundle, code.bundle_id
+    )
 }
 
 struct FileWriter<'a> {
     unbundler: &'a mut Unbundler,
     input: &'a Path,
-    source: &'a File,
+    source: Option<&'a File>,
     stem: &'a str,
 }
 
@@ -133,9 +153,8 @@ impl Visitor for FileWriter<'_> {
             });
         }
         let path = self.unbundler.out_dir.join(&name);
-        write_atomically(&path, |out| match &code.file_range {
-            Some(range) => {
-                let mut src = self.source;
+        write_atomically(&path, |out| match (&code.file_range, self.source) {
+            (Some(range), Some(mut src)) => {
                 src.seek(SeekFrom::Start(range.start))
                     .map_err(io_error(self.input))?;
                 let len = range.end - range.start;
@@ -149,7 +168,7 @@ impl Visitor for FileWriter<'_> {
                 }
                 Ok(())
             }
-            None => out.write_all(code.data).map_err(io_error(&path)),
+            _ => out.write_all(code.data).map_err(io_error(&path)),
         })?;
         self.unbundler.written.push(WrittenCodeObject {
             path,

@@ -20,7 +20,6 @@ use kpack_artifact::recombine::{PackagingConfig, RecombineOptions};
 use kpack_artifact::split::SplitOptions;
 use kpack_artifact::verify::VerifyOptions;
 use kpack_pipeline::SourceError;
-use kpack_pipeline::report;
 use kpack_pipeline::transform::{TransformError, TransformOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -158,12 +157,11 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
 fn inspect(py: Python<'_>, paths: Vec<PathBuf>, raise_errors: bool) -> PyResult<String> {
     let inspections = py.detach(|| {
         let files = kpack_pipeline::expand_inputs(&paths)?;
-        Ok::<_, SourceError>(
-            files
-                .iter()
-                .filter_map(|f| report::inspect_input(f, paths.contains(f)))
-                .collect::<Vec<_>>(),
-        )
+        let mut inspections = Vec::new();
+        for f in &files {
+            kpack_inputs::inspect(f, paths.contains(f), &mut |i| inspections.push(i));
+        }
+        Ok::<_, SourceError>(inspections)
     });
     let inspections = inspections.map_err(|e| raise(Class::of_source(&e), &e))?;
     if raise_errors {

@@ -1,12 +1,12 @@
-//! Artifact tarballs as TheRock's CI stores them (`.tar.zst`, also `.tar.xz` and plain
-//! `.tar`): a streaming reader that refuses unsafe members, and a deterministic writer.
+//! Artifact tarballs as TheRock's CI stores them (`.tar.zst`, also `.tar.xz`, `.tar.gz` and
+//! plain `.tar`): a streaming reader that refuses unsafe members, and a deterministic writer.
 //!
-//! The `tar`, `zstd` and `xz2` crates do the format work; this crate adds what none of them
+//! The `tar`, `zstd`, `xz2` and `flate2` crates do the format work; this crate adds what none of them
 //! does: the rules for untrusted member names, and byte-for-byte reproducible output.
 //!
 //! **Reading** ([`read_members`], [`open`]) streams the decompressed archive once, member by
 //! member; a member's content is read through the visitor's reader and never held whole.
-//! The compression is recognised from the first bytes (zstd or xz magic, else plain tar),
+//! The compression is recognised from the first bytes (zstd, xz or gzip magic, else plain tar),
 //! not from the file name. Every member is checked before the visitor sees it, and the
 //! first unsafe one stops the read with an error naming the member, its index and the byte
 //! offset of its header in the decompressed tar:
@@ -122,11 +122,15 @@ pub enum Compression {
     Zstd,
     /// An xz stream (`.tar.xz`).
     Xz,
+    /// A gzip stream (`.tar.gz`), members concatenated as `gzip` and `tar -z` read them.
+    Gzip,
 }
 
 impl Compression {
     const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
     const XZ_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0];
+    /// The gzip magic and the deflate method (RFC 1952), the only method gzip defines.
+    const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 8];
 
     /// The compression whose magic `head` (the file's first bytes) starts with; anything
     /// else is taken for a plain tar, which the tar reader then checks header by header.
@@ -135,6 +139,8 @@ impl Compression {
             Compression::Zstd
         } else if head.starts_with(&Self::XZ_MAGIC) {
             Compression::Xz
+        } else if head.starts_with(&Self::GZIP_MAGIC) {
+            Compression::Gzip
         } else {
             Compression::None
         }
@@ -142,7 +148,7 @@ impl Compression {
 }
 
 /// The file name suffixes of tarballs, longest first.
-pub const SUFFIXES: [&str; 3] = [".tar.zst", ".tar.xz", ".tar"];
+pub const SUFFIXES: [&str; 4] = [".tar.zst", ".tar.xz", ".tar.gz", ".tar"];
 
 /// `name` without its tarball suffix, when it has one (`blas_lib_gfx110X.tar.zst` →
 /// `blas_lib_gfx110X`).
@@ -162,6 +168,7 @@ pub fn decompress<'a, R: std::io::BufRead + 'a>(
         Compression::None => Box::new(bytes),
         Compression::Zstd => Box::new(zstd::Decoder::with_buffer(bytes)?),
         Compression::Xz => Box::new(xz2::bufread::XzDecoder::new_multi_decoder(bytes)),
+        Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(bytes)),
     })
 }
 
@@ -224,6 +231,12 @@ pub fn read_members<E: From<TarError>>(
         std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| corrupt(index, offset, e))?;
         between_members.set(Some(0));
     }
+    // The tar ends before its compression stream does: reading the rest (the record padding
+    // and the stream's trailer) lets the decompressor check the stream's checksum, so a
+    // corrupt tarball fails here rather than passing for whole. Nothing of it is kept.
+    between_members.set(None);
+    std::io::copy(&mut archive.into_inner(), &mut std::io::sink())
+        .map_err(|e| corrupt(index, last_offset, e))?;
     Ok(index)
 }
 
@@ -605,6 +618,54 @@ mod tests {
         })
         .unwrap();
         assert_eq!(n, 1);
+    }
+
+    /// A one-member tar, gzip-compressed as `gzip -n` writes it.
+    fn gzipped_tar() -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        h.set_size(5);
+        h.set_mode(0o644);
+        tar.append_data(&mut h, "lib/x", &b"hello"[..]).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&tar.into_inner().unwrap()).unwrap();
+        gz.finish().unwrap()
+    }
+
+    fn read_gz(bytes: &[u8]) -> Result<Vec<(String, Vec<u8>)>, TarError> {
+        let mut seen = Vec::new();
+        read_members(decompress(bytes).unwrap(), Path::new("t.tar.gz"), |m, r| {
+            let mut content = Vec::new();
+            r.read_to_end(&mut content).unwrap();
+            seen.push((m.path.clone(), content));
+            Ok::<_, TarError>(())
+        })?;
+        Ok(seen)
+    }
+
+    #[test]
+    fn gzip_tarballs_are_recognised_by_their_magic_and_streamed() {
+        let gz = gzipped_tar();
+        assert_eq!(Compression::sniff(&gz), Compression::Gzip);
+        assert_eq!(stem("forms.tar.gz"), Some("forms"));
+        assert_eq!(
+            read_gz(&gz).unwrap(),
+            [("lib/x".to_owned(), b"hello".to_vec())]
+        );
+    }
+
+    #[test]
+    fn truncated_or_corrupt_gzip_fails_naming_the_tarball_and_tar_offset() {
+        let gz = gzipped_tar();
+        let e = read_gz(&gz[..gz.len() / 2]).unwrap_err().to_string();
+        assert!(e.starts_with("t.tar.gz: "), "{e}");
+        assert!(e.contains("tar offset"), "{e}");
+        // A flipped CRC-32 (the trailer's first four bytes) is caught at the end.
+        let mut bad = gz.clone();
+        let crc = bad.len() - 8;
+        bad[crc] ^= 0xff;
+        let e = read_gz(&bad).unwrap_err().to_string();
+        assert!(e.contains("t.tar.gz") && e.contains("tar offset"), "{e}");
     }
 
     #[test]

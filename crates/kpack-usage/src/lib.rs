@@ -24,6 +24,9 @@ pub enum UsageError {
     /// `Result` of this crate would otherwise carry its size).
     #[error(transparent)]
     Input(Box<kpack_pipeline::FileError>),
+    /// An input, or the wheel or tarball holding it, could not be read (the error names it).
+    #[error(transparent)]
+    Read(Box<kpack_pipeline::SourceError>),
     /// Reading an input or writing the page failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -32,6 +35,12 @@ pub enum UsageError {
         /// The failure.
         source: std::io::Error,
     },
+}
+
+impl From<kpack_pipeline::SourceError> for UsageError {
+    fn from(e: kpack_pipeline::SourceError) -> Self {
+        UsageError::Read(Box::new(e))
+    }
 }
 
 impl From<kpack_pipeline::FileError> for UsageError {

@@ -5,8 +5,8 @@
 //! reports, so the per-target code-object counts and sizes are inspect's by construction.
 //! What this module adds is where those objects sit on disk:
 //!
-//! * a code object in an uncompressed bundle, a bare code object or an `-fgpu-rdc` bitcode
-//!   section takes exactly its bytes;
+//! * a code object in an uncompressed bundle, a bare code object, an `-fgpu-rdc` bitcode
+//!   section or an LLVM OffloadBinary image takes exactly its bytes;
 //! * the code objects of a compressed (CCOB) bundle share the bundle's stored bytes in
 //!   proportion to their uncompressed sizes (one zstd stream has no per-object boundaries);
 //! * a `.kpack` archive's blobs go to the architecture of the first entry that uses them
@@ -18,7 +18,6 @@
 //!   of a `.kpack` archive its index, and of any other file `other`.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use kpack_artifact::handlers::Handler;
@@ -123,28 +122,36 @@ pub struct Usage {
     pub files: Vec<FileUsage>,
 }
 
-/// Accounts for `files` (directories already expanded), calling `progress` after each one.
-/// A file that cannot be read or parsed fails the whole report: its numbers would be wrong.
+/// Accounts for `files` (directories already expanded; each member of a wheel or tarball
+/// is a file of its own, `<container>!<member>`, its size the member's), calling `progress`
+/// after each one. A file that cannot be read or parsed fails the whole report: its numbers
+/// would be wrong.
 pub fn collect(files: &[PathBuf], progress: &mut dyn FnMut()) -> Result<Usage, UsageError> {
     let mut out = Vec::with_capacity(files.len());
     for path in files {
-        out.push(file_usage(path)?);
+        kpack_inputs::read(path, true, &mut |input| {
+            out.push(input_usage(input)?);
+            Ok::<_, UsageError>(())
+        })?;
         progress();
     }
     Ok(Usage::from_files(out))
 }
 
-fn file_usage(path: &Path) -> Result<FileUsage, UsageError> {
-    let io = |source| UsageError::Io {
-        path: path.to_owned(),
-        source,
+fn input_usage(input: &kpack_inputs::Input<'_>) -> Result<FileUsage, UsageError> {
+    let shown = input.shown.display().to_string();
+    let report = report::inspect_mapped(&shown, input.bytes).map_err(|e| e.in_file(input.shown))?;
+    // A member's path inside its wheel or tarball is already prefix-relative.
+    let database = match input.member {
+        Some(member) => database_target(Path::new(member)),
+        None => database_target(&std::fs::canonicalize(input.path).map_err(|source| {
+            UsageError::Io {
+                path: input.path.to_owned(),
+                source,
+            }
+        })?),
     };
-    let file = File::open(path).map_err(io)?;
-    let bytes = kpack_pipeline::map_file(&file, path).map_err(|e| e.in_file(path))?;
-    let shown = path.display().to_string();
-    let report = report::inspect_mapped(&shown, &bytes).map_err(|e| e.in_file(path))?;
-    let database = database_target(&std::fs::canonicalize(path).map_err(io)?);
-    Ok(attribute(report, bytes.len() as u64, database))
+    Ok(attribute(report, input.bytes.len() as u64, database))
 }
 
 /// The handler and target of a kernel-database file. Handlers look for their directory
@@ -179,13 +186,16 @@ fn attribute(
         Details::Elf(elf) => {
             bundles(&mut parts, device_kind, &elf.bundles);
             rdc(&mut parts, device_kind, &elf.rdc_sections);
+            images(&mut parts, device_kind, &elf.offload_images);
         }
         Details::Ar { members } => {
             for m in members {
                 bundles(&mut parts, device_kind, &m.bundles);
                 rdc(&mut parts, device_kind, &m.rdc_sections);
+                images(&mut parts, device_kind, &m.offload_images);
             }
         }
+        Details::Offload { offload_images } => images(&mut parts, device_kind, offload_images),
         Details::Bundles { bundles: b } => bundles(&mut parts, device_kind, b),
         Details::CodeObject(co) => parts.add(device_kind, Some(&co.target), co.size),
         Details::Archive(archive) => {
@@ -244,6 +254,14 @@ fn bundles(parts: &mut Parts, kind: PartKind, bundles: &[BundleReport]) {
                 e.size
             };
             parts.add(kind, Some(target), disk);
+        }
+    }
+}
+
+fn images(parts: &mut Parts, kind: PartKind, images: &[report::OffloadImageReport]) {
+    for image in images {
+        if let Some(target) = &image.target {
+            parts.add(kind, Some(target), image.size);
         }
     }
 }

@@ -162,7 +162,7 @@ fn duplicate_name<R: Read + Seek>(
 }
 
 /// Copies exactly `size` bytes from `src` to `dst`, hashing them; more or fewer is an error.
-fn copy_exact(
+pub fn copy_exact(
     wheel: &Path,
     entry: &str,
     src: &mut dyn Read,
@@ -232,6 +232,56 @@ pub fn read_zip<R: Read + Seek>(
     limits: &Limits,
     dest: Option<&Path>,
 ) -> Result<Vec<InputFile>, WheelError> {
+    visit_zip(
+        wheel,
+        reader,
+        limits,
+        |name, mode, size, entry| match dest {
+            Some(dest) => write_file(dest, name, mode, |out| {
+                copy_exact(wheel, name, entry, out, size)
+            }),
+            None => copy_exact(wheel, name, entry, &mut std::io::sink(), size),
+        },
+    )
+}
+
+/// Checks every entry of the wheel zip `reader` as [`read_zip`] does, then hands each
+/// regular file to `each` in archive order, one at a time: its path, mode, declared size
+/// and a reader of its content, which `each` reads through [`copy_exact`] (whose SHA-256
+/// it returns). Returns the regular files.
+pub fn visit_zip<R: Read + Seek, E: From<WheelError>>(
+    wheel: &Path,
+    reader: R,
+    limits: &Limits,
+    mut each: impl FnMut(&str, u32, u64, &mut dyn Read) -> Result<[u8; 32], E>,
+) -> Result<Vec<InputFile>, E> {
+    let (mut zip, plan) = plan_zip(wheel, reader, limits)?;
+    let mut files = Vec::with_capacity(plan.len());
+    for (i, name, mode, size) in plan {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| entry_error(wheel, &name, format!("cannot be read: {e}")))?;
+        let sha256 = each(&name, mode, size, &mut entry)?;
+        files.push(InputFile {
+            path: name,
+            mode,
+            size,
+            sha256,
+        });
+    }
+    Ok(files)
+}
+
+/// A regular file to read: its index in the zip, path, mode and declared size.
+type Planned = (usize, String, u32, u64);
+
+/// Opens the zip and checks every entry on the central directory alone (names, kinds,
+/// declared sizes), returning the regular files to read.
+fn plan_zip<R: Read + Seek>(
+    wheel: &Path,
+    reader: R,
+    limits: &Limits,
+) -> Result<(zip::ZipArchive<R>, Vec<Planned>), WheelError> {
     let not_a_wheel = |problem: String| WheelError::NotAWheel {
         wheel: wheel.to_owned(),
         problem,
@@ -295,25 +345,7 @@ pub fn read_zip<R: Read + Seek>(
         let perm = mode & 0o7777;
         plan.push((i, name, if perm == 0 { 0o644 } else { perm }, entry.size()));
     }
-    let mut files = Vec::with_capacity(plan.len());
-    for (i, name, mode, size) in plan {
-        let mut entry = zip
-            .by_index(i)
-            .map_err(|e| entry_error(wheel, &name, format!("cannot be read: {e}")))?;
-        let sha256 = match dest {
-            Some(dest) => write_file(dest, &name, mode, |out| {
-                copy_exact(wheel, &name, &mut entry, out, size)
-            })?,
-            None => copy_exact(wheel, &name, &mut entry, &mut std::io::sink(), size)?,
-        };
-        files.push(InputFile {
-            path: name,
-            mode,
-            size,
-            sha256,
-        });
-    }
-    Ok(files)
+    Ok((zip, plan))
 }
 
 /// Copies the unpacked wheel `dir` into `dest`, with the same checks as [`read_zip`]

@@ -9,7 +9,8 @@ use crate::output::{self, Error, grouped};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Files or directories (searched recursively).
+    /// Files, directories (searched recursively), wheels (`.whl`) or tarballs (`.tar.zst`,
+    /// `.tar.xz`, `.tar.gz`, `.tar`), whose members are read in place as `<path>!<member>`.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Print JSON (one object per file; see the README for the schema).
@@ -24,20 +25,19 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let mut failed = false;
     for path in &files {
         bar.inc(1);
-        let Some(inspection) = report::inspect_input(path, args.paths.contains(path)) else {
-            continue;
-        };
-        match &inspection.result {
-            Ok(r) if !args.json => bar.suspend(|| print_human(r)),
-            Ok(_) => {}
-            Err(err) => {
-                failed = true;
-                bar.suspend(|| output::print_error(err));
+        kpack_inputs::inspect(path, args.paths.contains(path), &mut |inspection| {
+            match &inspection.result {
+                Ok(r) if !args.json => bar.suspend(|| print_human(r)),
+                Ok(_) => {}
+                Err(err) => {
+                    failed = true;
+                    bar.suspend(|| output::print_error(err));
+                }
             }
-        }
-        if args.json {
-            json.push(inspection);
-        }
+            if args.json {
+                json.push(inspection);
+            }
+        });
     }
     bar.finish_and_clear();
     if args.json {
@@ -92,6 +92,10 @@ fn print_human(r: &FileReport) {
             );
             println!("  gfx_arches: {}", a.gfx_arches.join(", "));
         }
+        Details::Offload { offload_images } => {
+            println!("{}: LLVM offload binary", r.path);
+            print_images(offload_images, "  ");
+        }
         Details::None {} => println!("{}: {}", r.path, r.kind),
     }
     if !r.totals.is_empty() {
@@ -136,12 +140,30 @@ fn print_elf(elf: &report::ElfReport, indent: &str) {
     for b in &elf.bundles {
         print_bundle(b, indent);
     }
+    print_images(&elf.offload_images, indent);
     for r in &elf.rdc_sections {
         println!(
             "{indent}RDC section {} ({}): {} bytes",
             r.name,
             r.bundle_id,
             grouped(r.size)
+        );
+    }
+}
+
+fn print_images(images: &[report::OffloadImageReport], indent: &str) {
+    for i in images {
+        println!(
+            "{indent}offload image {} at {:#x} (binary v{} at {:#x}): {} {}, {} {}, {} bytes",
+            i.index,
+            i.offset,
+            i.version,
+            i.binary_offset,
+            i.offload_kind,
+            i.image_kind,
+            i.triple.as_deref().unwrap_or("-"),
+            i.arch.as_deref().unwrap_or("-"),
+            grouped(i.size)
         );
     }
 }

@@ -12,7 +12,8 @@ use crate::output::{self, Error};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Fat binaries, `ar` archives, bundles, CCOB files or code objects.
+    /// Fat binaries, `ar` archives, bundles, CCOB files, code objects, new-driver objects and
+    /// `llvm-offload-binary` files, directories of them, wheels or tarballs (read in place).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Output directory (created if missing).
@@ -39,22 +40,26 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let bar = output::progress(files.len() as u64, "unbundling");
     for path in &files {
         bar.inc(1);
-        let kind = unbundler.unbundle_file(path).map_err(|e| e.in_file(path))?;
-        // Inside directories, files without device code are passed over; a file named
-        // on the command line must hold some.
-        if matches!(kind, FileKind::Other | FileKind::KpackArchive) && args.paths.contains(path) {
-            return Err(format!(
-                "{}: a {} file holds no offload bundles{}",
-                path.display(),
-                kind.name(),
-                if kind == FileKind::KpackArchive {
-                    " (use `kpack extract`)"
-                } else {
-                    ""
-                }
-            )
-            .into());
-        }
+        kpack_inputs::read(path, args.paths.contains(path), &mut |input| {
+            let kind = unbundler
+                .unbundle_bytes(input.shown, input.bytes, input.file)
+                .map_err(|e| e.in_file(input.shown))?;
+            // Inside directories and containers, files without device code are passed over;
+            // a file named on the command line must hold some.
+            if matches!(kind, FileKind::Other | FileKind::KpackArchive) && input.given {
+                return Err(Error::from(format!(
+                    "{}: a {} file holds no offload bundles{}",
+                    path.display(),
+                    kind.name(),
+                    if kind == FileKind::KpackArchive {
+                        " (use `kpack extract`)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            Ok(())
+        })?;
     }
     bar.finish_and_clear();
     let written = unbundler.into_written();

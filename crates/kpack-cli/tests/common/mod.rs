@@ -1,6 +1,7 @@
 //! Running the `kpack` binary from the command-line tests.
 #![allow(dead_code)] // each test binary uses a subset
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -34,4 +35,64 @@ pub fn json(args: &[&str]) -> Value {
 /// A path as an argument.
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// `(target, count)` of each of `inspect --json`'s totals for one file.
+pub fn target_counts(report: &Value) -> Vec<(String, u64)> {
+    report["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["target"].as_str().unwrap().to_owned(),
+                t["count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The fat sample wheel.
+pub const WHEEL: &str = "wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl";
+/// One tree as a tarball of each compression.
+pub const TARBALLS: [&str; 3] = [
+    "tarballs/forms.tar.zst",
+    "tarballs/forms.tar.xz",
+    "tarballs/forms.tar.gz",
+];
+
+/// `container` unpacked by an independent tool: the wheel by the `zip` crate, a tarball by
+/// GNU tar.
+pub fn unpacked(container: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    if container.extension().is_some_and(|e| e == "whl") {
+        let file = std::fs::File::open(container).unwrap();
+        zip::ZipArchive::new(file)
+            .unwrap()
+            .extract(dir.path())
+            .unwrap();
+    } else {
+        kpack_testkit::run_tool("tar", &["-xf", s(container), "-C", s(dir.path())]);
+    }
+    dir
+}
+
+/// `inspect --json`'s (or `report --json`'s `files`) reports keyed by the path inside the
+/// container or tree, with that relative path in place of the shown one.
+pub fn by_relative_path(reports: &Value, prefix: &str) -> BTreeMap<String, Value> {
+    reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let shown = r["path"].as_str().unwrap();
+            let rel = shown
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("{shown} is not under {prefix}"))
+                .to_owned();
+            let mut r = r.clone();
+            r["path"] = Value::String(rel.clone());
+            (rel, r)
+        })
+        .collect()
 }
