@@ -366,6 +366,14 @@ pub(crate) fn copy_file(from: &Path, to: &Path) -> Result<u64, ArtifactError> {
     })
 }
 
+/// Moves the file `from` to `to` (one file system), creating `to`'s directory.
+pub(crate) fn move_file(from: &Path, to: &Path) -> Result<(), ArtifactError> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(ArtifactError::io(dir))?;
+    }
+    std::fs::rename(from, to).map_err(ArtifactError::io(from))
+}
+
 /// Re-creates a symlink with the same link text.
 pub(crate) fn copy_symlink(target: &Path, to: &Path) -> Result<(), ArtifactError> {
     if let Some(dir) = to.parent() {

@@ -3,7 +3,10 @@
 //!
 //! Shards are the sub-directories of the shards directory, each holding split outputs
 //! `C_generic` and `C_<processor>` (or `C_<family>`), as directories or `.tar.zst` files
-//! ([`crate::tarball`]); the packages are written as directories or, with
+//! ([`crate::tarball`]: each tarball recombine reads is unpacked in one pass into the
+//! output's stage and its files moved from there into the packages, so nothing is extracted
+//! to a temporary directory and a killed run leaves nothing the next run does not sweep);
+//! the packages are written as directories or, with
 //! [`OutputFormat::TarZst`], as `.tar.zst` files. For every component:
 //! * `C_generic` is copied from the primary shard (symlinks kept), plus, per module with
 //!   archives in any group, the [index](crate::index) `<dir>/.kpack/<module>.kpm` listing
@@ -410,8 +413,14 @@ impl Package {
         ))
     }
 
-    /// Writes the package under `dir`; returns the number of files.
-    fn write(&self, dir: &Path, threads: usize) -> Result<usize, ArtifactError> {
+    /// Writes the package under `dir`, moving rather than copying the source files
+    /// `movable` selects; returns the number of files.
+    fn write(
+        &self,
+        dir: &Path,
+        threads: usize,
+        movable: &(dyn Fn(&Path) -> bool + Sync),
+    ) -> Result<usize, ArtifactError> {
         let dest = dir.join(&self.name);
         std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
         match &self.meta {
@@ -439,7 +448,13 @@ impl Package {
                 Item::Bytes(bytes) => std::fs::write(&to, bytes).map_err(ArtifactError::io(&to))?,
             }
         }
-        crate::parallel_map(&files, threads, |_, (from, to)| crate::copy_file(from, to))?;
+        crate::parallel_map(&files, threads, |_, (from, to)| {
+            if movable(from) {
+                crate::move_file(from, to)
+            } else {
+                crate::copy_file(from, to).map(|_| ())
+            }
+        })?;
         Ok(files.len()
             + self
                 .items
@@ -456,8 +471,6 @@ pub fn recombine(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineSummary, ArtifactError> {
-    let view = tarball::view(shards)?;
-    let shards = view.path();
     let shard_names: Vec<String> = crate::sorted_subdirs(shards)?
         .iter()
         .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
@@ -470,7 +483,7 @@ pub fn recombine(
     }
     let mut components: BTreeMap<String, Collected> = BTreeMap::new();
     for shard in &shard_names {
-        for (name, dir) in crate::artifact_dirs(&shards.join(shard))? {
+        for (name, dir) in tarball::artifacts_in(&shards.join(shard))? {
             let Some((component, suffix)) = crate::split_artifact_name(&name) else {
                 return Err(ArtifactError::invalid(dir, "not a split artifact name"));
             };
@@ -504,8 +517,25 @@ pub fn recombine(
         }
     }
 
-    // Validation, before anything is written.
+    // The artifacts read from here on (by name, so those of tarball shards can be chosen
+    // before any is read), unpacked when they are tarballs.
     let v = config.validation;
+    let mut staged = None;
+    for c in components.values_mut() {
+        let generic = c.generic.iter_mut().filter(|(shard, _)| {
+            v.verify_generic_artifacts_match || **shard == config.primary_shard
+        });
+        let arch = (c.arch.values_mut())
+            .filter_map(|from| from.first_mut())
+            .map(|(shard, path)| (&*shard, path));
+        for (shard, path) in generic.chain(arch) {
+            if tarball::is_tarball(path) {
+                *path = unpack_shard_member(path, shard, out, &mut staged)?;
+            }
+        }
+    }
+
+    // Validation, before anything is written.
     let mut duplicates = Vec::new();
     let mut generic_mismatch = Vec::new();
     let mut missing_arch = Vec::new();
@@ -607,7 +637,17 @@ pub fn recombine(
         });
     }
     // Staging first: its sweep completes what a run killed while publishing began.
-    let (stage, root) = crate::stage_output(out)?;
+    let (stage, root, unpacked) = match staged {
+        Some(Staged {
+            stage,
+            root,
+            unpacked,
+        }) => (stage, root, Some(unpacked)),
+        None => {
+            let (stage, root) = crate::stage_output(out)?;
+            (stage, root, None)
+        }
+    };
     for p in &packages {
         if let Some(existing) = tarball::existing(out, &p.name) {
             return Err(ArtifactError::invalid(
@@ -617,10 +657,26 @@ pub fn recombine(
         }
     }
     let threads = crate::thread_count(opts.threads);
-    let mut files: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in &packages {
-        files.insert(&p.name, p.write(&root, threads)?);
+    // A file unpacked from a tarball shard is moved into the last package that holds it
+    // (copied into any earlier one): the stage then holds each member once.
+    let mut last_use: BTreeMap<&Path, usize> = BTreeMap::new();
+    if let Some(unpacked) = &unpacked {
+        for (i, p) in packages.iter().enumerate() {
+            for item in p.items.values() {
+                if let Item::File(from) = item {
+                    if from.starts_with(unpacked.path()) {
+                        last_use.insert(from, i);
+                    }
+                }
+            }
+        }
     }
+    let mut files: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, p) in packages.iter().enumerate() {
+        let movable = |from: &Path| last_use.get(from) == Some(&i);
+        files.insert(&p.name, p.write(&root, threads, &movable)?);
+    }
+    drop(unpacked);
     for g in summary
         .components
         .iter_mut()
@@ -631,6 +687,49 @@ pub fn recombine(
     tarball::pack_staged(&root, packages.iter().map(|p| p.name.clone()), opts.output)?;
     stage.publish()?;
     Ok(summary)
+}
+
+/// The output's stage, made before the packages are planned when tarball shards are unpacked
+/// into it.
+struct Staged {
+    stage: kpack_fs::Stage,
+    root: PathBuf,
+    /// Where the tarball shards' artifacts are unpacked: beside the staged packages (on their
+    /// file system, so that their files move in by rename), swept with them after a kill.
+    unpacked: tempfile::TempDir,
+}
+
+/// Unpacks the artifact tarball `path` of `shard` into the output's stage (made on first use)
+/// and returns the artifact directory. Read as one stream, into the place its files are moved
+/// from into the packages: no temporary copy outside the output, no space beyond the outputs
+/// but that of the members no package takes (manifests, records).
+fn unpack_shard_member(
+    path: &Path,
+    shard: &str,
+    out: &Path,
+    staged: &mut Option<Staged>,
+) -> Result<PathBuf, ArtifactError> {
+    let staged = match staged {
+        Some(s) => s,
+        None => {
+            let (stage, root) = crate::stage_output(out)?;
+            let beside = kpack_fs::parent_dir(&root);
+            let unpacked = kpack_fs::temp_dir_in(beside).map_err(ArtifactError::io(beside))?;
+            staged.insert(Staged {
+                stage,
+                root,
+                unpacked,
+            })
+        }
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(kpack_tar::stem)
+        .ok_or_else(|| ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz"))?;
+    let to = staged.unpacked.path().join(shard).join(name);
+    kpack_tar::unpack(path, &to)?;
+    Ok(to)
 }
 
 /// Plans the packages of one component: its generic package (with the indexes) and one

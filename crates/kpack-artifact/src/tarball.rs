@@ -4,10 +4,13 @@
 //!
 //! * Input: wherever an artifact directory is accepted, a tarball of one is too (its
 //!   members relative to the artifact root: `artifact_manifest.txt`, `<prefix>/…`). `split`
-//!   streams it (see [`crate::split_tar`]); `recombine` and `verify` read shards and outputs
-//!   through a [`View`]: a temporary directory where artifact directories appear as links to
-//!   the originals and tarballs unpacked, so their temporary space is the unpacked size of the
-//!   tarball artifacts (only those).
+//!   streams it (see [`crate::split_tar`]); `recombine` unpacks each tarball shard artifact
+//!   it reads, in one pass, into the output's stage, whose files are then moved into the
+//!   packages (see [`crate::recombine`]); `verify` reads artifacts through a [`View`]: a
+//!   temporary directory where artifact directories appear as links to the originals and
+//!   tarballs unpacked, so its temporary space is the unpacked size of the tarball artifacts
+//!   (only those). The view is a kpack temporary in `$TMPDIR`, which the next verify sweeps
+//!   when a run was killed.
 //! * Output: with [`OutputFormat::TarZst`], every artifact written to the staging directory is
 //!   packed into `<name>.tar.zst` there ([`pack_staged`]), and published with the rest.
 
@@ -176,11 +179,12 @@ pub(crate) fn view(path: &Path) -> Result<View, ArtifactError> {
     })
 }
 
+/// A kpack temporary directory in `$TMPDIR`, after sweeping there what killed runs left.
 fn temp_dir() -> Result<tempfile::TempDir, ArtifactError> {
-    tempfile::Builder::new()
-        .prefix("kpack-view-")
-        .tempdir()
-        .map_err(ArtifactError::io(std::env::temp_dir()))
+    let dir = std::env::temp_dir();
+    // Housekeeping: a leftover we may not remove (another user's) must not stop the job.
+    let _ = kpack_fs::sweep(&dir);
+    kpack_fs::temp_dir_in(&dir).map_err(ArtifactError::io(dir))
 }
 
 /// Packs each artifact directory `stage/<name>` into `stage/<name>.tar.zst` and removes the

@@ -32,7 +32,8 @@
 //!    primary's, after recombine).
 //!
 //! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]);
-//! tarballs are read unpacked in a temporary directory, and failure lines name them as
+//! tarballs are read unpacked in a temporary directory (a kpack temporary in `$TMPDIR`, swept
+//! by the next run after a kill), and failure lines name them as
 //! `<tarball>/<member>`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
