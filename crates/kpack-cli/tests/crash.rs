@@ -338,9 +338,10 @@ fn split_killed_at_any_moment_leaves_no_partial_output_and_the_next_run_sweeps()
 /// path but the complete output, the next run sweeps every temporary, and nothing is ever
 /// written to `$TMPDIR` (tarball shards are unpacked into the output's stage, not extracted
 /// to a temporary directory).
-fn recombine_killed(format: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let shards = dir.path().join("shards");
+/// The shard fixtures split into `dir/shards` as `format` (`dir` or `tar.zst`), and a
+/// packaging configuration `dir/packaging.json`; returns both paths.
+fn split_shards(dir: &Path, format: &str) -> (PathBuf, PathBuf) {
+    let shards = dir.join("shards");
     for shard in ["shard-a", "shard-b", "shard-c"] {
         kpack_ok(&[
             "split",
@@ -354,7 +355,7 @@ fn recombine_killed(format: &str) {
             format,
         ]);
     }
-    let config = dir.path().join("packaging.json");
+    let config = dir.join("packaging.json");
     std::fs::write(
         &config,
         r#"{"primary_shard": "shard-a", "architecture_groups": {
@@ -362,6 +363,12 @@ fn recombine_killed(format: &str) {
             "gfx10": {"architectures": ["gfx1030"]}}}"#,
     )
     .unwrap();
+    (shards, config)
+}
+
+fn recombine_killed(format: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (shards, config) = split_shards(dir.path(), format);
     let out = dir.path().join("out");
     let tmpdir = dir.path().join("tmpdir");
     std::fs::create_dir(&tmpdir).unwrap();
@@ -625,4 +632,29 @@ fn a_full_disk_is_a_clear_error_and_leaves_nothing_partial() {
         std::fs::read_dir(dir.path()).unwrap().next().is_none(),
         "split left something"
     );
+
+    // Recombine of tar shards: their members are unpacked into the output's stage.
+    let dir = tempfile::tempdir().unwrap();
+    let (shards, config) = split_shards(dir.path(), "tar.zst");
+    let rec_out = dir.path().join("out");
+    let out = with_file_size_limit(
+        16,
+        &[
+            "recombine",
+            "--shards",
+            s(&shards),
+            "--config",
+            s(&config),
+            "-o",
+            s(&rec_out),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "recombine: {stderr}");
+    assert!(stderr.contains("File too large"), "recombine: {stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "recombine left {left:?}");
 }
