@@ -339,8 +339,9 @@ fn split_killed_at_any_moment_leaves_no_partial_output_and_the_next_run_sweeps()
 /// written to `$TMPDIR` (tarball shards are unpacked into the output's stage, not extracted
 /// to a temporary directory).
 /// The shard fixtures split into `dir/shards` as `format` (`dir` or `tar.zst`), and a
-/// packaging configuration `dir/packaging.json`; returns both paths.
-fn split_shards(dir: &Path, format: &str) -> (PathBuf, PathBuf) {
+/// packaging configuration `dir/packaging.json`; returns the arguments of recombining them
+/// into `dir/out`.
+fn split_shards(dir: &Path, format: &str) -> Vec<String> {
     let shards = dir.join("shards");
     for shard in ["shard-a", "shard-b", "shard-c"] {
         kpack_ok(&[
@@ -363,24 +364,27 @@ fn split_shards(dir: &Path, format: &str) -> (PathBuf, PathBuf) {
             "gfx10": {"architectures": ["gfx1030"]}}}"#,
     )
     .unwrap();
-    (shards, config)
-}
-
-fn recombine_killed(format: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let (shards, config) = split_shards(dir.path(), format);
-    let out = dir.path().join("out");
-    let tmpdir = dir.path().join("tmpdir");
-    std::fs::create_dir(&tmpdir).unwrap();
-    let args = [
+    [
         "recombine",
         "--shards",
         s(&shards),
         "--config",
         s(&config),
         "-o",
-        s(&out),
-    ];
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain([dir.join("out").display().to_string()])
+    .collect()
+}
+
+fn recombine_killed(format: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let args = split_shards(dir.path(), format);
+    let args = as_strs(&args);
+    let out = dir.path().join("out");
+    let tmpdir = dir.path().join("tmpdir");
+    std::fs::create_dir(&tmpdir).unwrap();
     let run = |args: &[&str]| {
         let res = kpack_cmd(args).env("TMPDIR", &tmpdir).output().unwrap();
         assert!(
@@ -635,20 +639,8 @@ fn a_full_disk_is_a_clear_error_and_leaves_nothing_partial() {
 
     // Recombine of tar shards: their members are unpacked into the output's stage.
     let dir = tempfile::tempdir().unwrap();
-    let (shards, config) = split_shards(dir.path(), "tar.zst");
-    let rec_out = dir.path().join("out");
-    let out = with_file_size_limit(
-        16,
-        &[
-            "recombine",
-            "--shards",
-            s(&shards),
-            "--config",
-            s(&config),
-            "-o",
-            s(&rec_out),
-        ],
-    );
+    let args = split_shards(dir.path(), "tar.zst");
+    let out = with_file_size_limit(16, &as_strs(&args));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "recombine: {stderr}");
     assert!(stderr.contains("File too large"), "recombine: {stderr}");
