@@ -116,6 +116,52 @@ pub enum ArtifactError {
     },
 }
 
+impl ArtifactError {
+    /// `self` with every path it names, and the text of its problems, passed through `fix`:
+    /// how errors about a temporary copy of a tarball member (spooled or unpacked) come to
+    /// name the member as `<tarball>/<member>`.
+    pub(crate) fn shown_as(self, fix: &dyn Fn(&str) -> String) -> ArtifactError {
+        use ArtifactError as E;
+        let path = |p: PathBuf| PathBuf::from(fix(&p.to_string_lossy()));
+        match self {
+            E::Io { path: p, source } => E::Io {
+                path: path(p),
+                source,
+            },
+            E::Manifest {
+                path: p,
+                line,
+                problem,
+            } => E::Manifest {
+                path: path(p),
+                line,
+                problem: fix(&problem),
+            },
+            E::Transform { path: p, source } => E::Transform {
+                path: path(p),
+                source,
+            },
+            E::Source { path: p, source } => E::Source {
+                path: path(p),
+                source,
+            },
+            E::Archive { path: p, source } => E::Archive {
+                path: path(p),
+                source,
+            },
+            E::Invalid { path: p, problem } => E::Invalid {
+                path: path(p),
+                problem: fix(&problem),
+            },
+            E::Validation { what, problems } => E::Validation {
+                what,
+                problems: problems.iter().map(|p| fix(p)).collect(),
+            },
+            other => other,
+        }
+    }
+}
+
 impl From<kpack_fs::WalkError> for ArtifactError {
     fn from(e: kpack_fs::WalkError) -> Self {
         ArtifactError::Io {

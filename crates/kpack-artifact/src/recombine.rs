@@ -471,6 +471,31 @@ pub fn recombine(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineSummary, ArtifactError> {
+    // (unpacked artifact directory, its tarball), for errors about what was unpacked.
+    let mut unpacked_from: Vec<(String, String)> = Vec::new();
+    recombine_unpacking(shards, config, out, opts, &mut unpacked_from).map_err(|e| {
+        e.shown_as(&|text| {
+            let mut text = text.to_owned();
+            for (dir, tarball) in &unpacked_from {
+                if text == *dir {
+                    return tarball.clone();
+                }
+                text = text.replace(&format!("{dir}/"), &format!("{tarball}/"));
+            }
+            text
+        })
+    })
+}
+
+/// [`recombine`], noting in `unpacked_from` where each tarball shard artifact it reads is
+/// unpacked.
+fn recombine_unpacking(
+    shards: &Path,
+    config: &PackagingConfig,
+    out: &Path,
+    opts: &RecombineOptions,
+    unpacked_from: &mut Vec<(String, String)>,
+) -> Result<RecombineSummary, ArtifactError> {
     let shard_names: Vec<String> = crate::sorted_subdirs(shards)?
         .iter()
         .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
@@ -530,7 +555,10 @@ pub fn recombine(
             .map(|(shard, path)| (&*shard, path));
         for (shard, path) in generic.chain(arch) {
             if tarball::is_tarball(path) {
-                *path = unpack_shard_member(path, shard, out, &mut staged)?;
+                let dir = unpack_shard_member(path, shard, out, &mut staged)?;
+                let shown = |p: &Path| p.to_string_lossy().into_owned();
+                unpacked_from.push((shown(&dir), shown(path)));
+                *path = dir;
             }
         }
     }

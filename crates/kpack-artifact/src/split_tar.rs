@@ -261,24 +261,6 @@ fn is_below(path: &str, prefix: &str) -> bool {
 
 /// `e` with the spool file's path replaced by the member's (`<tarball>/<member>`).
 fn at_member(e: ArtifactError, spool: &Path, shown: PathBuf) -> ArtifactError {
-    let fix = |path: PathBuf| if path == spool { shown.clone() } else { path };
-    match e {
-        ArtifactError::Io { path, source } => ArtifactError::Io {
-            path: fix(path),
-            source,
-        },
-        ArtifactError::Transform { path, source } => ArtifactError::Transform {
-            path: fix(path),
-            source,
-        },
-        ArtifactError::Source { path, source } => ArtifactError::Source {
-            path: fix(path),
-            source,
-        },
-        ArtifactError::Invalid { path, problem } => ArtifactError::Invalid {
-            path: fix(path),
-            problem,
-        },
-        other => other,
-    }
+    let (spool, shown) = (spool.to_string_lossy(), shown.to_string_lossy());
+    e.shown_as(&|text| text.replace(&*spool, &shown))
 }

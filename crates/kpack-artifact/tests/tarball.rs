@@ -470,3 +470,46 @@ fn a_tarball_without_a_manifest_at_its_top_is_refused() {
     assert!(e.contains("no artifact_manifest.txt at the top"), "{e}");
     assert!(!tmp.path().join("out").exists());
 }
+
+#[test]
+fn a_recombine_error_inside_a_tar_shard_names_the_tarball_and_member() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let shards = t.join("shards");
+    let shard = shards.join("shard-a");
+    split_batch(
+        &fixture("shards/shard-a"),
+        &shard,
+        &opts(OutputFormat::Dir),
+        &|_, _| {},
+    )
+    .unwrap();
+    // One arch artifact as a tarball whose manifest names a prefix leaving the artifact.
+    let name = "demo_lib_gfx906";
+    let artifact = shard.join(name);
+    std::fs::write(artifact.join("artifact_manifest.txt"), "../outside\n").unwrap();
+    let tarball = shard.join(format!("{name}.tar.zst"));
+    kpack_tar::pack_dir(&artifact, &tarball, PackOptions::from_env()).unwrap();
+    std::fs::remove_dir_all(&artifact).unwrap();
+    let out = t.join("out");
+    let config = PackagingConfig::parse(
+        r#"{"primary_shard": "shard-a",
+            "architecture_groups": {"gfx9": {"architectures": ["gfx900", "gfx906"]}}}"#,
+    )
+    .unwrap();
+    let e = recombine(&shards, &config, &out, &RecombineOptions::default())
+        .expect_err("a manifest with '..' is refused")
+        .to_string();
+    assert!(
+        e.starts_with(&format!("{}/artifact_manifest.txt:1:", tarball.display()))
+            && e.contains("outside"),
+        "{e}"
+    );
+    assert!(!e.contains(kpack_fs::TEMP_PREFIX), "{e}");
+    assert!(!out.exists());
+    assert_eq!(
+        std::fs::read_dir(t).unwrap().count(),
+        1,
+        "only the shards remain"
+    );
+}
