@@ -65,12 +65,27 @@ pub fn describe_archive(
     rel: &str,
     package: &str,
 ) -> Result<IndexedArchive, ArtifactError> {
-    let dir = archive_dir(rel)
-        .ok_or_else(|| ArtifactError::invalid(path, "not an archive in a .kpack directory"))?;
     let a = Archive::open(path).map_err(|source| ArtifactError::Archive {
         path: path.to_owned(),
         source: Box::new(source),
     })?;
+    let size = std::fs::metadata(path)
+        .map_err(ArtifactError::io(path))?
+        .len();
+    describe_opened(&a, size, path, rel, package)
+}
+
+/// [`describe_archive`] of an archive already open, `size` bytes long; `path` names it in
+/// errors.
+pub(crate) fn describe_opened(
+    a: &Archive,
+    size: u64,
+    path: &Path,
+    rel: &str,
+    package: &str,
+) -> Result<IndexedArchive, ArtifactError> {
+    let dir = archive_dir(rel)
+        .ok_or_else(|| ArtifactError::invalid(path, "not an archive in a .kpack directory"))?;
     let [target] = a.gfx_arches() else {
         return Err(ArtifactError::invalid(
             path,
@@ -80,9 +95,6 @@ pub fn describe_archive(
             ),
         ));
     };
-    let size = std::fs::metadata(path)
-        .map_err(ArtifactError::io(path))?
-        .len();
     Ok(IndexedArchive {
         dir: dir.to_owned(),
         module: a.group_name().to_owned(),

@@ -252,10 +252,13 @@ impl ArtifactRecord {
         match std::fs::read(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(ArtifactError::io(&path)(e)),
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| ArtifactError::invalid(&path, e.to_string())),
+            Ok(bytes) => Self::parse(&bytes, &path).map(Some),
         }
+    }
+
+    /// Parses a record's bytes; `path` names it in errors.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<ArtifactRecord, ArtifactError> {
+        serde_json::from_slice(bytes).map_err(|e| ArtifactError::invalid(path, e.to_string()))
     }
 
     /// Writes the record into the artifact `dir`.
