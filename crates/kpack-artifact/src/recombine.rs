@@ -547,11 +547,17 @@ fn recombine_unpacking(
     let v = config.validation;
     let mut staged = None;
     for c in components.values_mut() {
+        // The arch artifacts some group takes (from the first shard providing each).
+        let grouped: BTreeSet<String> = (config.architecture_groups.iter())
+            .flat_map(|g| &g.architectures)
+            .flat_map(|a| provider_suffixes(c, a))
+            .collect();
         let generic = c.generic.iter_mut().filter(|(shard, _)| {
             v.verify_generic_artifacts_match || **shard == config.primary_shard
         });
-        let arch = (c.arch.values_mut())
-            .filter_map(|from| from.first_mut())
+        let arch = (c.arch.iter_mut())
+            .filter(|(suffix, _)| grouped.contains(*suffix))
+            .filter_map(|(_, from)| from.first_mut())
             .map(|(shard, path)| (&*shard, path));
         for (shard, path) in generic.chain(arch) {
             if tarball::is_tarball(path) {
