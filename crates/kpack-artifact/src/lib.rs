@@ -157,6 +157,15 @@ impl ArtifactError {
                 what,
                 problems: problems.iter().map(|p| fix(p)).collect(),
             },
+            E::Tar(t) => match *t {
+                kpack_tar::TarError::Io { path: p, source } => {
+                    E::Tar(Box::new(kpack_tar::TarError::Io {
+                        path: path(p),
+                        source,
+                    }))
+                }
+                other => E::Tar(Box::new(other)),
+            },
             other => other,
         }
     }

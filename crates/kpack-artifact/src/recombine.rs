@@ -561,10 +561,7 @@ fn recombine_unpacking(
             .map(|(shard, path)| (&*shard, path));
         for (shard, path) in generic.chain(arch) {
             if tarball::is_tarball(path) {
-                let dir = unpack_shard_member(path, shard, out, &mut staged)?;
-                let shown = |p: &Path| p.to_string_lossy().into_owned();
-                unpacked_from.push((shown(&dir), shown(path)));
-                *path = dir;
+                *path = unpack_shard_member(path, shard, out, &mut staged, unpacked_from)?;
             }
         }
     }
@@ -734,7 +731,7 @@ struct Staged {
 }
 
 /// Unpacks the artifact tarball `path` of `shard` into the output's stage (made on first use)
-/// and returns the artifact directory. Read as one stream, into the place its files are moved
+/// and returns the artifact directory, noted in `unpacked_from`. Read as one stream, into the place its files are moved
 /// from into the packages: no temporary copy outside the output, no space beyond the outputs
 /// but that of the members no package takes (manifests, records).
 fn unpack_shard_member(
@@ -742,6 +739,7 @@ fn unpack_shard_member(
     shard: &str,
     out: &Path,
     staged: &mut Option<Staged>,
+    unpacked_from: &mut Vec<(String, String)>,
 ) -> Result<PathBuf, ArtifactError> {
     let staged = match staged {
         Some(s) => s,
@@ -762,6 +760,8 @@ fn unpack_shard_member(
         .and_then(kpack_tar::stem)
         .ok_or_else(|| ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz"))?;
     let to = staged.unpacked.path().join(shard).join(name);
+    let shown = |p: &Path| p.to_string_lossy().into_owned();
+    unpacked_from.push((shown(&to), shown(path)));
     kpack_tar::unpack(path, &to)?;
     Ok(to)
 }

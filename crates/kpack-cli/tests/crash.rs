@@ -644,9 +644,23 @@ fn a_full_disk_is_a_clear_error_and_leaves_nothing_partial() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "recombine: {stderr}");
     assert!(stderr.contains("File too large"), "recombine: {stderr}");
+    assert!(
+        stderr.contains(".tar.zst/"),
+        "names the tarball member: {stderr}"
+    );
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left.len(), 2, "recombine left {left:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = with_file_size_limit(16, &as_strs(&split_wheel_args(&dir.path().join("out"))));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "split-wheel: {stderr}");
+    assert!(stderr.contains("File too large"), "split-wheel: {stderr}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "split-wheel left something"
+    );
 }
