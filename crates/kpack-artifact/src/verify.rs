@@ -37,7 +37,7 @@
 //! temporary file in `$TMPDIR` while it is checked and removed before the next, so the
 //! temporary space is the largest member (a kpack temporary, swept by the next run after a
 //! kill). What the cross-file checks need of a file is kept as it is read: an archive's
-//! targets and entries, an index, a marker, and with `--original` the MD5 of every file and
+//! targets and entries, an index, a marker, and with `--original` the SHA-256 of every file and
 //! code object, against which the originals are compared as they are read in turn. Failure
 //! lines name a tarball's members as `<tarball>/<member>`.
 
@@ -108,13 +108,15 @@ struct ArtifactInfo {
 /// Every entry of every artifact, by `<prefix>/<relpath>`: (artifact index, kind).
 type Overlay = BTreeMap<String, Vec<(usize, TreeEntry)>>;
 
-/// An MD5 digest, which is how the outputs' bytes are compared with the originals': each
-/// output file is read once, wherever it comes from (a directory or a tarball's stream).
-type Digest = [u8; 16];
+/// A SHA-256 digest, which is how the outputs' bytes are compared with the originals':
+/// each output file is read once, wherever it comes from (a directory or a tarball's
+/// stream). SHA-256 rather than a faster non-cryptographic hash: the bytes may be
+/// adversarial, and with the CPU's SHA extensions it runs at GB/s.
+type Digest = [u8; 32];
 
 fn digest(bytes: &[u8]) -> Digest {
-    use md5::Digest as _;
-    md5::Md5::digest(bytes).into()
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
 }
 
 /// What verify keeps of one regular file of a checked artifact, read once: in place, or
@@ -980,13 +982,13 @@ fn archive_facts(x: &Archive, digests: bool) -> ArchiveFacts {
 
 /// A writer that digests what is written to it, and counts it.
 struct Digesting {
-    md5: md5::Md5,
+    sha: sha2::Sha256,
     len: u64,
 }
 
 impl Write for Digesting {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        md5::Digest::update(&mut self.md5, buf);
+        sha2::Digest::update(&mut self.sha, buf);
         self.len += buf.len() as u64;
         Ok(buf.len())
     }
@@ -1142,12 +1144,12 @@ fn original_outcome(ctx: &Ctx, rel: &str, e: &TreeEntry, disk: Option<&Path>) ->
                 .and_then(|m| kpack_elf::rewrite::plan(&bytes, &m).ok())
                 .is_some_and(|rw| {
                     let mut d = Digesting {
-                        md5: md5::Md5::default(),
+                        sha: sha2::Sha256::default(),
                         len: 0,
                     };
                     rw.write_to(&bytes, &mut d).is_ok()
                         && d.len == out.size
-                        && out.digest == Some(md5::Digest::finalize(d.md5).into())
+                        && out.digest == Some(sha2::Digest::finalize(d.sha).into())
                 });
             o.host = Some((rel.to_owned(), same));
         }
