@@ -70,21 +70,33 @@ pub fn describe_archive(
     rel: &str,
     package: &str,
 ) -> Result<Vec<IndexedArchive>, ArtifactError> {
-    let dir = archive_dir(rel)
-        .ok_or_else(|| ArtifactError::invalid(path, "not an archive in a .kpack directory"))?;
     let a = Archive::open(path).map_err(|source| ArtifactError::Archive {
         path: path.to_owned(),
         source: Box::new(source),
     })?;
+    let size = std::fs::metadata(path)
+        .map_err(ArtifactError::io(path))?
+        .len();
+    describe_opened(&a, size, path, rel, package)
+}
+
+/// [`describe_archive`] of an archive already open, `size` bytes long; `path` names it in
+/// errors.
+pub(crate) fn describe_opened(
+    a: &Archive,
+    size: u64,
+    path: &Path,
+    rel: &str,
+    package: &str,
+) -> Result<Vec<IndexedArchive>, ArtifactError> {
+    let dir = archive_dir(rel)
+        .ok_or_else(|| ArtifactError::invalid(path, "not an archive in a .kpack directory"))?;
     if a.gfx_arches().is_empty() {
         return Err(ArtifactError::invalid(
             path,
             "expected at least one architecture in gfx_arches, found none",
         ));
     }
-    let size = std::fs::metadata(path)
-        .map_err(ArtifactError::io(path))?
-        .len();
     let mut kernels: BTreeMap<&str, u64> = BTreeMap::new();
     for (_, arch, _) in a.entries() {
         *kernels.entry(arch).or_default() += 1;

@@ -117,6 +117,61 @@ pub enum ArtifactError {
     },
 }
 
+impl ArtifactError {
+    /// `self` with every path it names, and the text of its problems, passed through `fix`:
+    /// how errors about a temporary copy of a tarball member (spooled or unpacked) come to
+    /// name the member as `<tarball>/<member>`.
+    pub(crate) fn shown_as(self, fix: &dyn Fn(&str) -> String) -> ArtifactError {
+        use ArtifactError as E;
+        let path = |p: PathBuf| PathBuf::from(fix(&p.to_string_lossy()));
+        match self {
+            E::Io { path: p, source } => E::Io {
+                path: path(p),
+                source,
+            },
+            E::Manifest {
+                path: p,
+                line,
+                problem,
+            } => E::Manifest {
+                path: path(p),
+                line,
+                problem: fix(&problem),
+            },
+            E::Transform { path: p, source } => E::Transform {
+                path: path(p),
+                source,
+            },
+            E::Source { path: p, source } => E::Source {
+                path: path(p),
+                source,
+            },
+            E::Archive { path: p, source } => E::Archive {
+                path: path(p),
+                source,
+            },
+            E::Invalid { path: p, problem } => E::Invalid {
+                path: path(p),
+                problem: fix(&problem),
+            },
+            E::Validation { what, problems } => E::Validation {
+                what,
+                problems: problems.iter().map(|p| fix(p)).collect(),
+            },
+            E::Tar(t) => match *t {
+                kpack_tar::TarError::Io { path: p, source } => {
+                    E::Tar(Box::new(kpack_tar::TarError::Io {
+                        path: path(p),
+                        source,
+                    }))
+                }
+                other => E::Tar(Box::new(other)),
+            },
+            other => other,
+        }
+    }
+}
+
 impl From<kpack_fs::WalkError> for ArtifactError {
     fn from(e: kpack_fs::WalkError) -> Self {
         ArtifactError::Io {
@@ -207,10 +262,13 @@ impl ArtifactRecord {
         match std::fs::read(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(ArtifactError::io(&path)(e)),
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| ArtifactError::invalid(&path, e.to_string())),
+            Ok(bytes) => Self::parse(&bytes, &path).map(Some),
         }
+    }
+
+    /// Parses a record's bytes; `path` names it in errors.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<ArtifactRecord, ArtifactError> {
+        serde_json::from_slice(bytes).map_err(|e| ArtifactError::invalid(path, e.to_string()))
     }
 
     /// Writes the record into the artifact `dir`.
@@ -365,6 +423,14 @@ pub(crate) fn copy_file(from: &Path, to: &Path) -> Result<u64, ArtifactError> {
         path: from.to_owned(),
         source: e,
     })
+}
+
+/// Moves the file `from` to `to` (one file system), creating `to`'s directory.
+pub(crate) fn move_file(from: &Path, to: &Path) -> Result<(), ArtifactError> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(ArtifactError::io(dir))?;
+    }
+    std::fs::rename(from, to).map_err(ArtifactError::io(from))
 }
 
 /// Re-creates a symlink with the same link text.

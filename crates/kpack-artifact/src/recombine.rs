@@ -3,7 +3,10 @@
 //!
 //! Shards are the sub-directories of the shards directory, each holding split outputs
 //! `C_generic` and `C_<processor>` (or `C_<family>`), as directories or `.tar.zst` files
-//! ([`crate::tarball`]); the packages are written as directories or, with
+//! ([`crate::tarball`]: each tarball recombine reads is unpacked in one pass into the
+//! output's stage and its files moved from there into the packages, so nothing is extracted
+//! to a temporary directory and a killed run leaves nothing the next run does not sweep);
+//! the packages are written as directories or, with
 //! [`OutputFormat::TarZst`], as `.tar.zst` files. For every component:
 //! * `C_generic` is copied from the primary shard (symlinks kept), plus, per module with
 //!   archives in any group, the [index](crate::index) `<dir>/.kpack/<module>.kpm` listing
@@ -428,14 +431,16 @@ impl Package {
         ))
     }
 
-    /// Writes the package under `dir`; returns the number of files. `sizes`: the group
-    /// archives written so far by installed path, to which this package's are added; the
-    /// indexes take their sizes from it (so packages with indexes are written last).
+    /// Writes the package under `dir`, moving rather than copying the source files
+    /// `movable` selects; returns the number of files. `sizes`: the group archives written
+    /// so far by installed path, to which this package's are added; the indexes take their
+    /// sizes from it (so packages with indexes are written last).
     fn write(
         &self,
         dir: &Path,
         threads: usize,
         sizes: &mut BTreeMap<String, u64>,
+        movable: &(dyn Fn(&Path) -> bool + Sync),
     ) -> Result<usize, ArtifactError> {
         let dest = dir.join(&self.name);
         std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
@@ -466,6 +471,7 @@ impl Package {
             }
         }
         let written = crate::parallel_map(&files, threads, |_, (_, item, to)| match item {
+            Item::File(from) if movable(from) => crate::move_file(from, to).map(|_| None),
             Item::File(from) => crate::copy_file(from, to).map(|_| None),
             Item::GroupArchive {
                 module,
@@ -588,8 +594,31 @@ pub fn recombine(
     out: &Path,
     opts: &RecombineOptions,
 ) -> Result<RecombineSummary, ArtifactError> {
-    let view = tarball::view(shards)?;
-    let shards = view.path();
+    // (unpacked artifact directory, its tarball), for errors about what was unpacked.
+    let mut unpacked_from: Vec<(String, String)> = Vec::new();
+    recombine_unpacking(shards, config, out, opts, &mut unpacked_from).map_err(|e| {
+        e.shown_as(&|text| {
+            let mut text = text.to_owned();
+            for (dir, tarball) in &unpacked_from {
+                if text == *dir {
+                    return tarball.clone();
+                }
+                text = text.replace(&format!("{dir}/"), &format!("{tarball}/"));
+            }
+            text
+        })
+    })
+}
+
+/// [`recombine`], noting in `unpacked_from` where each tarball shard artifact it reads is
+/// unpacked.
+fn recombine_unpacking(
+    shards: &Path,
+    config: &PackagingConfig,
+    out: &Path,
+    opts: &RecombineOptions,
+    unpacked_from: &mut Vec<(String, String)>,
+) -> Result<RecombineSummary, ArtifactError> {
     let shard_names: Vec<String> = crate::sorted_subdirs(shards)?
         .iter()
         .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
@@ -602,7 +631,7 @@ pub fn recombine(
     }
     let mut components: BTreeMap<String, Collected> = BTreeMap::new();
     for shard in &shard_names {
-        for (name, dir) in crate::artifact_dirs(&shards.join(shard))? {
+        for (name, dir) in tarball::artifacts_in(&shards.join(shard))? {
             let Some((component, suffix)) = crate::split_artifact_name(&name) else {
                 return Err(ArtifactError::invalid(dir, "not a split artifact name"));
             };
@@ -636,8 +665,31 @@ pub fn recombine(
         }
     }
 
-    // Validation, before anything is written.
+    // The artifacts read from here on (by name, so those of tarball shards can be chosen
+    // before any is read), unpacked when they are tarballs.
     let v = config.validation;
+    let mut staged = None;
+    for c in components.values_mut() {
+        // The arch artifacts some group takes (from the first shard providing each).
+        let grouped: BTreeSet<String> = (config.architecture_groups.iter())
+            .flat_map(|g| &g.architectures)
+            .flat_map(|a| provider_suffixes(c, a))
+            .collect();
+        let generic = c.generic.iter_mut().filter(|(shard, _)| {
+            v.verify_generic_artifacts_match || **shard == config.primary_shard
+        });
+        let arch = (c.arch.iter_mut())
+            .filter(|(suffix, _)| grouped.contains(*suffix))
+            .filter_map(|(_, from)| from.first_mut())
+            .map(|(shard, path)| (&*shard, path));
+        for (shard, path) in generic.chain(arch) {
+            if tarball::is_tarball(path) {
+                *path = unpack_shard_member(path, shard, out, &mut staged, unpacked_from)?;
+            }
+        }
+    }
+
+    // Validation, before anything is written.
     let mut duplicates = Vec::new();
     let mut generic_mismatch = Vec::new();
     let mut missing_arch = Vec::new();
@@ -739,7 +791,17 @@ pub fn recombine(
         });
     }
     // Staging first: its sweep completes what a run killed while publishing began.
-    let (stage, root) = crate::stage_output(out)?;
+    let (stage, root, unpacked) = match staged {
+        Some(Staged {
+            stage,
+            root,
+            unpacked,
+        }) => (stage, root, Some(unpacked)),
+        None => {
+            let (stage, root) = crate::stage_output(out)?;
+            (stage, root, None)
+        }
+    };
     for p in &packages {
         if let Some(existing) = tarball::existing(out, &p.name) {
             return Err(ArtifactError::invalid(
@@ -749,13 +811,42 @@ pub fn recombine(
         }
     }
     let threads = crate::thread_count(opts.threads);
-    let mut files: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut sizes = BTreeMap::new();
+    // Packages with indexes are written last (they take the group archives' sizes).
     let has_index = |p: &&Package| p.items.values().any(|i| matches!(i, Item::Index(_)));
     let (indexed, plain): (Vec<&Package>, Vec<&Package>) = packages.iter().partition(has_index);
-    for p in plain.into_iter().chain(indexed) {
-        files.insert(&p.name, p.write(&root, threads, &mut sizes)?);
+    let order: Vec<&Package> = plain.into_iter().chain(indexed).collect();
+    // A file unpacked from a tarball shard is moved into the last package that holds it
+    // (copied into any earlier one): the stage then holds each member once. A file a group
+    // archive reads is never moved by the package that reads it (its files are written in
+    // parallel), so its last use is then noted as not movable.
+    let mut last_use: BTreeMap<&Path, (usize, bool)> = BTreeMap::new();
+    if let Some(unpacked) = &unpacked {
+        for (i, p) in order.iter().enumerate() {
+            for item in p.items.values() {
+                match item {
+                    Item::File(from) if from.starts_with(unpacked.path()) => {
+                        let movable = last_use.get(from.as_path()) != Some(&(i, false));
+                        last_use.insert(from, (i, movable));
+                    }
+                    Item::GroupArchive { sources, .. } => {
+                        for (_, from) in sources {
+                            if from.starts_with(unpacked.path()) {
+                                last_use.insert(from, (i, false));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
+    let mut files: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut sizes = BTreeMap::new();
+    for (i, p) in order.iter().enumerate() {
+        let movable = |from: &Path| last_use.get(from) == Some(&(i, true));
+        files.insert(&p.name, p.write(&root, threads, &mut sizes, &movable)?);
+    }
+    drop(unpacked);
     for g in summary
         .components
         .iter_mut()
@@ -766,6 +857,52 @@ pub fn recombine(
     tarball::pack_staged(&root, packages.iter().map(|p| p.name.clone()), opts.output)?;
     stage.publish()?;
     Ok(summary)
+}
+
+/// The output's stage, made before the packages are planned when tarball shards are unpacked
+/// into it.
+struct Staged {
+    stage: kpack_fs::Stage,
+    root: PathBuf,
+    /// Where the tarball shards' artifacts are unpacked: beside the staged packages (on their
+    /// file system, so that their files move in by rename), swept with them after a kill.
+    unpacked: tempfile::TempDir,
+}
+
+/// Unpacks the artifact tarball `path` of `shard` into the output's stage (made on first use)
+/// and returns the artifact directory, noted in `unpacked_from`. Read as one stream, into the place its files are moved
+/// from into the packages: no temporary copy outside the output, no space beyond the outputs
+/// but that of the members no package takes (manifests, records).
+fn unpack_shard_member(
+    path: &Path,
+    shard: &str,
+    out: &Path,
+    staged: &mut Option<Staged>,
+    unpacked_from: &mut Vec<(String, String)>,
+) -> Result<PathBuf, ArtifactError> {
+    let staged = match staged {
+        Some(s) => s,
+        None => {
+            let (stage, root) = crate::stage_output(out)?;
+            let beside = kpack_fs::parent_dir(&root);
+            let unpacked = kpack_fs::temp_dir_in(beside).map_err(ArtifactError::io(beside))?;
+            staged.insert(Staged {
+                stage,
+                root,
+                unpacked,
+            })
+        }
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(kpack_tar::stem)
+        .ok_or_else(|| ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz"))?;
+    let to = staged.unpacked.path().join(shard).join(name);
+    let shown = |p: &Path| p.to_string_lossy().into_owned();
+    unpacked_from.push((shown(&to), shown(path)));
+    kpack_tar::unpack(path, &to)?;
+    Ok(to)
 }
 
 /// Plans the packages of one component: its generic package (with the indexes) and one

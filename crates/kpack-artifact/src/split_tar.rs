@@ -27,7 +27,7 @@ use crate::split::{self, Class, Done, Item, Progress, SplitOptions, SplitSummary
 use crate::{ArtifactError, TreeEntry, handlers, manifest};
 
 /// The largest `artifact_manifest.txt` accepted (a few hundred bytes in practice).
-const MAX_MANIFEST: u64 = 1 << 20;
+pub(crate) const MAX_MANIFEST: u64 = 1 << 20;
 
 pub(crate) fn split_tar_into(
     input: &Path,
@@ -100,22 +100,7 @@ pub(crate) fn split_tar_into(
         .collect();
     let mut items: Vec<Item> = Vec::new();
     for prefix in &prefixes {
-        let mut below: BTreeMap<Vec<&str>, TreeEntry> = BTreeMap::new();
-        for (path, entry) in &members {
-            let Some(rel) = path
-                .strip_prefix(prefix.as_str())
-                .and_then(|r| r.strip_prefix('/'))
-            else {
-                continue;
-            };
-            let parts: Vec<&str> = rel.split('/').collect();
-            for n in 1..parts.len() {
-                below.entry(parts[..n].to_vec()).or_insert(TreeEntry::Dir);
-            }
-            below.insert(parts, entry.clone());
-        }
-        for (parts, entry) in below {
-            let rel = parts.join("/");
+        for (rel, entry) in tree_below(&members, prefix) {
             let class = match entry {
                 TreeEntry::Dir => Class::Dir,
                 TreeEntry::Symlink(t) => Class::Symlink(t),
@@ -221,8 +206,32 @@ pub(crate) fn split_tar_into(
     split::finish(input, stage, component, opts, &prefixes, &items, results)
 }
 
+/// The entries below `prefix` among a tarball's `members`, as [`crate::walk_tree`] lists
+/// the same tree unpacked: paths relative to the prefix, sorted component-wise, the
+/// directories a tarball may leave implicit included.
+pub(crate) fn tree_below(
+    members: &[(String, TreeEntry)],
+    prefix: &str,
+) -> Vec<(String, TreeEntry)> {
+    let mut below: BTreeMap<Vec<&str>, TreeEntry> = BTreeMap::new();
+    for (path, entry) in members {
+        let Some(rel) = path.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) else {
+            continue;
+        };
+        let parts: Vec<&str> = rel.split('/').collect();
+        for n in 1..parts.len() {
+            below.entry(parts[..n].to_vec()).or_insert(TreeEntry::Dir);
+        }
+        below.insert(parts, entry.clone());
+    }
+    below
+        .into_iter()
+        .map(|(parts, entry)| (parts.join("/"), entry))
+        .collect()
+}
+
 /// Reads the manifest member (bounded) and parses it.
-fn read_manifest(
+pub(crate) fn read_manifest(
     content: &mut dyn Read,
     size: u64,
     shown: &Path,
@@ -261,24 +270,6 @@ fn is_below(path: &str, prefix: &str) -> bool {
 
 /// `e` with the spool file's path replaced by the member's (`<tarball>/<member>`).
 fn at_member(e: ArtifactError, spool: &Path, shown: PathBuf) -> ArtifactError {
-    let fix = |path: PathBuf| if path == spool { shown.clone() } else { path };
-    match e {
-        ArtifactError::Io { path, source } => ArtifactError::Io {
-            path: fix(path),
-            source,
-        },
-        ArtifactError::Transform { path, source } => ArtifactError::Transform {
-            path: fix(path),
-            source,
-        },
-        ArtifactError::Source { path, source } => ArtifactError::Source {
-            path: fix(path),
-            source,
-        },
-        ArtifactError::Invalid { path, problem } => ArtifactError::Invalid {
-            path: fix(path),
-            problem,
-        },
-        other => other,
-    }
+    let (spool, shown) = (spool.to_string_lossy(), shown.to_string_lossy());
+    e.shown_as(&|text| text.replace(&*spool, &shown))
 }

@@ -4,10 +4,12 @@
 //!
 //! * Input: wherever an artifact directory is accepted, a tarball of one is too (its
 //!   members relative to the artifact root: `artifact_manifest.txt`, `<prefix>/…`). `split`
-//!   streams it (see [`crate::split_tar`]); `recombine` and `verify` read shards and outputs
-//!   through a [`View`]: a temporary directory where artifact directories appear as links to
-//!   the originals and tarballs unpacked, so their temporary space is the unpacked size of the
-//!   tarball artifacts (only those).
+//!   streams it (see [`crate::split_tar`]); `recombine` unpacks each tarball shard artifact
+//!   it reads, in one pass, into the output's stage, whose files are then moved into the
+//!   packages (see [`crate::recombine`]); `verify` streams each tarball (once to list it,
+//!   once to read its files), spooling one member at a time to a kpack temporary in
+//!   `$TMPDIR` (swept by the next run after a kill), so its temporary space is the largest
+//!   member (see [`crate::verify`]).
 //! * Output: with [`OutputFormat::TarZst`], every artifact written to the staging directory is
 //!   packed into `<name>.tar.zst` there ([`pack_staged`]), and published with the rest.
 
@@ -73,114 +75,13 @@ pub fn artifacts_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError>
     Ok(found)
 }
 
-/// A directory tree of artifacts equivalent to a path that may hold tarballs.
-pub(crate) struct View {
-    path: PathBuf,
-    _temp: Option<tempfile::TempDir>,
-    /// (artifact path in the view, the path the user gave), for messages.
-    given: Vec<(String, String)>,
-}
-
-impl View {
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// `text` with the view's artifact paths written as the user gave them (`DIR/<name>` for
-    /// a directory, `DIR/<name>.tar.zst` for a tarball), so messages name real files.
-    pub(crate) fn shown(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for (view, given) in &self.given {
-            for end in ["/", ":"] {
-                text = text.replace(&format!("{view}{end}"), &format!("{given}{end}"));
-            }
-        }
-        text
-    }
-}
-
-/// `path` as a directory of artifacts (or of shard directories holding artifacts), with
-/// every tarball found there unpacked: `path` itself when it holds no tarball, a
-/// temporary directory otherwise (removed when the view is dropped). `path` may also be a
-/// tarball, which becomes a directory holding that one artifact.
-pub(crate) fn view(path: &Path) -> Result<View, ArtifactError> {
-    let unchanged = || View {
-        path: path.to_owned(),
-        _temp: None,
-        given: Vec::new(),
-    };
-    if is_tarball(path) {
-        let temp = temp_dir()?;
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(kpack_tar::stem)
-            .ok_or_else(|| {
-                ArtifactError::invalid(path, "expected <artifact>.tar.zst, .tar.xz or .tar")
-            })?;
-        let to = temp.path().join(name);
-        kpack_tar::unpack(path, &to)?;
-        return Ok(View {
-            path: temp.path().to_owned(),
-            given: vec![(to.display().to_string(), path.display().to_string())],
-            _temp: Some(temp),
-        });
-    }
-    if !path.is_dir() {
-        return Ok(unchanged());
-    }
-    // Level 1: artifacts, or shard directories of artifacts.
-    let top = artifacts_in(path)?;
-    let mut shards = Vec::new();
-    for d in crate::sorted_subdirs(path)? {
-        let hidden = d
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_none_or(|n| n.starts_with('.'));
-        if !hidden && !d.join(manifest::MANIFEST).is_file() {
-            shards.push((d.clone(), artifacts_in(&d)?));
-        }
-    }
-    let any_tarball = top
-        .iter()
-        .chain(shards.iter().flat_map(|(_, a)| a))
-        .any(|(_, p)| is_tarball(p));
-    if !any_tarball {
-        return Ok(unchanged());
-    }
-    let temp = temp_dir()?;
-    let mut given = Vec::new();
-    let mut place = |artifacts: &[(String, PathBuf)], into: &Path| -> Result<(), ArtifactError> {
-        std::fs::create_dir_all(into).map_err(ArtifactError::io(into))?;
-        for (name, from) in artifacts {
-            let to = into.join(name);
-            given.push((to.display().to_string(), from.display().to_string()));
-            if is_tarball(from) {
-                kpack_tar::unpack(from, &to)?;
-            } else {
-                let from = std::fs::canonicalize(from).map_err(ArtifactError::io(from))?;
-                std::os::unix::fs::symlink(&from, &to).map_err(ArtifactError::io(&to))?;
-            }
-        }
-        Ok(())
-    };
-    place(&top, temp.path())?;
-    for (shard, artifacts) in &shards {
-        let name = shard.file_name().expect("a sub-directory has a name");
-        place(artifacts, &temp.path().join(name))?;
-    }
-    Ok(View {
-        path: temp.path().to_owned(),
-        _temp: Some(temp),
-        given,
-    })
-}
-
-fn temp_dir() -> Result<tempfile::TempDir, ArtifactError> {
-    tempfile::Builder::new()
-        .prefix("kpack-view-")
-        .tempdir()
-        .map_err(ArtifactError::io(std::env::temp_dir()))
+/// A kpack temporary directory in `$TMPDIR` (where verify spools tarball members), after
+/// sweeping there what killed runs left.
+pub(crate) fn temp_dir() -> Result<tempfile::TempDir, ArtifactError> {
+    let dir = std::env::temp_dir();
+    // Housekeeping: a leftover we may not remove (another user's) must not stop the job.
+    let _ = kpack_fs::sweep(&dir);
+    kpack_fs::temp_dir_in(&dir).map_err(ArtifactError::io(dir))
 }
 
 /// Packs each artifact directory `stage/<name>` into `stage/<name>.tar.zst` and removes the

@@ -34,14 +34,19 @@
 //!    archive `recombine --group-archives` writes, which must declare that target (a
 //!    dangling or absolute link is a failure); markers reach archives through such links.
 //!
-//! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]);
-//! tarballs are read unpacked in a temporary directory, and failure lines name them as
-//! `<tarball>/<member>`.
+//! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]).
+//! Every file is read once: a directory's in place (in parallel), a tarball's as its
+//! stream passes (listed in a first pass, read in a second), each member spooled to one
+//! temporary file in `$TMPDIR` while it is checked and removed before the next, so the
+//! temporary space is the largest member (a kpack temporary, swept by the next run after a
+//! kill). What the cross-file checks need of a file is kept as it is read: an archive's
+//! targets and entries, an index, a marker, and with `--original` the SHA-256 of every file and
+//! code object, against which the originals are compared as they are read in turn. Failure
+//! lines name a tarball's members as `<tarball>/<member>`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use kpack_archive::Archive;
 use kpack_archive::kpm::{KpmEntry, KpmManifest};
@@ -52,6 +57,7 @@ use crate::index::{self, IndexedArchive};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry, manifest};
 use kpack_pipeline::source::{self, DeviceCode, Visitor};
 use kpack_pipeline::transform::{self, HostState};
+use kpack_tar::MemberKind;
 
 /// Options of [`verify`].
 #[derive(Debug, Clone, Default)]
@@ -89,7 +95,13 @@ impl VerifyReport {
 struct ArtifactInfo {
     name: String,
     component: String,
+    /// The artifact directory, or its tarball (whose members then show as
+    /// `<tarball>/<member>`).
     dir: PathBuf,
+    /// Read from a tarball.
+    tarball: bool,
+    /// Its manifest's prefixes.
+    prefixes: Vec<String>,
     kind: ArtifactKind,
     /// Architectures (processors or families) a non-generic artifact may hold.
     arches: Option<BTreeSet<String>>,
@@ -101,23 +113,44 @@ struct ArtifactInfo {
 /// Every entry of every artifact, by `<prefix>/<relpath>`: (artifact index, kind).
 type Overlay = BTreeMap<String, Vec<(usize, TreeEntry)>>;
 
+/// A SHA-256 digest, which is how the outputs' bytes are compared with the originals':
+/// each output file is read once, wherever it comes from (a directory or a tarball's
+/// stream). SHA-256 rather than a faster non-cryptographic hash: the bytes may be
+/// adversarial, and with the CPU's SHA extensions it runs at GB/s.
+type Digest = [u8; 32];
+
+fn digest(bytes: &[u8]) -> Digest {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// What verify keeps of one regular file of a checked artifact, read once: in place, or
+/// from the one temporary file a tarball member is spooled to.
+#[derive(Default)]
+struct Facts {
+    check: FileCheck,
+    size: u64,
+    /// The file's digest (with `--original` only).
+    digest: Option<Digest>,
+    /// An archive that opened and validated: its targets and entries.
+    archive: Option<ArchiveFacts>,
+    /// A `.kpm` in a `.kpack` directory of a generic artifact, decoded, or the failure.
+    index: Option<Result<KpmManifest, String>>,
+    /// A non-generic artifact's archive as its index entry, per manifest prefix it is below.
+    described: Vec<(String, IndexedArchive)>,
+}
+
+struct ArchiveFacts {
+    gfx_arches: Vec<String>,
+    /// (kernel name, target) → the digest of the code object (with `--original` only).
+    entries: HashMap<(String, String), Option<Digest>>,
+}
+
 struct Ctx {
     artifacts: Vec<ArtifactInfo>,
     overlay: Overlay,
-    /// Archives opened so far, with their mappings (see [`Ctx::release_archives`]).
-    archives: Mutex<HashMap<PathBuf, Option<MappedArchive>>>,
-}
-
-/// An open archive and the mapping it reads.
-type MappedArchive = (Arc<Archive>, Arc<kpack_pipeline::FileBytes>);
-
-/// An archive's mapping shared with the [`Archive`] reading it.
-struct SharedMap(Arc<kpack_pipeline::FileBytes>);
-
-impl AsRef<[u8]> for SharedMap {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
+    /// By (artifact, overlay path).
+    facts: HashMap<(usize, String), Facts>,
 }
 
 impl Ctx {
@@ -125,30 +158,12 @@ impl Ctx {
         self.artifacts[artifact].dir.join(rel)
     }
 
-    fn archive(&self, path: &Path) -> Option<Arc<Archive>> {
-        let mut cache = self.archives.lock().expect("archive cache");
-        let open = || {
-            let file = std::fs::File::open(path).ok()?;
-            let map = Arc::new(kpack_pipeline::map_file(&file, path).ok()?);
-            let archive = Archive::from_backing(SharedMap(map.clone())).ok()?;
-            Some((Arc::new(archive), map))
-        };
-        cache
-            .entry(path.to_owned())
-            .or_insert_with(open)
-            .as_ref()
-            .map(|(a, _)| a.clone())
+    fn facts(&self, artifact: usize, rel: &str) -> Option<&Facts> {
+        self.facts.get(&(artifact, rel.to_owned()))
     }
 
-    /// Drops the pages of the archive at `path` from the resident set: reading back every
-    /// code object of a library touches all of its archives (locating the frames alone
-    /// faults in most pages), which would otherwise stay resident until verify ends (see
-    /// [`kpack_pipeline::FileBytes::release`]).
-    fn release_archive(&self, path: &Path) {
-        let cache = self.archives.lock().expect("archive cache");
-        if let Some(Some((_, map))) = cache.get(path) {
-            map.release(map);
-        }
+    fn archive(&self, artifact: usize, rel: &str) -> Option<&ArchiveFacts> {
+        self.facts(artifact, rel)?.archive.as_ref()
     }
 
     /// The regular file the symlink at overlay path `link` of artifact `a` names, as an
@@ -255,32 +270,170 @@ fn beside<'a>(from: &'a str, rel: &'a str) -> Option<Vec<&'a str>> {
     Some(parts)
 }
 
-/// Verifies the artifacts under `dir`. I/O errors on the top directory are errors; every
-/// problem inside is a failure line of the report.
-pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, ArtifactError> {
-    let view = crate::tarball::view(dir)?;
-    let dir = view.path();
-    let original = opts
-        .original
-        .as_deref()
-        .map(crate::tarball::view)
-        .transpose()?;
-    let mut report = VerifyReport::default();
-    let mut failures = Vec::new();
-    let mut artifacts = Vec::new();
+/// The entries below a directory, relative to it (as [`crate::walk_tree`] lists them).
+type Tree = Vec<(String, TreeEntry)>;
+
+/// One artifact's manifest, record and installed entries, listed without reading its files
+/// (a tarball's members are listed in one pass of its stream).
+struct Listing {
+    prefixes: Result<Vec<String>, ArtifactError>,
+    record: Result<Option<ArtifactRecord>, ArtifactError>,
+    /// Per prefix: the entries below it (relative to it), or why they could not be listed.
+    entries: Vec<(String, Result<Tree, ArtifactError>)>,
+}
+
+/// The largest `kpack_artifact.json` accepted from a tarball (a few hundred bytes in practice).
+const MAX_RECORD: u64 = 1 << 20;
+
+fn list_artifact(path: &Path, tarball: bool) -> Result<Listing, ArtifactError> {
+    if !tarball {
+        let prefixes = manifest::read(path);
+        let entries = prefixes
+            .as_ref()
+            .map(|ps| {
+                ps.iter()
+                    .filter(|p| path.join(p).is_dir())
+                    .map(|p| (p.clone(), crate::walk_tree(&path.join(p))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        return Ok(Listing {
+            prefixes,
+            record: ArtifactRecord::read(path),
+            entries,
+        });
+    }
+    let mut members: Vec<(String, TreeEntry)> = Vec::new();
+    let mut prefixes = None;
+    let mut record = Ok(None);
+    kpack_tar::open(path, |m, content| -> Result<(), ArtifactError> {
+        let shown = path.join(&m.path);
+        members.push((
+            m.path.clone(),
+            match &m.kind {
+                MemberKind::Dir => TreeEntry::Dir,
+                MemberKind::Symlink(t) => TreeEntry::Symlink(PathBuf::from(t)),
+                MemberKind::File { size, .. } => {
+                    if m.path == manifest::MANIFEST {
+                        prefixes = Some(crate::split_tar::read_manifest(content, *size, &shown));
+                    } else if m.path == crate::RECORD {
+                        let mut bytes = Vec::new();
+                        record = content
+                            .take(MAX_RECORD)
+                            .read_to_end(&mut bytes)
+                            .map_err(ArtifactError::io(&shown))
+                            .and_then(|_| ArtifactRecord::parse(&bytes, &shown).map(Some));
+                    }
+                    TreeEntry::File
+                }
+            },
+        ));
+        Ok(())
+    })?;
+    let prefixes = prefixes.unwrap_or_else(|| {
+        Err(ArtifactError::invalid(
+            path.join(manifest::MANIFEST),
+            "missing: no manifest at the top of the tarball",
+        ))
+    });
+    let entries = prefixes
+        .as_ref()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| (p.clone(), Ok(crate::split_tar::tree_below(&members, p))))
+                .filter(|(_, e)| e.as_ref().is_ok_and(|e| !e.is_empty()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Listing {
+        prefixes,
+        record,
+        entries,
+    })
+}
+
+/// The artifacts under `dir` as (name, path, is a tarball), sorted by name: every
+/// sub-directory that is not hidden, and every tarball; `dir` itself when it is a tarball.
+fn checked_artifacts(dir: &Path) -> Result<Vec<(String, PathBuf, bool)>, ArtifactError> {
+    if crate::tarball::is_tarball(dir) {
+        return Ok(vec![(tarball_stem(dir)?, dir.to_owned(), true)]);
+    }
+    let mut found: Vec<(String, PathBuf, bool)> = Vec::new();
     for d in crate::sorted_subdirs(dir)? {
         let name = d
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if name.starts_with('.') {
+        if !name.starts_with('.') {
+            found.push((name, d, false));
+        }
+    }
+    for (name, path) in crate::tarball::artifacts_in(dir)? {
+        if crate::tarball::is_tarball(&path) {
+            found.push((name, path, true));
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+fn tarball_stem(path: &Path) -> Result<String, ArtifactError> {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(kpack_tar::stem)
+        .map(str::to_owned)
+        .ok_or_else(|| ArtifactError::invalid(path, "expected <artifact>.tar.zst, .tar.xz or .tar"))
+}
+
+/// Streams the tarball `path` once, spooling each regular member `wanted` selects into one
+/// temporary file (removed before the next), and calls `visit` with the member's path and
+/// the spooled file. So the temporary space is the largest member.
+fn each_spooled_member(
+    path: &Path,
+    spool_dir: &Path,
+    wanted: &dyn Fn(&str) -> bool,
+    visit: &mut dyn FnMut(&str, &Path) -> Result<(), ArtifactError>,
+) -> Result<(), ArtifactError> {
+    let spool = spool_dir.join("member");
+    kpack_tar::open(path, |m, content| -> Result<(), ArtifactError> {
+        let MemberKind::File { mode, .. } = m.kind else {
+            return Ok(());
+        };
+        if !wanted(&m.path) {
+            return Ok(());
+        }
+        kpack_tar::write_file(content, &spool, mode)?;
+        let result = visit(&m.path, &spool);
+        std::fs::remove_file(&spool).map_err(ArtifactError::io(&spool))?;
+        result
+    })?;
+    Ok(())
+}
+
+/// `text` with the spooled file's path written as the member it holds.
+fn as_member(text: &str, spool: &Path, shown: &Path) -> String {
+    text.replace(&*spool.to_string_lossy(), &shown.to_string_lossy())
+}
+
+/// Verifies the artifacts under `dir`. I/O errors on the top directory are errors; every
+/// problem inside is a failure line of the report.
+pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, ArtifactError> {
+    let with_digests = opts.original.is_some();
+    let mut report = VerifyReport::default();
+    let mut failures = Vec::new();
+    let mut artifacts = Vec::new();
+    // Per artifact: (prefix, path below it, entry).
+    let mut installed: Vec<Vec<(String, String, TreeEntry)>> = Vec::new();
+    for (name, d, tarball) in checked_artifacts(dir)? {
+        let listing = list_artifact(&d, tarball)?;
+        if let Err(e) = &listing.prefixes {
+            failures.push(match e {
+                ArtifactError::Io { .. } => format!("{}: {e}", d.display()),
+                _ => e.to_string(),
+            });
             continue;
         }
-        if let Err(e) = manifest::read(&d) {
-            failures.push(format!("{}: {e}", d.display()));
-            continue;
-        }
-        let record = match ArtifactRecord::read(&d) {
+        let record = match listing.record {
             Ok(r) => r,
             Err(e) => {
                 failures.push(e.to_string());
@@ -316,10 +469,22 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
             (None, Some((c, _))) => c.to_owned(),
             (None, None) => name.clone(),
         };
+        let mut entries_of = Vec::new();
+        for (prefix, entries) in listing.entries {
+            match entries {
+                Ok(entries) => {
+                    entries_of.extend(entries.into_iter().map(|(rel, e)| (prefix.clone(), rel, e)))
+                }
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        installed.push(entries_of);
         artifacts.push(ArtifactInfo {
+            prefixes: listing.prefixes.unwrap_or_default(),
             name,
             component,
             dir: d,
+            tarball,
             kind,
             arches,
             group: record.as_ref().and_then(|r| r.group.clone()),
@@ -328,29 +493,13 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     }
     report.artifacts = artifacts.len();
     let mut overlay: Overlay = BTreeMap::new();
-    // Per artifact: (prefix, path below it, entry).
-    let mut installed: Vec<Vec<(String, String, TreeEntry)>> = Vec::new();
-    for (i, a) in artifacts.iter().enumerate() {
-        let mut entries_of = Vec::new();
-        for prefix in manifest::read(&a.dir).unwrap_or_default() {
-            let root = a.dir.join(&prefix);
-            if !root.is_dir() {
-                continue;
-            }
-            match crate::walk_tree(&root) {
-                Ok(entries) => {
-                    for (rel, e) in entries {
-                        overlay
-                            .entry(format!("{prefix}/{rel}"))
-                            .or_default()
-                            .push((i, e.clone()));
-                        entries_of.push((prefix.clone(), rel, e));
-                    }
-                }
-                Err(e) => failures.push(e.to_string()),
-            }
+    for (i, entries) in installed.iter().enumerate() {
+        for (prefix, rel, e) in entries {
+            overlay
+                .entry(format!("{prefix}/{rel}"))
+                .or_default()
+                .push((i, e.clone()));
         }
-        installed.push(entries_of);
     }
     // Check 6.
     for line in crate::recombine::shared_paths(artifacts.iter().zip(&installed).map(|(a, es)| {
@@ -361,35 +510,68 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     })) {
         failures.push(format!("packages do not install side by side: {line}"));
     }
-    check_indexes(&artifacts, &installed, &mut failures);
-    let ctx = Ctx {
-        artifacts,
-        overlay,
-        archives: Mutex::new(HashMap::new()),
-    };
     let threads = crate::thread_count(opts.threads);
 
-    // Per-file checks (2, 4, 5) and the markers found (3).
-    let files: Vec<(&String, usize)> = ctx
-        .overlay
+    // Every regular file read once (checks 2, 4, 5; what checks 3, 7 and 8 need of it):
+    // a directory artifact's in parallel, a tarball's as it streams past.
+    let files: Vec<(String, usize)> = overlay
         .iter()
         .flat_map(|(p, es)| {
             es.iter()
                 .filter(|(_, e)| *e == TreeEntry::File)
-                .map(move |(a, _)| (p, *a))
+                .map(move |(a, _)| (p.clone(), *a))
         })
         .collect();
-    let checked = crate::parallel_map(&files, threads, |_, (rel, a)| {
-        Ok::<_, ArtifactError>(check_file(&ctx, rel, *a))
+    let in_place: Vec<&(String, usize)> = files
+        .iter()
+        .filter(|(_, a)| !artifacts[*a].tarball)
+        .collect();
+    let read = crate::parallel_map(&in_place, threads, |_, (rel, a)| {
+        let path = artifacts[*a].dir.join(rel);
+        Ok::<_, ArtifactError>(file_facts(&artifacts[*a], rel, &path, with_digests))
     })?;
-    let mut binaries: Vec<(String, usize, MarkerMetadata, Vec<usize>)> = Vec::new();
-    for c in checked {
-        failures.extend(c.failures);
-        report.archives += usize::from(c.archive);
-        if let Some((rel, a, meta, wrappers)) = c.binary {
-            binaries.push((rel, a, meta, wrappers));
+    let mut facts: HashMap<(usize, String), Facts> = in_place
+        .iter()
+        .map(|(rel, a)| (*a, rel.clone()))
+        .zip(read)
+        .collect();
+    let tarball_files: BTreeSet<(usize, &str)> = files
+        .iter()
+        .filter(|(_, a)| artifacts[*a].tarball)
+        .map(|(rel, a)| (*a, rel.as_str()))
+        .collect();
+    let spool_dir = crate::tarball::temp_dir()?;
+    for (a, info) in artifacts.iter().enumerate().filter(|(_, i)| i.tarball) {
+        each_spooled_member(
+            &info.dir,
+            spool_dir.path(),
+            &|member| tarball_files.contains(&(a, member)),
+            &mut |member, spool| {
+                facts.insert(
+                    (a, member.to_owned()),
+                    file_facts(info, member, spool, with_digests),
+                );
+                Ok(())
+            },
+        )?;
+    }
+    check_index_sizes(&artifacts, &facts, &mut failures);
+    check_indexes(&artifacts, &installed, &facts, &mut failures);
+    let ctx = Ctx {
+        artifacts,
+        overlay,
+        facts,
+    };
+
+    let mut binaries: Vec<(&str, usize, &MarkerMetadata, &[usize])> = Vec::new();
+    for ((a, rel), f) in &ctx.facts {
+        failures.extend(f.check.failures.iter().cloned());
+        report.archives += usize::from(f.check.archive);
+        if let Some((meta, wrappers)) = &f.check.binary {
+            binaries.push((rel, *a, meta, wrappers));
         }
     }
+    binaries.sort_by_key(|b| (b.0, b.1));
     report.binaries = binaries.len();
     let mut reached: BTreeSet<(String, usize)> = BTreeSet::new();
     for (rel, _, meta, wrappers) in &binaries {
@@ -407,10 +589,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                 reached.insert((named.clone(), a));
                 reached.insert((path.clone(), a));
                 let full = ctx.path(a, &path);
-                let Some(archive) = ctx.archive(&full) else {
+                let Some(archive) = ctx.archive(a, &path) else {
                     continue; // reported by the per-file check
                 };
-                if !archive.gfx_arches().contains(&target) {
+                if !archive.gfx_arches.contains(&target) {
                     // A group archive is reached through its targets' links, not its name.
                     if ctx.artifacts[a].group.as_deref() == Some(target.as_str()) {
                         continue;
@@ -418,13 +600,13 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                     failures.push(format!(
                         "{}: named for {target} but declares gfx_arches {:?}",
                         ctx.path(a, &named).display(),
-                        archive.gfx_arches()
+                        archive.gfx_arches
                     ));
                     continue;
                 }
-                for w in wrappers {
+                for w in *wrappers {
                     let key = kpack_archive::binary_key(&meta.kernel_name, *w as u32);
-                    if !archive.contains(&key, &target) {
+                    if !archive.entries.contains_key(&(key.clone(), target.clone())) {
                         failures.push(format!(
                             "{}: no entry {key} for {target} (marker of {rel})",
                             full.display()
@@ -460,16 +642,16 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
         }
     }
 
-    if let Some(original) = &original {
-        identity(&ctx, original.path(), threads, &mut report, &mut failures)?;
+    if let Some(original) = &opts.original {
+        identity(
+            &ctx,
+            original,
+            spool_dir.path(),
+            threads,
+            &mut report,
+            &mut failures,
+        )?;
     }
-    let mut failures: Vec<String> = failures
-        .iter()
-        .map(|f| match &original {
-            Some(o) => o.shown(&view.shown(f)),
-            None => view.shown(f),
-        })
-        .collect();
     failures.sort();
     failures.dedup();
     report.failures = failures;
@@ -484,19 +666,19 @@ fn check_link(ctx: &Ctx, rel: &str, a: usize, failures: &mut Vec<String>) {
         Ok(file) => file,
         Err(e) => return failures.push(format!("{}: {e}", shown.display())),
     };
-    let Some(archive) = ctx.archive(&ctx.path(a, &file)) else {
+    let Some(archive) = ctx.archive(a, &file) else {
         return; // reported by the per-file check
     };
     let name = rel.rsplit('/').next().unwrap_or(rel);
     let names_a_target = archive
-        .gfx_arches()
+        .gfx_arches
         .iter()
         .any(|t| name.ends_with(&format!("_{t}.kpack")));
     if !names_a_target {
         failures.push(format!(
             "{}: links to {file}, which declares gfx_arches {:?}, none of them the target of this name",
             shown.display(),
-            archive.gfx_arches()
+            archive.gfx_arches
         ));
     }
 }
@@ -506,20 +688,23 @@ fn check_link(ctx: &Ctx, rel: &str, a: usize, failures: &mut Vec<String>) {
 fn check_indexes(
     artifacts: &[ArtifactInfo],
     installed: &[Vec<(String, String, TreeEntry)>],
+    facts: &HashMap<(usize, String), Facts>,
     failures: &mut Vec<String>,
 ) {
+    let facts_of = |i: usize, prefix: &str, rel: &str| facts.get(&(i, format!("{prefix}/{rel}")));
     let components: BTreeSet<&str> = artifacts.iter().map(|a| a.component.as_str()).collect();
     for component in components {
         let of = || {
             artifacts
                 .iter()
+                .enumerate()
                 .zip(installed)
-                .filter(move |(a, _)| a.component == component)
+                .filter(move |((_, a), _)| a.component == component)
         };
         // (prefix, installed path) → the index found, with its shown path.
         let mut found: BTreeMap<(String, String), (PathBuf, Option<KpmManifest>)> = BTreeMap::new();
         let mut generic_dir = None;
-        for (a, entries) in of().filter(|(a, _)| a.kind == ArtifactKind::Generic) {
+        for ((i, a), entries) in of().filter(|((_, a), _)| a.kind == ArtifactKind::Generic) {
             generic_dir.get_or_insert((a.name.as_str(), &a.dir));
             for (prefix, rel, e) in entries {
                 let in_kpack_dir = rel
@@ -528,31 +713,34 @@ fn check_indexes(
                     .is_some_and(|d| d == index::KPACK_DIR);
                 if *e == TreeEntry::File && rel.ends_with(".kpm") && in_kpack_dir {
                     let path = a.dir.join(prefix).join(rel);
-                    let manifest = match index::read(&path) {
-                        Ok(m) => Some(m),
-                        Err(e) => {
-                            failures.push(e.to_string());
+                    let manifest = match facts_of(i, prefix, rel).and_then(|f| f.index.as_ref()) {
+                        Some(Ok(m)) => Some(m.clone()),
+                        Some(Err(e)) => {
+                            failures.push(e.clone());
                             None
                         }
+                        None => None, // unreadable: reported by the per-file check
                     };
                     found.insert((prefix.clone(), rel.clone()), (path, manifest));
                 }
             }
         }
-        let required = of().any(|(a, _)| a.kind == ArtifactKind::Group);
+        let required = of().any(|((_, a), _)| a.kind == ArtifactKind::Group);
         if !required && found.is_empty() {
             continue;
         }
         let mut archives: BTreeMap<&str, Vec<IndexedArchive>> = BTreeMap::new();
-        for (a, entries) in of().filter(|(a, _)| a.kind != ArtifactKind::Generic) {
+        for ((i, _), entries) in of().filter(|((_, a), _)| a.kind != ArtifactKind::Generic) {
             for (prefix, rel, e) in entries {
                 if *e != TreeEntry::File || index::archive_dir(rel).is_none() {
                     continue;
                 }
                 // An archive that does not open is reported by the per-file check.
-                if let Ok(x) = index::describe_archive(&a.dir.join(prefix).join(rel), rel, &a.name)
-                {
-                    archives.entry(prefix).or_default().extend(x);
+                let described = facts_of(i, prefix, rel)
+                    .into_iter()
+                    .flat_map(|f| &f.described);
+                for (_, x) in described.filter(|(p, _)| p == prefix) {
+                    archives.entry(prefix).or_default().push(x.clone());
                 }
             }
         }
@@ -668,18 +856,6 @@ fn compare_index(shown: &str, got: &KpmManifest, want: &KpmManifest, failures: &
     }
 }
 
-#[derive(Default)]
-struct FileCheck {
-    failures: Vec<String>,
-    archive: bool,
-    binary: Option<(String, usize, MarkerMetadata, Vec<usize>)>,
-}
-
-fn map(path: &Path) -> Result<kpack_pipeline::FileBytes, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    kpack_pipeline::map_file(&f, path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// The marker and HIPK wrapper indices of a kpacked binary.
 fn marker_of(bytes: &[u8]) -> Result<Option<(MarkerMetadata, Vec<usize>)>, String> {
     if transform::check(bytes).map_err(|e| e.to_string())? != HostState::Kpacked {
@@ -696,61 +872,151 @@ fn marker_of(bytes: &[u8]) -> Result<Option<(MarkerMetadata, Vec<usize>)>, Strin
     Ok(Some((meta, fat.wrappers.iter().map(|w| w.index).collect())))
 }
 
-fn check_file(ctx: &Ctx, rel: &str, a: usize) -> FileCheck {
-    let mut out = FileCheck::default();
-    let info = &ctx.artifacts[a];
-    let path = ctx.path(a, rel);
-    let shown = path.display();
+/// Check 5's size check of every `.kpm` against the archives beside it in its artifact.
+fn check_index_sizes(
+    artifacts: &[ArtifactInfo],
+    facts: &HashMap<(usize, String), Facts>,
+    failures: &mut Vec<String>,
+) {
+    for ((a, rel), f) in facts {
+        if artifacts[*a].kind == ArtifactKind::Generic {
+            continue;
+        }
+        let Some(Ok(m)) = &f.index else {
+            continue;
+        };
+        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+        for (t, e) in &m.kpack_files {
+            let size = facts
+                .get(&(*a, format!("{dir}/{}", e.file)))
+                .map(|f| f.size);
+            if size != Some(e.size) {
+                failures.push(format!(
+                    "{}: lists {} for {t} with {} bytes, found {size:?}",
+                    artifacts[*a].dir.join(rel).display(),
+                    e.file,
+                    e.size
+                ));
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct FileCheck {
+    failures: Vec<String>,
+    archive: bool,
+    /// A kpacked binary's marker and HIPK wrapper indices.
+    binary: Option<(MarkerMetadata, Vec<usize>)>,
+}
+
+/// A mapped file as an [`Archive`]'s backing.
+struct Mapped(kpack_pipeline::FileBytes);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+fn map(path: &Path) -> Result<kpack_pipeline::FileBytes, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    kpack_pipeline::map_file(&f, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The facts of the file `rel` (an overlay path) of artifact `info`, read at `disk` (the file
+/// itself, or the spooled member), every message naming it as `<artifact>/<rel>`.
+fn file_facts(info: &ArtifactInfo, rel: &str, disk: &Path, digests: bool) -> Facts {
+    let shown = info.dir.join(rel);
+    let mut facts = read_facts(info, rel, disk, &shown, digests);
+    if disk != shown {
+        for f in &mut facts.check.failures {
+            *f = as_member(f, disk, &shown);
+        }
+        if let Some(Err(e)) = &mut facts.index {
+            *e = as_member(e, disk, &shown);
+        }
+    }
+    facts
+}
+
+fn read_facts(info: &ArtifactInfo, rel: &str, path: &Path, shown: &Path, digests: bool) -> Facts {
+    let mut facts = Facts {
+        size: std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
+        ..Facts::default()
+    };
+    let out = &mut facts.check;
+    let shown_text = shown.display();
     let in_kpack_dir = rel.split('/').any(|c| c == ".kpack");
     let name = rel.rsplit('/').next().unwrap_or(rel);
+    let bytes = match map(path) {
+        Ok(b) => b,
+        Err(e) => {
+            out.failures.push(e);
+            return facts;
+        }
+    };
+    if digests {
+        facts.digest = Some(digest(&bytes));
+    }
+    if in_kpack_dir && name.ends_with(".kpm") {
+        facts.index = Some(
+            KpmManifest::decode(&bytes).map_err(|e| format!("{shown_text}: invalid index: {e}")),
+        );
+    }
     // `rel` is `<prefix>/<relpath>`; handlers look at the relpath, which they find by its
     // own markers (`library`, `miopen/db`, …), so the prefix does not disturb them.
     if info.kind == ArtifactKind::Generic {
+        let out = &mut facts.check;
         if name.ends_with(".kpack") {
-            out.failures
-                .push(format!("{shown}: a .kpack archive in a generic artifact"));
+            out.failures.push(format!(
+                "{shown_text}: a .kpack archive in a generic artifact"
+            ));
         }
         if let Some(arch) = handlers::classify(&info.handlers, rel) {
             out.failures.push(format!(
-                "{shown}: a database file of {} left in the generic artifact",
+                "{shown_text}: a database file of {} left in the generic artifact",
                 arch.target
             ));
         }
-        let bytes = match map(&path) {
-            Ok(b) => b,
-            Err(e) => {
-                out.failures.push(e);
-                return out;
-            }
-        };
         match transform::check(&bytes) {
             Ok(HostState::Fat) => out.failures.push(format!(
-                "{shown}: a fat binary left in a generic artifact (its device code was not split out)"
+                "{shown_text}: a fat binary left in a generic artifact (its device code was not split out)"
             )),
             Ok(HostState::Kpacked) => match marker_of(&bytes) {
-                Ok(Some((meta, wrappers))) => {
-                    out.binary = Some((rel.to_owned(), a, meta, wrappers))
-                }
+                Ok(Some(binary)) => out.binary = Some(binary),
                 Ok(None) => {}
-                Err(e) => out.failures.push(format!("{shown}: {e}")),
+                Err(e) => out.failures.push(format!("{shown_text}: {e}")),
             },
             Ok(_) => {}
-            Err(e) => out.failures.push(format!("{shown}: {e}")),
+            Err(e) => out.failures.push(format!("{shown_text}: {e}")),
         }
-        return out;
+        return facts;
     }
     let arches = info.arches.as_ref();
     let allowed = |arch: &str| arches.is_none_or(|s| s.contains(arch));
     if in_kpack_dir && name.ends_with(".kpack") {
-        out.archive = true;
-        match Archive::open(&path).and_then(|x| x.validate().map(|()| x)) {
-            Err(e) => out.failures.push(format!("{shown}: invalid archive: {e}")),
+        facts.check.archive = true;
+        match Archive::from_backing(Mapped(bytes)) {
+            Err(e) => facts
+                .check
+                .failures
+                .push(format!("{shown_text}: invalid archive: {e}")),
             Ok(x) => {
+                facts.described = describe_below_prefixes(&x, facts.size, shown, rel, info);
+                facts.archive = Some(archive_facts(&x, digests));
+                if let Err(e) = x.validate() {
+                    facts
+                        .check
+                        .failures
+                        .push(format!("{shown_text}: invalid archive: {e}"));
+                    return facts;
+                }
                 for t in x.gfx_arches() {
                     let proc = parse_target(t).map(|t| t.processor().to_owned());
                     if !proc.as_deref().is_some_and(allowed) {
-                        out.failures.push(format!(
-                            "{shown}: holds {t}, not an architecture of {} ({:?})",
+                        facts.check.failures.push(format!(
+                            "{shown_text}: holds {t}, not an architecture of {} ({:?})",
                             info.name,
                             arches.map(|s| s.iter().collect::<Vec<_>>())
                         ));
@@ -759,53 +1025,69 @@ fn check_file(ctx: &Ctx, rel: &str, a: usize) -> FileCheck {
             }
         }
     } else if in_kpack_dir && name.ends_with(".kpm") {
-        match std::fs::read(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| KpmManifest::decode(&b).map_err(|e| e.to_string()))
-        {
-            Err(e) => out.failures.push(format!("{shown}: invalid index: {e}")),
-            Ok(m) => {
-                for (t, e) in &m.kpack_files {
-                    let file = path.with_file_name(&e.file);
-                    let size = std::fs::metadata(&file).map(|m| m.len()).ok();
-                    if size != Some(e.size) {
-                        out.failures.push(format!(
-                            "{shown}: lists {} for {t} with {} bytes, found {size:?}",
-                            e.file, e.size
-                        ));
-                    }
-                }
-            }
+        if let Some(Err(e)) = &facts.index {
+            facts.check.failures.push(e.clone());
         }
     } else {
         match handlers::classify(&Handler::ALL, rel) {
-            None => out.failures.push(format!(
-                "{shown}: not an archive, index or database file; a per-arch artifact holds no host code"
+            None => facts.check.failures.push(format!(
+                "{shown_text}: not an archive, index or database file; a per-arch artifact holds no host code"
             )),
-            Some(arch) if !allowed(&arch.artifact) => out.failures.push(format!(
-                "{shown}: a file of {} in {}",
+            Some(arch) if !allowed(&arch.artifact) => facts.check.failures.push(format!(
+                "{shown_text}: a file of {} in {}",
                 arch.target, info.name
             )),
             Some(_) => {}
         }
     }
-    out
+    facts
 }
 
-/// Compares written bytes with an expected buffer without holding a copy.
-struct Compare<'a> {
-    expected: &'a [u8],
-    pos: usize,
-    equal: bool,
+/// The archive `x` as its index entry, for each prefix of its artifact it is installed
+/// below (an archive that does not describe is reported by the other checks).
+fn describe_below_prefixes(
+    x: &Archive,
+    size: u64,
+    shown: &Path,
+    rel: &str,
+    info: &ArtifactInfo,
+) -> Vec<(String, IndexedArchive)> {
+    let prefixes = info.prefixes.iter();
+    prefixes
+        .filter_map(|p| {
+            let below = rel.strip_prefix(p.as_str())?.strip_prefix('/')?;
+            let d = index::describe_opened(x, size, shown, below, &info.name).ok()?;
+            Some(d.into_iter().map(|d| (p.clone(), d)))
+        })
+        .flatten()
+        .collect()
 }
 
-impl Write for Compare<'_> {
+fn archive_facts(x: &Archive, digests: bool) -> ArchiveFacts {
+    ArchiveFacts {
+        gfx_arches: x.gfx_arches().to_vec(),
+        entries: x
+            .entries()
+            .map(|(binary, arch, _)| {
+                let d = digests
+                    .then(|| x.get(binary, arch).ok().map(|b| digest(&b)))
+                    .flatten();
+                ((binary.to_owned(), arch.to_owned()), d)
+            })
+            .collect(),
+    }
+}
+
+/// A writer that digests what is written to it, and counts it.
+struct Digesting {
+    sha: sha2::Sha256,
+    len: u64,
+}
+
+impl Write for Digesting {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let end = self.pos + buf.len();
-        if self.equal && self.expected.get(self.pos..end) != Some(buf) {
-            self.equal = false;
-        }
-        self.pos = end;
+        sha2::Digest::update(&mut self.sha, buf);
+        self.len += buf.len() as u64;
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -836,13 +1118,13 @@ impl Visitor for Recover<'_> {
                 );
             }
         }
+        let want = digest(code.data);
         for &w in code.wrappers {
             let key = kpack_archive::binary_key(&self.meta.kernel_name, w as u32);
             let recovered = archives.iter().any(|(path, a)| {
-                self.ctx
-                    .archive(&self.ctx.path(*a, path))
-                    .and_then(|x| x.get(&key, &target).ok().map(|d| d[..] == *code.data))
-                    .unwrap_or(false)
+                self.ctx.archive(*a, path).is_some_and(|x| {
+                    x.entries.get(&(key.clone(), target.clone())) == Some(&Some(want))
+                })
             });
             if recovered {
                 self.checked += 1;
@@ -853,18 +1135,19 @@ impl Visitor for Recover<'_> {
                 ));
             }
         }
-        for (path, a) in &archives {
-            self.ctx.release_archive(&self.ctx.path(*a, path));
-        }
         Ok(())
     }
 }
 
-/// The original artifacts `--original` names, as (name, directory), sorted: `original` itself
-/// when it is an artifact (the path `kpack split` took), else the artifacts directly under it
-/// (the directory holding them, what `split --batch` took), else one level further down (one
-/// directory per shard). Empty when there are none.
+/// The original artifacts `--original` names, as (name, directory or tarball), sorted:
+/// `original` itself when it is an artifact (the path `kpack split` took, a directory or a
+/// tarball), else the artifacts directly under it (the directory holding them, what
+/// `split --batch` took), else one level further down (one directory per shard). Empty
+/// when there are none.
 pub fn original_artifacts(original: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError> {
+    if crate::tarball::is_tarball(original) {
+        return Ok(vec![(tarball_stem(original)?, original.to_owned())]);
+    }
     if original.join(manifest::MANIFEST).is_file() {
         let name = std::path::absolute(original)
             .map_err(ArtifactError::io(original))?
@@ -873,16 +1156,115 @@ pub fn original_artifacts(original: &Path) -> Result<Vec<(String, PathBuf)>, Art
             .unwrap_or_default();
         return Ok(vec![(name, original.to_owned())]);
     }
-    let direct = crate::artifact_dirs(original)?;
+    let direct = crate::tarball::artifacts_in(original)?;
     if !direct.is_empty() {
         return Ok(direct);
     }
-    crate::artifact_dirs_nested(original)
+    let mut nested = Vec::new();
+    for d in crate::sorted_subdirs(original)? {
+        nested.extend(crate::tarball::artifacts_in(&d)?);
+    }
+    Ok(nested)
+}
+
+/// What one original entry's check found.
+struct Outcome {
+    file: bool,
+    failures: Vec<String>,
+    checked: usize,
+    /// For a rewritten binary: (overlay path, whether this original reproduces it).
+    host: Option<(String, bool)>,
+}
+
+/// Check 8 for the original entry `rel` (an overlay path), a file read at `disk`.
+fn original_outcome(ctx: &Ctx, rel: &str, e: &TreeEntry, disk: Option<&Path>) -> Outcome {
+    let mut o = Outcome {
+        file: *e == TreeEntry::File,
+        failures: Vec::new(),
+        checked: 0,
+        host: None,
+    };
+    let outputs = ctx.overlay.get(rel).map(Vec::as_slice).unwrap_or_default();
+    match (e, disk) {
+        (TreeEntry::Symlink(t), _) if !outputs.iter().any(|(_, x)| x == e) => {
+            o.failures
+                .push(format!("{rel}: symlink to {} not preserved", t.display()));
+        }
+        (TreeEntry::File, Some(path)) => {
+            let bytes = match map(path) {
+                Ok(b) => b,
+                Err(err) => {
+                    o.failures.push(err);
+                    return o;
+                }
+            };
+            let fat = transform::check(&bytes).ok() == Some(HostState::Fat);
+            let copies: Vec<usize> = outputs
+                .iter()
+                .filter(|(_, x)| *x == TreeEntry::File)
+                .map(|(a, _)| *a)
+                .collect();
+            if copies.is_empty() {
+                o.failures.push(format!("{rel}: missing from the output"));
+                return o;
+            }
+            if !fat {
+                let want = Some(digest(&bytes));
+                let same = copies
+                    .iter()
+                    .any(|a| ctx.facts(*a, rel).is_some_and(|f| f.digest == want));
+                if !same {
+                    o.failures.push(format!("{rel}: differs from the original"));
+                }
+                return o;
+            }
+            let Some(out) = ctx.facts(copies[0], rel) else {
+                o.failures
+                    .push(format!("{rel}: the output is not a kpacked binary"));
+                return o;
+            };
+            let Some((meta, _)) = &out.check.binary else {
+                o.failures
+                    .push(format!("{rel}: the output is not a kpacked binary"));
+                return o;
+            };
+            let mut recover = Recover {
+                ctx,
+                rel,
+                out_bin: rel,
+                meta,
+                checked: 0,
+                failures: Vec::new(),
+            };
+            if let Err(err) = source::walk_mapped(&bytes, &mut recover) {
+                o.failures.push(format!("{rel}: original: {err}"));
+            }
+            o.checked += recover.checked;
+            o.failures.extend(recover.failures);
+            let same = meta
+                .encode()
+                .ok()
+                .and_then(|m| kpack_elf::rewrite::plan(&bytes, &m).ok())
+                .is_some_and(|rw| {
+                    let mut d = Digesting {
+                        sha: sha2::Sha256::default(),
+                        len: 0,
+                    };
+                    rw.write_to(&bytes, &mut d).is_ok()
+                        && d.len == out.size
+                        && out.digest == Some(sha2::Digest::finalize(d.sha).into())
+                });
+            o.host = Some((rel.to_owned(), same));
+        }
+        _ => {}
+    }
+    o
 }
 
 fn identity(
     ctx: &Ctx,
     original: &Path,
+    spool_dir: &Path,
     threads: usize,
     report: &mut VerifyReport,
     failures: &mut Vec<String>,
@@ -895,117 +1277,57 @@ fn identity(
         ));
         return Ok(());
     }
-    let mut items: Vec<(PathBuf, String, TreeEntry)> = Vec::new();
-    for (_, dir) in &originals {
-        for prefix in manifest::read(dir)? {
-            let root = dir.join(&prefix);
-            if root.is_dir() {
-                for (rel, e) in crate::walk_tree(&root)? {
-                    items.push((root.join(&rel), format!("{prefix}/{rel}"), e));
+    // Entries read in place (everything of a directory, a tarball's directories and
+    // symlinks), and per tarball the members to stream: (overlay path, times installed).
+    let mut in_place: Vec<(Option<PathBuf>, String, TreeEntry)> = Vec::new();
+    let mut streamed: Vec<(&Path, BTreeMap<String, usize>)> = Vec::new();
+    for (_, path) in &originals {
+        let tarball = crate::tarball::is_tarball(path);
+        let listing = list_artifact(path, tarball)?;
+        listing.prefixes?;
+        let mut members = BTreeMap::new();
+        for (prefix, entries) in listing.entries {
+            for (rel, e) in entries? {
+                let at = format!("{prefix}/{rel}");
+                if tarball && e == TreeEntry::File {
+                    *members.entry(at).or_default() += 1;
+                } else {
+                    let disk = (!tarball).then(|| path.join(&prefix).join(&rel));
+                    in_place.push((disk, at, e));
                 }
             }
         }
-    }
-    struct Outcome {
-        file: bool,
-        failures: Vec<String>,
-        checked: usize,
-        /// For a rewritten binary: (overlay path, whether this original reproduces it).
-        host: Option<(String, bool)>,
-    }
-    let outcomes = crate::parallel_map(&items, threads, |_, (path, rel, e)| {
-        let mut o = Outcome {
-            file: *e == TreeEntry::File,
-            failures: Vec::new(),
-            checked: 0,
-            host: None,
-        };
-        let outputs = ctx.overlay.get(rel).map(Vec::as_slice).unwrap_or_default();
-        match e {
-            TreeEntry::Dir => {}
-            TreeEntry::Symlink(t) => {
-                if !outputs.iter().any(|(_, x)| x == e) {
-                    o.failures
-                        .push(format!("{rel}: symlink to {} not preserved", t.display()));
-                }
-            }
-            TreeEntry::File => {
-                let bytes = match map(path) {
-                    Ok(b) => b,
-                    Err(err) => {
-                        o.failures.push(err);
-                        return Ok::<_, ArtifactError>(o);
-                    }
-                };
-                let fat = transform::check(&bytes).ok() == Some(HostState::Fat);
-                let copies: Vec<usize> = outputs
-                    .iter()
-                    .filter(|(_, x)| *x == TreeEntry::File)
-                    .map(|(a, _)| *a)
-                    .collect();
-                if copies.is_empty() {
-                    o.failures.push(format!("{rel}: missing from the output"));
-                    return Ok(o);
-                }
-                if !fat {
-                    let same = copies
-                        .iter()
-                        .any(|a| map(&ctx.path(*a, rel)).is_ok_and(|b| b[..] == bytes[..]));
-                    if !same {
-                        o.failures.push(format!("{rel}: differs from the original"));
-                    }
-                    return Ok(o);
-                }
-                let out_path = ctx.path(copies[0], rel);
-                let out = match map(&out_path) {
-                    Ok(b) => b,
-                    Err(err) => {
-                        o.failures.push(err);
-                        return Ok(o);
-                    }
-                };
-                let meta = match marker_of(&out) {
-                    Ok(Some((m, _))) => m,
-                    Ok(None) => {
-                        o.failures
-                            .push(format!("{rel}: the output is not a kpacked binary"));
-                        return Ok(o);
-                    }
-                    Err(err) => {
-                        o.failures.push(format!("{}: {err}", out_path.display()));
-                        return Ok(o);
-                    }
-                };
-                let mut recover = Recover {
-                    ctx,
-                    rel,
-                    out_bin: rel,
-                    meta: &meta,
-                    checked: 0,
-                    failures: Vec::new(),
-                };
-                if let Err(err) = source::walk_mapped(&bytes, &mut recover) {
-                    o.failures.push(format!("{rel}: original: {err}"));
-                }
-                o.checked += recover.checked;
-                o.failures.extend(recover.failures);
-                let same = meta
-                    .encode()
-                    .ok()
-                    .and_then(|m| kpack_elf::rewrite::plan(&bytes, &m).ok())
-                    .is_some_and(|rw| {
-                        let mut cmp = Compare {
-                            expected: &out,
-                            pos: 0,
-                            equal: true,
-                        };
-                        rw.write_to(&bytes, &mut cmp).is_ok() && cmp.equal && cmp.pos == out.len()
-                    });
-                o.host = Some((rel.clone(), same));
-            }
+        if tarball {
+            streamed.push((path, members));
         }
-        Ok(o)
+    }
+    let mut outcomes = crate::parallel_map(&in_place, threads, |_, (disk, rel, e)| {
+        Ok::<_, ArtifactError>(original_outcome(ctx, rel, e, disk.as_deref()))
     })?;
+    for (tarball, members) in &streamed {
+        each_spooled_member(
+            tarball,
+            spool_dir,
+            &|m| members.contains_key(m),
+            &mut |member, spool| {
+                let mut o = original_outcome(ctx, member, &TreeEntry::File, Some(spool));
+                let shown = tarball.join(member);
+                for f in &mut o.failures {
+                    *f = as_member(f, spool, &shown);
+                }
+                for _ in 1..members[member] {
+                    outcomes.push(Outcome {
+                        file: o.file,
+                        failures: o.failures.clone(),
+                        checked: o.checked,
+                        host: o.host.clone(),
+                    });
+                }
+                outcomes.push(o);
+                Ok(())
+            },
+        )?;
+    }
     let mut host: BTreeMap<String, bool> = BTreeMap::new();
     for o in outcomes {
         failures.extend(o.failures);

@@ -4,7 +4,8 @@
 //! the file names); the generic package indexes every archive of every group, and the
 //! packages install side by side. Recombined with group archives, one archive per module and
 //! group behind per-target links verifies the same. The rocBLAS artifact as a `.tar.zst`
-//! splits to the same bytes as its directory.
+//! splits to the same bytes as its directory, and its split outputs as `.tar.zst` shards
+//! recombine to the same packages as the directory shards.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -419,7 +420,7 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
 
 #[test]
 #[ignore = "real-world"]
-fn rocblas_tarball_splits_streamed_to_the_same_bytes_as_its_directory() {
+fn rocblas_tarball_splits_and_recombines_to_the_same_bytes_as_its_directory() {
     let p = &PACKAGES[0];
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let artifact = arrange(p, &root.path().join("dir"));
@@ -452,21 +453,7 @@ fn rocblas_tarball_splits_streamed_to_the_same_bytes_as_its_directory() {
     assert!(a.code_objects > 0 && a.database_files > 1000);
     // Every output tarball unpacked by the `tar` CLI holds the directory split's bytes.
     let unpacked = root.path().join("split-tar-unpacked");
-    for w in &b.artifacts {
-        let to = unpacked.join(&w.name);
-        std::fs::create_dir_all(&to).unwrap();
-        let t = from_tar.join(format!("{}.tar.zst", w.name));
-        kpack_testkit::run_tool(
-            "tar",
-            &[
-                "--zstd",
-                "-xf",
-                t.to_str().unwrap(),
-                "-C",
-                to.to_str().unwrap(),
-            ],
-        );
-    }
+    untar_all(&from_tar, &unpacked);
     assert_eq!(
         kpack_testkit::snapshot_digests(&unpacked),
         kpack_testkit::snapshot_digests(&from_dir)
@@ -482,4 +469,67 @@ fn rocblas_tarball_splits_streamed_to_the_same_bytes_as_its_directory() {
     .unwrap();
     assert_eq!(report.failures, Vec::<String>::new());
     assert!(report.code_objects > 0 && report.original_files > 1000);
+
+    // Recombined from the tar shards (streamed into the output's stage) or the directory
+    // shards: the same packages, byte for byte.
+    let processors: Vec<String> = a
+        .artifacts
+        .iter()
+        .filter_map(|w| w.name.rsplit_once('_').map(|(_, s)| s.to_owned()))
+        .filter(|s| s != "generic")
+        .collect();
+    let config = PackagingConfig::parse(
+        &serde_json::json!({
+            "primary_shard": "shard-a",
+            "architecture_groups": {"all": {"architectures": processors}},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut recombined = Vec::new();
+    for (name, split_out, output) in [
+        ("dir", &from_dir, OutputFormat::Dir),
+        ("tar", &from_tar, OutputFormat::TarZst),
+    ] {
+        let shards = root.path().join(format!("shards-{name}"));
+        std::fs::create_dir(&shards).unwrap();
+        std::fs::rename(split_out, shards.join("shard-a")).unwrap();
+        let out = root.path().join(format!("recombined-{name}"));
+        recombine(
+            &shards,
+            &config,
+            &out,
+            &RecombineOptions {
+                output,
+                ..RecombineOptions::default()
+            },
+        )
+        .unwrap();
+        recombined.push(out);
+    }
+    let unpacked = root.path().join("recombined-tar-unpacked");
+    untar_all(&recombined[1], &unpacked);
+    let want = kpack_testkit::snapshot_digests(&recombined[0]);
+    assert!(want.len() > 1000);
+    assert_eq!(kpack_testkit::snapshot_digests(&unpacked), want);
+}
+
+/// Every `<name>.tar.zst` in `from` unpacked by the `tar` CLI (the witness) into `into/<name>`.
+fn untar_all(from: &Path, into: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let t = e.unwrap().path();
+        let name = t.file_name().unwrap().to_str().unwrap();
+        let to = into.join(name.strip_suffix(".tar.zst").expect("only tarballs"));
+        std::fs::create_dir_all(&to).unwrap();
+        kpack_testkit::run_tool(
+            "tar",
+            &[
+                "--zstd",
+                "-xf",
+                t.to_str().unwrap(),
+                "-C",
+                to.to_str().unwrap(),
+            ],
+        );
+    }
 }

@@ -235,7 +235,12 @@ fn tarball_artifacts_split_recombine_and_verify_to_the_same_bytes_as_directories
         lone.join(arch).display()
     );
     assert!(report.failures.contains(&want), "{:?}", report.failures);
-    assert!(!report.failures.iter().any(|f| f.contains("kpack-view-")));
+    assert!(
+        !report
+            .failures
+            .iter()
+            .any(|f| f.contains(kpack_fs::TEMP_PREFIX))
+    );
 
     untar_all(&rec_tar);
     assert_eq!(snapshot(&rec_tar), snapshot(&rec_dir));
@@ -409,14 +414,23 @@ fn unsafe_tar_members_are_refused_by_name_and_nothing_is_written() {
             "{shown}: {e}"
         );
         assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "{shown}: {e}");
-        // Reading it as a shard or an original fails the same way.
+        // Reading it as a shard or an original fails the same way (recombine reads the
+        // tarballs it takes a package from: here, the primary shard's gfx900 artifact).
         let e = verify(&input, &VerifyOptions::default())
             .expect_err(&shown)
             .to_string();
         assert!(e.contains(problem), "{shown}: {e}");
+        let primary_in = PackagingConfig::parse(
+            r#"{"primary_shard": "in",
+                "architecture_groups": {"gfx9": {"architectures": ["gfx900", "gfx906"]}}}"#,
+        )
+        .unwrap();
+        let shards = tmp.path().join("shards");
+        std::fs::create_dir_all(shards.join("in")).unwrap();
+        std::fs::copy(&tarball, shards.join("in/bad_lib_gfx900.tar")).unwrap();
         let e = recombine(
-            tmp.path(),
-            &config(),
+            &shards,
+            &primary_in,
             &work.join("rec"),
             &RecombineOptions::default(),
         )
@@ -455,4 +469,47 @@ fn a_tarball_without_a_manifest_at_its_top_is_refused() {
     .to_string();
     assert!(e.contains("no artifact_manifest.txt at the top"), "{e}");
     assert!(!tmp.path().join("out").exists());
+}
+
+#[test]
+fn a_recombine_error_inside_a_tar_shard_names_the_tarball_and_member() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let shards = t.join("shards");
+    let shard = shards.join("shard-a");
+    split_batch(
+        &fixture("shards/shard-a"),
+        &shard,
+        &opts(OutputFormat::Dir),
+        &|_, _| {},
+    )
+    .unwrap();
+    // One arch artifact as a tarball whose manifest names a prefix leaving the artifact.
+    let name = "demo_lib_gfx906";
+    let artifact = shard.join(name);
+    std::fs::write(artifact.join("artifact_manifest.txt"), "../outside\n").unwrap();
+    let tarball = shard.join(format!("{name}.tar.zst"));
+    kpack_tar::pack_dir(&artifact, &tarball, PackOptions::from_env()).unwrap();
+    std::fs::remove_dir_all(&artifact).unwrap();
+    let out = t.join("out");
+    let config = PackagingConfig::parse(
+        r#"{"primary_shard": "shard-a",
+            "architecture_groups": {"gfx9": {"architectures": ["gfx900", "gfx906"]}}}"#,
+    )
+    .unwrap();
+    let e = recombine(&shards, &config, &out, &RecombineOptions::default())
+        .expect_err("a manifest with '..' is refused")
+        .to_string();
+    assert!(
+        e.starts_with(&format!("{}/artifact_manifest.txt:1:", tarball.display()))
+            && e.contains("outside"),
+        "{e}"
+    );
+    assert!(!e.contains(kpack_fs::TEMP_PREFIX), "{e}");
+    assert!(!out.exists());
+    assert_eq!(
+        std::fs::read_dir(t).unwrap().count(),
+        1,
+        "only the shards remain"
+    );
 }

@@ -1,7 +1,9 @@
 //! Peak memory and time of every kpack command on the compressed (CCOB) ROCm 7.2.4 inputs:
 //! Debian's librocsparse.so.1.0 (319 CCOB v3, 2.1 GB decompressed) and librocblas.so.5.2
 //! (65 CCOB v3, 1 GB), and two TheRock-style artifacts (rocBLAS with its 1897-file kernel
-//! database and hipSPARSELt; rocSPARSE) split, recombined and verified.
+//! database and hipSPARSELt; rocSPARSE) split, recombined and verified, as directories and
+//! as `.tar.zst` (split from the tarball into `.tar.zst` shards, recombined and verified
+//! from those; the baseline there is `zstd -d` of the artifact tarball).
 //!
 //! Each command runs as a child process (the `kpack` binary Cargo builds for this bench);
 //! its peak RSS is the child's `ru_maxrss` from `wait4`. The baseline, in the same run, is
@@ -151,7 +153,7 @@ fn main() {
             &[Path::new("-d"), Path::new("-c"), Path::new("-q"), &frames],
         );
         std::fs::remove_file(&frames).unwrap();
-        report.baselines.push((name, zstd.time));
+        report.baselines.push((name.to_owned(), zstd.time));
         report.add(name, zstd);
         report.add(
             name,
@@ -260,49 +262,83 @@ fn main() {
         .to_string(),
     )
     .unwrap();
-    let label = "both artifacts";
-    let recombined = d.join("recombined");
-    report.add(
-        label,
-        measure(
-            "kpack verify (split)".into(),
-            kpack,
-            &[
-                Path::new("verify"),
-                &split.join("shard"),
-                Path::new("--original"),
-                &original,
-            ],
-        ),
+    let shards = Shards {
+        split: &split,
+        original: &original,
+        config: &config,
+    };
+    recombine_and_verify(
+        &mut report,
+        kpack,
+        "both artifacts",
+        &shards,
+        &d.join("recombined"),
+        &[],
     );
-    report.add(
-        label,
-        measure(
-            "kpack recombine".into(),
-            kpack,
-            &[
-                Path::new("recombine"),
-                Path::new("--shards"),
-                &split,
-                Path::new("--config"),
-                &config,
-                Path::new("-o"),
-                &recombined,
-            ],
-        ),
-    );
-    report.add(
-        label,
-        measure(
-            "kpack verify (recombined)".into(),
-            kpack,
-            &[
-                Path::new("verify"),
-                &recombined,
-                Path::new("--original"),
-                &original,
-            ],
-        ),
+
+    // The same artifacts as TheRock's CI stores them: `.tar.zst` in, `.tar.zst` shards out,
+    // recombined and verified from those shards (streamed, never extracted to $TMPDIR).
+    let original_tar = d.join("original-tar");
+    let shard_tar = original_tar.join("shard");
+    std::fs::create_dir_all(&shard_tar).unwrap();
+    let split_tar = d.join("split-tar");
+    for (component, label) in [
+        ("blas_lib", "rocBLAS 7.2.4 artifact"),
+        ("sparse_lib", "rocSPARSE 7.2.4 artifact"),
+    ] {
+        let tarball = shard_tar.join(format!("{component}_gfxall.tar.zst"));
+        let packed = Command::new("tar")
+            .arg("--zstd")
+            .arg("-cf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(shard.join(format!("{component}_gfxall")))
+            .arg(".")
+            .status()
+            .expect("tar");
+        assert!(packed.success(), "tar --zstd of {component}");
+        let label = format!("{label} .tar.zst");
+        let zstd = measure(
+            format!("zstd -d of its {} bytes", tarball.metadata().unwrap().len()),
+            "zstd",
+            &[Path::new("-d"), Path::new("-c"), Path::new("-q"), &tarball],
+        );
+        report.baselines.push((label.clone(), zstd.time));
+        report.add(&label, zstd);
+        report.add(
+            &label,
+            measure(
+                "kpack split (tar in/out)".into(),
+                kpack,
+                &[
+                    Path::new("split"),
+                    &tarball,
+                    Path::new("-o"),
+                    &split_tar.join("shard"),
+                    Path::new("--component"),
+                    Path::new(component),
+                    Path::new("--split-databases"),
+                    Path::new("rocblas"),
+                    Path::new("hipsparselt"),
+                    Path::new("--output-format"),
+                    Path::new("tar.zst"),
+                ],
+            ),
+        );
+    }
+    let shards = Shards {
+        split: &split_tar,
+        original: &original_tar,
+        config: &config,
+    };
+    let tar_out = [Path::new("--output-format"), Path::new("tar.zst")];
+    recombine_and_verify(
+        &mut report,
+        kpack,
+        "both artifacts .tar.zst",
+        &shards,
+        &d.join("recombined-tar"),
+        &tar_out,
     );
 
     println!(
@@ -317,9 +353,54 @@ fn main() {
     }
 }
 
+/// Split outputs (one directory per shard), the original artifacts they came from, and the
+/// packaging configuration.
+struct Shards<'a> {
+    split: &'a Path,
+    original: &'a Path,
+    config: &'a Path,
+}
+
+/// Measures `verify` of the split shard, `recombine` of the shards into `out` (with
+/// `recombine_args`), and `verify` of the packages, all against the originals.
+fn recombine_and_verify(
+    report: &mut Report,
+    kpack: &str,
+    label: &str,
+    shards: &Shards<'_>,
+    out: &Path,
+    recombine_args: &[&Path],
+) {
+    let verify = |what: &str, checked: &Path| {
+        measure(
+            format!("kpack verify ({what})"),
+            kpack,
+            &[
+                Path::new("verify"),
+                checked,
+                Path::new("--original"),
+                shards.original,
+            ],
+        )
+    };
+    report.add(label, verify("split", &shards.split.join("shard")));
+    let mut args = vec![
+        Path::new("recombine"),
+        Path::new("--shards"),
+        shards.split,
+        Path::new("--config"),
+        shards.config,
+        Path::new("-o"),
+        out,
+    ];
+    args.extend_from_slice(recombine_args);
+    report.add(label, measure("kpack recombine".into(), kpack, &args));
+    report.add(label, verify("recombined", out));
+}
+
 #[derive(Default)]
 struct Report {
-    baselines: Vec<(&'static str, Duration)>,
+    baselines: Vec<(String, Duration)>,
     over: Vec<String>,
 }
 

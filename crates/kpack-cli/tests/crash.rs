@@ -333,10 +333,16 @@ fn split_killed_at_any_moment_leaves_no_partial_output_and_the_next_run_sweeps()
     assert_eq!(snapshot(&out), reference);
 }
 
-#[test]
-fn recombine_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
-    let dir = tempfile::tempdir().unwrap();
-    let shards = dir.path().join("shards");
+/// Recombine from the shard fixtures split as `format` (`dir` or `tar.zst`), killed at its
+/// fault points and at timed moments, with `$TMPDIR` an empty directory: nothing at the final
+/// path but the complete output, the next run sweeps every temporary, and nothing is ever
+/// written to `$TMPDIR` (tarball shards are unpacked into the output's stage, not extracted
+/// to a temporary directory).
+/// The shard fixtures split into `dir/shards` as `format` (`dir` or `tar.zst`), and a
+/// packaging configuration `dir/packaging.json`; returns the arguments of recombining them
+/// into `dir/out`.
+fn split_shards(dir: &Path, format: &str) -> Vec<String> {
+    let shards = dir.join("shards");
     for shard in ["shard-a", "shard-b", "shard-c"] {
         kpack_ok(&[
             "split",
@@ -346,9 +352,11 @@ fn recombine_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
             s(&shards.join(shard)),
             "--split-databases",
             "rocblas",
+            "--output-format",
+            format,
         ]);
     }
-    let config = dir.path().join("packaging.json");
+    let config = dir.join("packaging.json");
     std::fs::write(
         &config,
         r#"{"primary_shard": "shard-a", "architecture_groups": {
@@ -356,36 +364,88 @@ fn recombine_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
             "gfx10": {"architectures": ["gfx1030"]}}}"#,
     )
     .unwrap();
-    let out = dir.path().join("out");
-    let args = [
+    [
         "recombine",
         "--shards",
         s(&shards),
         "--config",
         s(&config),
         "-o",
-        s(&out),
-    ];
-    kpack_ok(&args);
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain([dir.join("out").display().to_string()])
+    .collect()
+}
+
+fn recombine_killed(format: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let args = split_shards(dir.path(), format);
+    let args = as_strs(&args);
+    let out = dir.path().join("out");
+    let tmpdir = dir.path().join("tmpdir");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let run = |args: &[&str]| {
+        let res = kpack_cmd(args).env("TMPDIR", &tmpdir).output().unwrap();
+        assert!(
+            res.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&res.stderr)
+        );
+    };
+    let nothing_in_tmpdir = |when: &str| {
+        let left: Vec<_> = std::fs::read_dir(&tmpdir).unwrap().collect();
+        assert!(left.is_empty(), "{format}, {when}: {left:?} in $TMPDIR");
+    };
+    run(&args);
+    nothing_in_tmpdir("undisturbed");
     let reference = snapshot(&out);
     std::fs::remove_dir_all(&out).unwrap();
     for point in ["stage-created", "before-publish"] {
-        killed_at(point, &args);
-        assert!(!out.exists(), "killed at {point}");
-        assert!(!temporaries(dir.path()).is_empty(), "killed at {point}");
+        let status = kpack_cmd(&args)
+            .env("TMPDIR", &tmpdir)
+            .env(FAULT_ENV, point)
+            .status()
+            .unwrap();
+        assert_eq!(status.signal(), Some(9), "{format}: not killed at {point}");
+        assert!(!out.exists(), "{format}: killed at {point}");
+        assert!(
+            !temporaries(dir.path()).is_empty(),
+            "{format}: killed at {point}"
+        );
+        nothing_in_tmpdir(point);
     }
     for delay in delays() {
         let _ = std::fs::remove_dir_all(&out);
-        killed_after(delay, &args);
+        let mut child = kpack_cmd(&args).env("TMPDIR", &tmpdir).spawn().unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        child.wait().unwrap();
         if out.exists() {
-            assert_eq!(snapshot(&out), reference, "killed after {delay:?}");
+            assert_eq!(
+                snapshot(&out),
+                reference,
+                "{format}: killed after {delay:?}"
+            );
         }
+        nothing_in_tmpdir(&format!("killed after {delay:?}"));
     }
     let _ = std::fs::remove_dir_all(&out);
-    kpack_ok(&args);
-    assert!(temporaries(dir.path()).is_empty());
-    assert_eq!(snapshot(&out), reference);
+    run(&args);
+    assert!(temporaries(dir.path()).is_empty(), "{format}");
+    assert_eq!(snapshot(&out), reference, "{format}");
     kpack_ok(&["verify", s(&out), "--original", s(&fixture("shards"))]);
+}
+
+#[test]
+fn recombine_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
+    recombine_killed("dir");
+}
+
+#[test]
+fn recombine_of_tar_shards_killed_at_any_point_leaves_no_output_nothing_in_tmpdir_and_the_next_run_sweeps()
+ {
+    recombine_killed("tar.zst");
 }
 
 // ---- split-wheel ---------------------------------------------------------------------------
@@ -575,5 +635,32 @@ fn a_full_disk_is_a_clear_error_and_leaves_nothing_partial() {
     assert!(
         std::fs::read_dir(dir.path()).unwrap().next().is_none(),
         "split left something"
+    );
+
+    // Recombine of tar shards: their members are unpacked into the output's stage.
+    let dir = tempfile::tempdir().unwrap();
+    let args = split_shards(dir.path(), "tar.zst");
+    let out = with_file_size_limit(16, &as_strs(&args));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "recombine: {stderr}");
+    assert!(stderr.contains("File too large"), "recombine: {stderr}");
+    assert!(
+        stderr.contains(".tar.zst/"),
+        "names the tarball member: {stderr}"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "recombine left {left:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = with_file_size_limit(16, &as_strs(&split_wheel_args(&dir.path().join("out"))));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "split-wheel: {stderr}");
+    assert!(stderr.contains("File too large"), "split-wheel: {stderr}");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "split-wheel left something"
     );
 }

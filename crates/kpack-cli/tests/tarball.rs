@@ -80,3 +80,75 @@ fn tar_output_is_reproducible_and_dated_from_source_date_epoch() {
     assert!(listing.contains("-rwxr-xr-x") && listing.contains("demo/stage/bin/demo"));
     assert!(listing.contains("demo/stage/lib/libdemo.so -> libdemo.so.1"));
 }
+
+/// Bytes of the regular files below `dir` (0 when it is gone).
+fn bytes_below(dir: &std::path::Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_below(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
+fn verify_of_tar_shards_spools_one_member_at_a_time_and_leaves_nothing_in_tmpdir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tars, dirs) = (tmp.path().join("tars"), tmp.path().join("dirs"));
+    for (out, format) in [(&tars, "tar.zst"), (&dirs, "dir")] {
+        common::kpack_ok(&[
+            "split",
+            "--batch",
+            s(&fixture("shards/shard-a")),
+            "-o",
+            s(out),
+            "--split-databases",
+            "rocblas",
+            "--output-format",
+            format,
+        ]);
+    }
+    // The largest member: the largest file of the same outputs as directories.
+    let largest = kpack_testkit::snapshot(&dirs)
+        .iter()
+        .map(|(_, _, bytes)| bytes.len() as u64)
+        .max()
+        .unwrap();
+    let unpacked = bytes_below(&dirs);
+    assert!(
+        unpacked > 2 * largest,
+        "the fixture must tell the two apart"
+    );
+    let tmpdir = tmp.path().join("tmpdir");
+    std::fs::create_dir(&tmpdir).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kpack"))
+        .args([
+            "verify",
+            s(&tars),
+            "--original",
+            s(&fixture("shards/shard-a")),
+        ])
+        .env("CI", "1")
+        .env("TMPDIR", &tmpdir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Watch $TMPDIR while verify runs: never more than one member in it.
+    let mut most = 0;
+    let status = loop {
+        most = most.max(bytes_below(&tmpdir));
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+    };
+    assert!(status.success());
+    assert!(
+        most <= largest,
+        "{most} bytes in $TMPDIR at once; the largest member has {largest}"
+    );
+    assert_eq!(std::fs::read_dir(&tmpdir).unwrap().count(), 0);
+}

@@ -50,3 +50,10 @@ pub fn symlink_atomic(target: &Path, path: &Path) -> std::io::Result<()> {
         .map_err(|e| e.error)?;
     Ok(())
 }
+
+/// A new temporary directory in `dir`, named as every kpack temporary is (so a killed run's
+/// is swept from `dir`); removed with its contents when dropped.
+pub fn temp_dir_in(dir: &Path) -> std::io::Result<tempfile::TempDir> {
+    let prefix = temp_name_prefix();
+    temp_builder(&prefix).tempdir_in(dir)
+}

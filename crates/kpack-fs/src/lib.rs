@@ -31,7 +31,7 @@ mod stage;
 mod sweep;
 mod walk;
 
-pub use atomic::{symlink_atomic, temp_file_beside, write_atomic};
+pub use atomic::{symlink_atomic, temp_dir_in, temp_file_beside, write_atomic};
 pub use fault::{FAULT_ENV, fault_point};
 pub use stage::{Replace, Stage, StageError};
 pub use sweep::{STALE_AFTER, TEMP_PREFIX, sweep, temp_owner};
