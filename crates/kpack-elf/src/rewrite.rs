@@ -52,6 +52,15 @@
 //! (libelf) fills what no section covers between sections and so erases a moved table: strip
 //! with it before transforming. `patchelf` edits transformed files correctly.
 //!
+//! # Shrinking instead of removing (`kpack prune`)
+//! [`plan_edit`] with [`FatbinEdit::Shrink`] keeps the first `K` bytes of `.hip_fatbin`,
+//! replaced by new contents the caller streams in (the pruned bundles, packed), and applies
+//! the same layout with `A = ceilP(V+K)`: the section keeps its address and type with
+//! `sh_size = K`, the whole pages after it leave the file, the wrappers keep their magic and
+//! point at the new bundles, and no marker is added. The program header table only moves
+//! (into a new segment holding just the table) when the split adds a program header that
+//! does not fit where the table is.
+//!
 //! # Refused
 //! Machines other than x86-64, aarch64 and ppc64 (little-endian), relocatable objects (their device code is linked later), files without a
 //! `.hip_fatbin` with content, already kpacked files ([`RewriteError::AlreadyKpacked`]),
@@ -78,8 +87,8 @@ use crate::elf::{
     SectionHeader,
 };
 use crate::fatbin::{
-    FatBinary, FatBinaryKind, FatbinSection, HIPK_MAGIC, MARKER_SECTION, PointerSource,
-    WRAPPER_POINTER_OFFSET, WrapperMagic, inspect_elf,
+    FatBinary, FatBinaryKind, FatbinSection, HIPF_MAGIC, HIPK_MAGIC, MARKER_SECTION, PointerSource,
+    WRAPPER_POINTER_OFFSET, Wrapper, WrapperMagic, inspect_elf,
 };
 use crate::machine::{self, Machine, RelocKind, reloc_kind};
 use crate::verify::{VerifyIssue, verify};
@@ -160,9 +169,10 @@ pub struct RewriteSummary {
     pub output_len: u64,
     /// File bytes of `.hip_fatbin` removed (whole pages).
     pub removed: u64,
-    /// Address of `.rocm_kpack_ref`, where every wrapper now points.
+    /// Address of `.rocm_kpack_ref`, where every wrapper now points (0 when the rewrite adds
+    /// no marker, [`FatbinEdit::Shrink`]).
     pub marker_vaddr: u64,
-    /// File offset of `.rocm_kpack_ref` in the output.
+    /// File offset of `.rocm_kpack_ref` in the output (0 without a marker).
     pub marker_offset: u64,
     /// Whether the program header table was moved into the new segment.
     pub phdr_moved: bool,
@@ -179,6 +189,30 @@ enum Piece {
     Zeros(u64),
     /// These bytes.
     Bytes(Vec<u8>),
+    /// This many bytes of the new `.hip_fatbin` contents ([`FatbinEdit::Shrink`]), read
+    /// from the stream given to [`Rewrite::write_with_contents`].
+    Contents(u64),
+}
+
+/// What a rewrite does with `.hip_fatbin` and the wrappers pointing into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FatbinEdit<'a> {
+    /// `transform`: the device code leaves the file; every wrapper becomes HIPK and points
+    /// at a new `.rocm_kpack_ref` section holding these (encoded marker) bytes.
+    Kpack {
+        /// The encoded `.rocm_kpack_ref` contents.
+        marker: &'a [u8],
+    },
+    /// `prune`: `.hip_fatbin` keeps only its first `contents_len` bytes, replaced by new
+    /// contents (streamed to [`Rewrite::write_with_contents`]); every wrapper keeps its
+    /// magic, version and `reserved1` and points at `pointers[i]` (wrapper `i`), an
+    /// address inside the new contents.
+    Shrink {
+        /// Length of the new contents, at most the section's size.
+        contents_len: u64,
+        /// The new pointer of each wrapper, in slot order.
+        pointers: Vec<u64>,
+    },
 }
 
 /// A computed rewrite: apply it with [`Rewrite::write_to`] to the same input bytes.
@@ -192,8 +226,20 @@ pub struct Rewrite {
 }
 
 impl Rewrite {
-    /// Streams the output; `input` must be the bytes given to [`plan`].
-    pub fn write_to<W: Write>(&self, input: &[u8], mut w: W) -> io::Result<()> {
+    /// Streams the output; `input` must be the bytes given to [`plan`]. A rewrite with new
+    /// `.hip_fatbin` contents needs [`Rewrite::write_with_contents`].
+    pub fn write_to<W: Write>(&self, input: &[u8], w: W) -> io::Result<()> {
+        self.write_with_contents(input, &mut io::empty(), w)
+    }
+
+    /// Streams the output of a [`FatbinEdit::Shrink`] rewrite, reading the new `.hip_fatbin`
+    /// contents (`contents_len` bytes) from `contents`.
+    pub fn write_with_contents<W: Write>(
+        &self,
+        input: &[u8],
+        contents: &mut dyn io::Read,
+        mut w: W,
+    ) -> io::Result<()> {
         static ZEROS: [u8; 65536] = [0; 65536];
         for piece in &self.pieces {
             match piece {
@@ -215,6 +261,17 @@ impl Rewrite {
                     }
                 }
                 Piece::Bytes(b) => w.write_all(b)?,
+                Piece::Contents(len) => {
+                    let copied = io::copy(&mut io::Read::take(&mut *contents, *len), &mut w)?;
+                    if copied != *len {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "the new .hip_fatbin contents end after {copied} of {len} bytes"
+                            ),
+                        ));
+                    }
+                }
             }
         }
         w.flush()
@@ -222,8 +279,13 @@ impl Rewrite {
 
     /// The output in memory (for small files, tests and fuzzing).
     pub fn to_vec(&self, input: &[u8]) -> Vec<u8> {
+        self.to_vec_with_contents(input, &[])
+    }
+
+    /// The output of a [`FatbinEdit::Shrink`] rewrite in memory, with its new contents.
+    pub fn to_vec_with_contents(&self, input: &[u8], mut contents: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.summary.output_len as usize);
-        self.write_to(input, &mut out)
+        self.write_with_contents(input, &mut contents, &mut out)
             .expect("writing to a Vec cannot fail");
         out
     }
@@ -319,41 +381,89 @@ fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
     out
 }
 
-/// Plans the rewrite of `data` with `marker` (the encoded `.rocm_kpack_ref` contents).
+/// Plans the rewrite of `data` with `marker` (the encoded `.rocm_kpack_ref` contents):
+/// [`plan_edit`] with [`FatbinEdit::Kpack`].
+pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
+    plan_edit(data, &FatbinEdit::Kpack { marker })
+}
+
+/// Plans the rewrite of `data` that `edit` describes.
 ///
 /// The phases follow the module doc's layout, in order: refuse what cannot be rewritten,
 /// find the pages of `.hip_fatbin` to cut, split its `PT_LOAD`, drop the tables that end
 /// the file, place the new segment (marker and, if it must move, the program header
-/// table), point the wrappers at the marker, re-emit the section headers and the ELF
-/// header, and assemble the output from kept input and new bytes.
-pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
+/// table), point the wrappers at the marker or their new bundles, re-emit the section
+/// headers and the ELF header, and assemble the output from kept input and new bytes.
+pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteError> {
     let elf = ElfFile::parse(data)?;
     let (fat, fatbin_section, machine) = check_rewritable(&elf)?;
     let page = machine::page_size(machine.e_machine, elf.program_headers());
     let fatbin = locate_fatbin(&elf, &fatbin_section, page)?;
-    let cut = cut_whole_pages(&elf, &fatbin)?;
+    let (marker, kept_len) = match edit {
+        FatbinEdit::Kpack { marker } => (Some(*marker), 0),
+        FatbinEdit::Shrink {
+            contents_len,
+            pointers,
+        } => {
+            check_shrink(&fat, &fatbin, *contents_len, pointers)?;
+            (None, *contents_len)
+        }
+    };
+    let cut = cut_whole_pages(&elf, &fatbin, kept_len)?;
     check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
 
     let mut patches = Patches::default();
-    zero_kept_fatbin_bytes(&fatbin, cut, &mut patches)?;
-    let phdrs = split_fatbin_segment(&elf, &fatbin, cut)?;
+    zero_kept_fatbin_bytes(&fatbin, cut, kept_len, &mut patches)?;
+    let phdrs = split_fatbin_segment(&elf, &fatbin, cut, kept_len)?;
     let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
-    let segment = place_marker_segment(
+    let marker_len = marker.map(|m| m.len() as u64);
+    let segment = place_new_segment(&elf, phdrs, cut, &kept, marker_len, page, &mut patches)?;
+    match (edit, &segment) {
+        (FatbinEdit::Shrink { pointers, .. }, _) => point_wrappers(
+            &elf,
+            &fat,
+            machine,
+            |w| (HIPF_MAGIC, w.version, pointers[w.index], w.reserved1),
+            &mut patches,
+        )?,
+        (FatbinEdit::Kpack { .. }, Some(segment)) => {
+            let to = segment.marker_vaddr();
+            point_wrappers(
+                &elf,
+                &fat,
+                machine,
+                |w| (HIPK_MAGIC, 1, to, w.index as u64),
+                &mut patches,
+            )?
+        }
+        (FatbinEdit::Kpack { .. }, None) => return Err(layout("no segment for the marker")),
+    }
+    let sections = rewrite_section_headers(
         &elf,
-        phdrs,
+        &fatbin,
         cut,
         &kept,
-        marker.len() as u64,
-        page,
-        &mut patches,
+        segment.as_ref(),
+        marker_len,
+        kept_len,
     )?;
-    point_wrappers_at_marker(&elf, &fat, machine, segment.marker_vaddr(), &mut patches)?;
-    let sections =
-        rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, marker.len() as u64)?;
-    patch_elf_header(data, &segment, &sections, &mut patches)?;
-    let pieces = assemble(&elf, cut, &kept, &segment, &sections, marker)?;
-    check_patches_in_kept_input(&patches, cut, kept.end)?;
+    patch_elf_header(data, segment.as_ref(), &sections, &mut patches)?;
+    let contents = (kept_len > 0).then_some(fatbin.offset..fatbin.offset + kept_len);
+    let pieces = assemble(
+        &elf,
+        cut,
+        &kept,
+        segment.as_ref(),
+        &sections,
+        marker,
+        contents.clone(),
+    )?;
+    check_patches_in_kept_input(&patches, cut, kept.end, contents)?;
 
+    let (marker_vaddr, marker_offset) = match (&segment, marker) {
+        (Some(s), Some(_)) => (s.marker_vaddr(), s.marker_offset()),
+        _ => (0, 0),
+    };
     Ok(Rewrite {
         pieces,
         patches: patches.0,
@@ -361,12 +471,52 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
             input_len: data.len() as u64,
             output_len: sections.table_offset + sections.headers.len() as u64 * SHDR_SIZE,
             removed: cut.len,
-            marker_vaddr: segment.marker_vaddr(),
-            marker_offset: segment.marker_offset(),
-            phdr_moved: segment.moved_table.is_some(),
+            marker_vaddr,
+            marker_offset,
+            phdr_moved: segment.as_ref().is_some_and(|s| s.moved_table.is_some()),
             wrappers: fat.wrappers.len(),
         },
     })
+}
+
+/// Refuses new contents that do not fit `.hip_fatbin`, and wrapper pointers that are not
+/// one per wrapper or land outside the new contents.
+fn check_shrink(
+    fat: &FatBinary,
+    fatbin: &Fatbin<'_>,
+    contents_len: u64,
+    pointers: &[u64],
+) -> Result<(), RewriteError> {
+    if contents_len == 0 || contents_len > fatbin.size {
+        return Err(layout(format!(
+            "the new .hip_fatbin contents ({contents_len} bytes) must be non-empty and fit the section ({} bytes)",
+            fatbin.size
+        )));
+    }
+    if pointers.len() != fat.wrappers.len() {
+        return Err(layout(format!(
+            "{} wrapper pointers given for {} wrappers",
+            pointers.len(),
+            fat.wrappers.len()
+        )));
+    }
+    let inside = fatbin.vaddr..fatbin.vaddr + contents_len;
+    if let Some((w, &p)) = fat
+        .wrappers
+        .iter()
+        .zip(pointers)
+        .find(|&(_, p)| !inside.contains(p))
+    {
+        return Err(RewriteError::Wrapper {
+            index: w.index,
+            offset: w.offset,
+            problem: format!(
+                "its new pointer {p:#x} is outside the new .hip_fatbin contents [{:#x}, {:#x})",
+                inside.start, inside.end
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Refuses what cannot be rewritten (see "Refused" in the module doc): returns the fat
@@ -478,10 +628,15 @@ fn locate_fatbin<'e>(
     })
 }
 
-/// The whole pages of `.hip_fatbin` to remove from the file (`[AO, AO+Z)`), refusing
-/// when any other segment or section has bytes there, or the file is already kpacked.
-fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, RewriteError> {
-    let a = align_up(fatbin.vaddr, fatbin.page);
+/// The whole pages of `.hip_fatbin` after its first `kept_len` bytes to remove from the
+/// file (`[AO, AO+Z)`), refusing when any other segment or section has bytes there, or the
+/// file is already kpacked.
+fn cut_whole_pages(
+    elf: &ElfFile<'_>,
+    fatbin: &Fatbin<'_>,
+    kept_len: u64,
+) -> Result<Cut, RewriteError> {
+    let a = align_up(fatbin.vaddr + kept_len, fatbin.page);
     let e = fatbin.end / fatbin.page * fatbin.page;
     let cut = Cut {
         at: fatbin.offset + (a.min(fatbin.end) - fatbin.vaddr),
@@ -510,14 +665,15 @@ fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, Rewrit
     Ok(cut)
 }
 
-/// Zeroes the bytes of `.hip_fatbin` that stay in the file (the partial pages at either
-/// end of the cut).
+/// Zeroes the bytes of `.hip_fatbin` after its first `kept_len` that stay in the file (the
+/// partial pages at either end of the cut).
 fn zero_kept_fatbin_bytes(
     fatbin: &Fatbin<'_>,
     cut: Cut,
+    kept_len: u64,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
-    let prefix = fatbin.offset..cut.at;
+    let prefix = fatbin.offset + kept_len..cut.at;
     let suffix = cut.at + cut.len..fatbin.offset + fatbin.size;
     for range in [prefix, suffix] {
         if !range.is_empty() {
@@ -533,6 +689,7 @@ fn split_fatbin_segment(
     elf: &ElfFile<'_>,
     fatbin: &Fatbin<'_>,
     cut: Cut,
+    kept_len: u64,
 ) -> Result<Vec<ProgramHeader>, RewriteError> {
     let phdrs = elf.program_headers();
     let shdrs = elf.section_headers();
@@ -542,7 +699,7 @@ fn split_fatbin_segment(
         if p.index == seg.index && cut.len > 0 {
             let head = fatbin.end - seg.p_vaddr;
             let mut piece1 = p.clone();
-            piece1.p_filesz = align_up(fatbin.vaddr, fatbin.page) - seg.p_vaddr;
+            piece1.p_filesz = align_up(fatbin.vaddr + kept_len, fatbin.page) - seg.p_vaddr;
             let tail_filesz = seg.p_filesz - head;
             if tail_filesz == 0 {
                 piece1.p_memsz = seg.p_memsz;
@@ -574,7 +731,7 @@ fn split_fatbin_segment(
             q.p_align = fatbin.page;
         }
     }
-    // One more for the marker's segment.
+    // One more for a new segment.
     if new_phdrs.len() as u64 + 1 >= u64::from(PN_XNUM) {
         return Err(layout("too many program headers"));
     }
@@ -672,19 +829,25 @@ impl MarkerSegment {
     }
 }
 
-/// Places the marker's segment one free page above every segment (see Stripping in the
-/// module doc), adds it to `phdrs`, and writes the program header table: grown in place
-/// when it fits, else moved to the segment's start (the old one zeroed).
-fn place_marker_segment(
+/// Places the new segment one free page above every segment (see Stripping in the module
+/// doc), adds it to `phdrs`, and writes the program header table: grown in place when it
+/// fits, else moved to the segment's start (the old one zeroed). Without a marker
+/// (`marker_len` `None`), a table that fits in place needs no new segment: `None`.
+fn place_new_segment(
     elf: &ElfFile<'_>,
     mut phdrs: Vec<ProgramHeader>,
     cut: Cut,
     kept: &KeptInput,
-    marker_len: u64,
+    marker_len: Option<u64>,
     page: u64,
     patches: &mut Patches,
-) -> Result<MarkerSegment, RewriteError> {
+) -> Result<Option<MarkerSegment>, RewriteError> {
     let h = elf.header();
+    if marker_len.is_none() && phdr_fits_in_place(elf, cut, phdrs.len() as u64 * PHDR_SIZE) {
+        patches.add(h.e_phoff, phdrs.iter().flat_map(phdr_bytes).collect())?;
+        return Ok(None);
+    }
+    let marker_len = marker_len.unwrap_or(0);
     let last_load = phdrs
         .iter()
         .rposition(|q| q.p_type == PT_LOAD)
@@ -743,7 +906,7 @@ fn place_marker_segment(
         }
         Some(table)
     };
-    Ok(MarkerSegment {
+    Ok(Some(MarkerSegment {
         offset,
         vaddr,
         marker_in_segment,
@@ -751,7 +914,7 @@ fn place_marker_segment(
         moved_table,
         phoff,
         phnum,
-    })
+    }))
 }
 
 /// The file offset and address of the marker's segment: right after the kept input (8-byte
@@ -801,13 +964,14 @@ fn segment_position(
     Ok((offset, vaddr))
 }
 
-/// Each wrapper gets magic HIPK, version 1, `reserved1` = its index (B4) and its pointer
-/// set to the marker, in the file and in the relocation that fills it at load time (B2).
-fn point_wrappers_at_marker(
+/// Each (HIPF) wrapper gets the `(magic, version, pointer, reserved1)` that `new_record` gives
+/// it (for transform: HIPK, 1, the marker, its index, B4), the pointer set in the file and
+/// in the relocation that fills it at load time (B2).
+fn point_wrappers(
     elf: &ElfFile<'_>,
     fat: &FatBinary,
     machine: &Machine,
-    marker_vaddr: u64,
+    new_record: impl Fn(&Wrapper) -> (u32, u32, u64, u64),
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
     let h = elf.header();
@@ -821,11 +985,12 @@ fn point_wrappers_at_marker(
         if w.magic != WrapperMagic::Hipf {
             return Err(problem("magic is not HIPF"));
         }
+        let (magic, version, pointer, reserved1) = new_record(w);
         let mut rec = Vec::with_capacity(24);
-        rec.extend_from_slice(&HIPK_MAGIC.to_le_bytes());
-        rec.extend_from_slice(&1u32.to_le_bytes());
-        rec.extend_from_slice(&marker_vaddr.to_le_bytes());
-        rec.extend_from_slice(&(w.index as u64).to_le_bytes());
+        rec.extend_from_slice(&magic.to_le_bytes());
+        rec.extend_from_slice(&version.to_le_bytes());
+        rec.extend_from_slice(&pointer.to_le_bytes());
+        rec.extend_from_slice(&reserved1.to_le_bytes());
         patches.add(w.offset, rec)?;
         match &w.pointer {
             PointerSource::InPlace(_) => {
@@ -845,7 +1010,7 @@ fn point_wrappers_at_marker(
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE;
                 let mut rela: Rela64<LE> = *record(elf.data(), at, "wrapper relocation")?;
                 rela.r_info = Rela64::r_info(LE, false, 0, machine.relative);
-                rela.r_addend.set(LE, marker_vaddr as i64);
+                rela.r_addend.set(LE, pointer as i64);
                 patches.add(at, bytes_of(&rela).to_vec())?;
             }
             PointerSource::Rel {
@@ -871,33 +1036,44 @@ struct SectionTable {
     headers: Vec<SectionHeader>,
     /// Output offset of the re-emitted `.shstrtab`.
     names_offset: u64,
+    /// Whether `.rocm_kpack_ref` was added (its name ends the re-emitted `.shstrtab`).
+    marker_added: bool,
     /// Output offset of the section header table (`e_shoff`).
     table_offset: u64,
 }
 
-/// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS`, offsets move by the
-/// cut, `.shstrtab` (with the marker's name) moves after the marker's segment, and
-/// `.rocm_kpack_ref` is added. (No section covers a moved program header table: GNU strip
-/// would count the table twice and misplace the marker.)
+/// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS` (or, shrunk, keeps
+/// `kept_len` bytes), offsets move by the cut, `.shstrtab` (with the marker's name) moves
+/// after the new segment, and `.rocm_kpack_ref` is added when there is a marker. (No section
+/// covers a moved program header table: GNU strip would count the table twice and misplace
+/// the marker.)
 fn rewrite_section_headers(
     elf: &ElfFile<'_>,
     fatbin: &Fatbin<'_>,
     cut: Cut,
     kept: &KeptInput,
-    segment: &MarkerSegment,
-    marker_len: u64,
+    segment: Option<&MarkerSegment>,
+    marker_len: Option<u64>,
+    kept_len: u64,
 ) -> Result<SectionTable, RewriteError> {
     let shstr = &kept.shstr;
-    let added_name = MARKER_SECTION.len() as u64 + 1;
+    let added_name = match marker_len {
+        Some(_) => MARKER_SECTION.len() as u64 + 1,
+        None => 0,
+    };
     if u32::try_from(shstr.sh_size + added_name).is_err() {
         return Err(layout(".shstrtab too large"));
     }
-    let names_offset = segment.offset + segment.len;
+    let names_offset = segment.map_or(kept.len, |s| s.offset + s.len);
     let table_offset = align_up(names_offset + shstr.sh_size + added_name, 8);
     let mut headers: Vec<SectionHeader> = elf.section_headers().to_vec();
     for s in &mut headers {
         if s.index == fatbin.section {
-            s.sh_type = SHT_NOBITS;
+            if kept_len == 0 {
+                s.sh_type = SHT_NOBITS;
+            } else {
+                s.sh_size = kept_len;
+            }
         } else if s.index == shstr.index {
             s.sh_offset = names_offset;
             s.sh_size += added_name;
@@ -905,26 +1081,29 @@ fn rewrite_section_headers(
             s.sh_offset = cut.shift(s.sh_offset);
         }
     }
-    headers.push(SectionHeader {
-        index: headers.len(),
-        name: MARKER_SECTION.to_owned(),
-        sh_name: shstr.sh_size as u32,
-        sh_type: SHT_PROGBITS,
-        sh_flags: u64::from(SHF_ALLOC),
-        sh_addr: segment.marker_vaddr(),
-        sh_offset: segment.marker_offset(),
-        sh_size: marker_len,
-        sh_link: 0,
-        sh_info: 0,
-        sh_addralign: 1,
-        sh_entsize: 0,
-    });
+    if let (Some(marker_len), Some(segment)) = (marker_len, segment) {
+        headers.push(SectionHeader {
+            index: headers.len(),
+            name: MARKER_SECTION.to_owned(),
+            sh_name: shstr.sh_size as u32,
+            sh_type: SHT_PROGBITS,
+            sh_flags: u64::from(SHF_ALLOC),
+            sh_addr: segment.marker_vaddr(),
+            sh_offset: segment.marker_offset(),
+            sh_size: marker_len,
+            sh_link: 0,
+            sh_info: 0,
+            sh_addralign: 1,
+            sh_entsize: 0,
+        });
+    }
     if headers.len() as u64 >= u64::from(SHN_LORESERVE) {
         return Err(layout("too many sections"));
     }
     Ok(SectionTable {
         headers,
         names_offset,
+        marker_added: added_name > 0,
         table_offset,
     })
 }
@@ -932,55 +1111,82 @@ fn rewrite_section_headers(
 /// The ELF header with the new program and section header tables.
 fn patch_elf_header(
     data: &[u8],
-    segment: &MarkerSegment,
+    segment: Option<&MarkerSegment>,
     sections: &SectionTable,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
     let mut header: FileHeader64<LE> = *record(data, 0, "ELF header")?;
-    header.e_phoff.set(LE, segment.phoff);
+    if let Some(segment) = segment {
+        header.e_phoff.set(LE, segment.phoff);
+        header.e_phnum.set(LE, segment.phnum as u16);
+    }
     header.e_shoff.set(LE, sections.table_offset);
-    header.e_phnum.set(LE, segment.phnum as u16);
     header.e_shnum.set(LE, sections.headers.len() as u16);
     patches.add(0, bytes_of(&header).to_vec())
 }
 
-/// The output as pieces: the kept input around the cut, zero padding up to the marker's
-/// segment, the segment, the re-emitted `.shstrtab` and the section header table.
+/// The output as pieces: the kept input around the cut (with the new `.hip_fatbin`
+/// `contents` in place of those input bytes), zero padding up to the new segment, the
+/// segment, the re-emitted `.shstrtab` and the section header table.
 fn assemble(
     elf: &ElfFile<'_>,
     cut: Cut,
     kept: &KeptInput,
-    segment: &MarkerSegment,
+    segment: Option<&MarkerSegment>,
     sections: &SectionTable,
-    marker: &[u8],
+    marker: Option<&[u8]>,
+    contents: Option<Range<u64>>,
 ) -> Result<Vec<Piece>, RewriteError> {
     let mut pieces = Vec::new();
-    if cut.len > 0 {
-        pieces.push(Piece::Input {
-            start: 0,
-            end: cut.at,
-        });
-        pieces.push(Piece::Input {
-            start: cut.at + cut.len,
-            end: kept.end,
-        });
+    let mut input = |start: u64, end: u64| {
+        if start < end {
+            pieces.push(Piece::Input { start, end });
+        }
+    };
+    let (before_cut, after_cut) = if cut.len > 0 {
+        ((0, cut.at), Some((cut.at + cut.len, kept.end)))
     } else {
-        pieces.push(Piece::Input {
-            start: 0,
-            end: kept.end,
-        });
+        ((0, kept.end), None)
+    };
+    match &contents {
+        Some(c) => {
+            input(before_cut.0, c.start);
+            pieces.push(Piece::Contents(c.end - c.start));
+            let mut input = |start: u64, end: u64| {
+                if start < end {
+                    pieces.push(Piece::Input { start, end });
+                }
+            };
+            input(c.end, before_cut.1);
+            if let Some((start, end)) = after_cut {
+                input(start, end);
+            }
+        }
+        None => {
+            input(before_cut.0, before_cut.1);
+            if let Some((start, end)) = after_cut {
+                input(start, end);
+            }
+        }
     }
-    pieces.push(Piece::Zeros(segment.offset - kept.len));
-    let mut segment_bytes = Vec::with_capacity(segment.len as usize);
-    if let Some(table) = &segment.moved_table {
-        segment_bytes.extend_from_slice(table);
-        segment_bytes.resize(segment.marker_in_segment as usize, 0);
+    let mut end = kept.len;
+    if let Some(segment) = segment {
+        pieces.push(Piece::Zeros(segment.offset - kept.len));
+        let mut segment_bytes = Vec::with_capacity(segment.len as usize);
+        if let Some(table) = &segment.moved_table {
+            segment_bytes.extend_from_slice(table);
+            segment_bytes.resize(segment.marker_in_segment as usize, 0);
+        }
+        segment_bytes.extend_from_slice(marker.unwrap_or_default());
+        pieces.push(Piece::Bytes(segment_bytes));
+        end = segment.offset + segment.len;
     }
-    segment_bytes.extend_from_slice(marker);
-    pieces.push(Piece::Bytes(segment_bytes));
+    debug_assert_eq!(end, sections.names_offset);
     let mut names = elf.section_data(&kept.shstr)?.to_vec();
-    names.extend_from_slice(MARKER_SECTION.as_bytes());
-    names.push(0);
+    if sections.marker_added {
+        names.extend_from_slice(MARKER_SECTION.as_bytes());
+        names.push(0);
+    }
     let names_end = sections.names_offset + names.len() as u64;
     pieces.push(Piece::Bytes(names));
     pieces.push(Piece::Zeros(sections.table_offset - names_end));
@@ -990,17 +1196,19 @@ fn assemble(
     Ok(pieces)
 }
 
-/// Every edit must lie inside kept input.
+/// Every edit must lie inside kept input, outside the new `.hip_fatbin` contents.
 fn check_patches_in_kept_input(
     patches: &Patches,
     cut: Cut,
     kept_end: u64,
+    contents: Option<Range<u64>>,
 ) -> Result<(), RewriteError> {
     for (&at, b) in &patches.0 {
         let e = at + b.len() as u64;
-        if e > kept_end || cut.overlaps(at, b.len() as u64) {
+        let in_contents = contents.as_ref().is_some_and(|c| at < c.end && c.start < e);
+        if e > kept_end || cut.overlaps(at, b.len() as u64) || in_contents {
             return Err(layout(format!(
-                "an edit at file offset {at:#x} falls in removed bytes"
+                "an edit at file offset {at:#x} falls in removed or replaced bytes"
             )));
         }
     }
