@@ -22,6 +22,7 @@
 pub mod handlers;
 pub mod index;
 pub mod manifest;
+pub mod prune;
 pub mod recombine;
 pub mod split;
 mod split_tar;

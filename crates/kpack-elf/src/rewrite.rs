@@ -52,14 +52,14 @@
 //! (libelf) fills what no section covers between sections and so erases a moved table: strip
 //! with it before transforming. `patchelf` edits transformed files correctly.
 //!
-//! # Shrinking instead of removing (`kpack prune`)
-//! [`plan_edit`] with [`FatbinEdit::Shrink`] keeps the first `K` bytes of `.hip_fatbin`,
-//! replaced by new contents the caller streams in (the pruned bundles, packed), and applies
-//! the same layout with `A = ceilP(V+K)`: the section keeps its address and type with
-//! `sh_size = K`, the whole pages after it leave the file, the wrappers keep their magic and
-//! point at the new bundles, and no marker is added. The program header table only moves
-//! (into a new segment holding just the table) when the split adds a program header that
-//! does not fit where the table is.
+//! # Moving the device code instead of removing it (`kpack prune`)
+//! [`plan_edit`] with [`FatbinEdit::Move`] lays the file out the same way, with new
+//! `.hip_fatbin` contents (the pruned bundles, streamed in by the caller) in the new segment
+//! in place of the marker, at the section's alignment. `.hip_fatbin`'s header moves there
+//! (`SHT_PROGBITS`, its new address, offset and size; no section is added), its old range
+//! becomes piece 1's zero-filled tail, and every wrapper keeps its magic, version and
+//! `reserved1` and points at its bundle in the new contents. A section in the new segment
+//! is also what lets BFD re-lay it out after `strip`, as for the marker.
 //!
 //! # Refused
 //! Machines other than x86-64, aarch64 and ppc64 (little-endian), relocatable objects (their device code is linked later), files without a
@@ -169,10 +169,10 @@ pub struct RewriteSummary {
     pub output_len: u64,
     /// File bytes of `.hip_fatbin` removed (whole pages).
     pub removed: u64,
-    /// Address of `.rocm_kpack_ref`, where every wrapper now points (0 when the rewrite adds
-    /// no marker, [`FatbinEdit::Shrink`]).
+    /// Address of `.rocm_kpack_ref`, where every wrapper now points; for
+    /// [`FatbinEdit::Move`] and [`FatbinEdit::Replace`], of the new `.hip_fatbin` contents.
     pub marker_vaddr: u64,
-    /// File offset of `.rocm_kpack_ref` in the output (0 without a marker).
+    /// File offset of `.rocm_kpack_ref` (or the new `.hip_fatbin` contents) in the output.
     pub marker_offset: u64,
     /// Whether the program header table was moved into the new segment.
     pub phdr_moved: bool,
@@ -189,8 +189,8 @@ enum Piece {
     Zeros(u64),
     /// These bytes.
     Bytes(Vec<u8>),
-    /// This many bytes of the new `.hip_fatbin` contents ([`FatbinEdit::Shrink`]), read
-    /// from the stream given to [`Rewrite::write_with_contents`].
+    /// This many bytes of new `.hip_fatbin` contents ([`FatbinEdit::Move`]), read from the
+    /// stream given to [`Rewrite::write_with_contents`].
     Contents(u64),
 }
 
@@ -203,16 +203,38 @@ pub enum FatbinEdit<'a> {
         /// The encoded `.rocm_kpack_ref` contents.
         marker: &'a [u8],
     },
-    /// `prune`: `.hip_fatbin` keeps only its first `contents_len` bytes, replaced by new
-    /// contents (streamed to [`Rewrite::write_with_contents`]); every wrapper keeps its
-    /// magic, version and `reserved1` and points at `pointers[i]` (wrapper `i`), an
-    /// address inside the new contents.
-    Shrink {
-        /// Length of the new contents, at most the section's size.
+    /// `prune`: `.hip_fatbin` gets new contents of `contents_len` bytes (streamed to
+    /// [`Rewrite::write_with_contents`]) in the new segment; every wrapper keeps its
+    /// magic, version and `reserved1` and points at `bundle_offsets[i]` (wrapper `i`)
+    /// within the new contents.
+    Move {
+        /// Length of the new contents.
         contents_len: u64,
-        /// The new pointer of each wrapper, in slot order.
-        pointers: Vec<u64>,
+        /// Where each wrapper points within the new contents, in slot order.
+        bundle_offsets: Vec<u64>,
     },
+    /// `prune` of a small section, where moving would free no more than it costs: the new
+    /// contents (at most the section's size) replace `.hip_fatbin`'s first bytes in place
+    /// (the rest zeroed, `sh_size` set to `contents_len`), wrappers as for `Move`; nothing
+    /// else in the file moves.
+    Replace {
+        /// Length of the new contents.
+        contents_len: u64,
+        /// Where each wrapper points within the new contents, in slot order.
+        bundle_offsets: Vec<u64>,
+    },
+}
+
+impl FatbinEdit<'_> {
+    /// Length of what the new segment holds after the program header table.
+    fn payload_len(&self) -> u64 {
+        match self {
+            FatbinEdit::Kpack { marker } => marker.len() as u64,
+            FatbinEdit::Move { contents_len, .. } | FatbinEdit::Replace { contents_len, .. } => {
+                *contents_len
+            }
+        }
+    }
 }
 
 /// A computed rewrite: apply it with [`Rewrite::write_to`] to the same input bytes.
@@ -232,7 +254,7 @@ impl Rewrite {
         self.write_with_contents(input, &mut io::empty(), w)
     }
 
-    /// Streams the output of a [`FatbinEdit::Shrink`] rewrite, reading the new `.hip_fatbin`
+    /// Streams the output of a [`FatbinEdit::Move`] rewrite, reading the new `.hip_fatbin`
     /// contents (`contents_len` bytes) from `contents`.
     pub fn write_with_contents<W: Write>(
         &self,
@@ -282,7 +304,7 @@ impl Rewrite {
         self.to_vec_with_contents(input, &[])
     }
 
-    /// The output of a [`FatbinEdit::Shrink`] rewrite in memory, with its new contents.
+    /// The output of a [`FatbinEdit::Move`] rewrite in memory, with its new contents.
     pub fn to_vec_with_contents(&self, input: &[u8], mut contents: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.summary.output_len as usize);
         self.write_with_contents(input, &mut contents, &mut out)
@@ -391,79 +413,75 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
 ///
 /// The phases follow the module doc's layout, in order: refuse what cannot be rewritten,
 /// find the pages of `.hip_fatbin` to cut, split its `PT_LOAD`, drop the tables that end
-/// the file, place the new segment (marker and, if it must move, the program header
-/// table), point the wrappers at the marker or their new bundles, re-emit the section
-/// headers and the ELF header, and assemble the output from kept input and new bytes.
+/// the file, place the new segment (marker or new contents and, if it must move, the
+/// program header table), point the wrappers at the marker or their bundles, re-emit the
+/// section headers and the ELF header, and assemble the output from kept input and new
+/// bytes.
 pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteError> {
     let elf = ElfFile::parse(data)?;
     let (fat, fatbin_section, machine) = check_rewritable(&elf)?;
     let page = machine::page_size(machine.e_machine, elf.program_headers());
     let fatbin = locate_fatbin(&elf, &fatbin_section, page)?;
-    let (marker, kept_len) = match edit {
-        FatbinEdit::Kpack { marker } => (Some(*marker), 0),
-        FatbinEdit::Shrink {
-            contents_len,
-            pointers,
-        } => {
-            check_shrink(&fat, &fatbin, *contents_len, pointers)?;
-            (None, *contents_len)
-        }
-    };
-    let cut = cut_whole_pages(&elf, &fatbin, kept_len)?;
+    if let FatbinEdit::Move {
+        contents_len,
+        bundle_offsets,
+    }
+    | FatbinEdit::Replace {
+        contents_len,
+        bundle_offsets,
+    } = edit
+    {
+        check_move(&fat, *contents_len, bundle_offsets)?;
+    }
+    let cut = cut_whole_pages(&elf, &fatbin)?;
     check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
+    if let FatbinEdit::Replace {
+        contents_len,
+        bundle_offsets,
+    } = edit
+    {
+        return plan_replace(&elf, &fat, machine, &fatbin, *contents_len, bundle_offsets);
+    }
 
     let mut patches = Patches::default();
-    zero_kept_fatbin_bytes(&fatbin, cut, kept_len, &mut patches)?;
-    let phdrs = split_fatbin_segment(&elf, &fatbin, cut, kept_len)?;
+    zero_kept_fatbin_bytes(&fatbin, cut, &mut patches)?;
+    let phdrs = split_fatbin_segment(&elf, &fatbin, cut)?;
     let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
-    let marker_len = marker.map(|m| m.len() as u64);
-    let segment = place_new_segment(&elf, phdrs, cut, &kept, marker_len, page, &mut patches)?;
-    match (edit, &segment) {
-        (FatbinEdit::Shrink { pointers, .. }, _) => point_wrappers(
+    // The new contents keep `.hip_fatbin`'s alignment (bundles start 4096-aligned).
+    let payload_align = match edit {
+        FatbinEdit::Kpack { .. } => 1,
+        FatbinEdit::Move { .. } | FatbinEdit::Replace { .. } => elf.section_headers()
+            [fatbin.section]
+            .sh_addralign
+            .clamp(1, page),
+    };
+    let segment = place_marker_segment(
+        &elf,
+        phdrs,
+        cut,
+        &kept,
+        (edit.payload_len(), payload_align),
+        page,
+        &mut patches,
+    )?;
+    let to = segment.marker_vaddr();
+    match edit {
+        FatbinEdit::Kpack { .. } => point_wrappers(
             &elf,
             &fat,
             machine,
-            |w| (HIPF_MAGIC, w.version, pointers[w.index], w.reserved1),
+            |w| (HIPK_MAGIC, 1, to, w.index as u64),
             &mut patches,
         )?,
-        (FatbinEdit::Kpack { .. }, Some(segment)) => {
-            let to = segment.marker_vaddr();
-            point_wrappers(
-                &elf,
-                &fat,
-                machine,
-                |w| (HIPK_MAGIC, 1, to, w.index as u64),
-                &mut patches,
-            )?
+        FatbinEdit::Move { bundle_offsets, .. } | FatbinEdit::Replace { bundle_offsets, .. } => {
+            point_wrappers_at_bundles(&elf, &fat, machine, to, bundle_offsets, &mut patches)?
         }
-        (FatbinEdit::Kpack { .. }, None) => return Err(layout("no segment for the marker")),
     }
-    let sections = rewrite_section_headers(
-        &elf,
-        &fatbin,
-        cut,
-        &kept,
-        segment.as_ref(),
-        marker_len,
-        kept_len,
-    )?;
-    patch_elf_header(data, segment.as_ref(), &sections, &mut patches)?;
-    let contents = (kept_len > 0).then_some(fatbin.offset..fatbin.offset + kept_len);
-    let pieces = assemble(
-        &elf,
-        cut,
-        &kept,
-        segment.as_ref(),
-        &sections,
-        marker,
-        contents.clone(),
-    )?;
-    check_patches_in_kept_input(&patches, cut, kept.end, contents)?;
+    let sections = rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, edit)?;
+    patch_elf_header(data, &segment, &sections, &mut patches)?;
+    let pieces = assemble(&elf, cut, &kept, &segment, &sections, edit)?;
+    check_patches_in_kept_input(&patches, cut, kept.end)?;
 
-    let (marker_vaddr, marker_offset) = match (&segment, marker) {
-        (Some(s), Some(_)) => (s.marker_vaddr(), s.marker_offset()),
-        _ => (0, 0),
-    };
     Ok(Rewrite {
         pieces,
         patches: patches.0,
@@ -471,52 +489,102 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
             input_len: data.len() as u64,
             output_len: sections.table_offset + sections.headers.len() as u64 * SHDR_SIZE,
             removed: cut.len,
-            marker_vaddr,
-            marker_offset,
-            phdr_moved: segment.as_ref().is_some_and(|s| s.moved_table.is_some()),
+            marker_vaddr: segment.marker_vaddr(),
+            marker_offset: segment.marker_offset(),
+            phdr_moved: segment.moved_table.is_some(),
             wrappers: fat.wrappers.len(),
         },
     })
 }
 
-/// Refuses new contents that do not fit `.hip_fatbin`, and wrapper pointers that are not
-/// one per wrapper or land outside the new contents.
-fn check_shrink(
+/// [`FatbinEdit::Replace`]: the new contents at `.hip_fatbin`'s offset, the rest of the
+/// section zeroed, its `sh_size` and the wrappers patched; the layout does not change.
+fn plan_replace(
+    elf: &ElfFile<'_>,
     fat: &FatBinary,
+    machine: &Machine,
     fatbin: &Fatbin<'_>,
     contents_len: u64,
-    pointers: &[u64],
-) -> Result<(), RewriteError> {
-    if contents_len == 0 || contents_len > fatbin.size {
+    bundle_offsets: &[u64],
+) -> Result<Rewrite, RewriteError> {
+    if contents_len > fatbin.size {
         return Err(layout(format!(
-            "the new .hip_fatbin contents ({contents_len} bytes) must be non-empty and fit the section ({} bytes)",
+            "the new .hip_fatbin contents ({contents_len} bytes) do not fit the section ({} bytes)",
             fatbin.size
         )));
     }
-    if pointers.len() != fat.wrappers.len() {
+    let mut patches = Patches::default();
+    let to = fatbin.vaddr;
+    point_wrappers_at_bundles(elf, fat, machine, to, bundle_offsets, &mut patches)?;
+    let start = fatbin.offset;
+    let (contents_end, end) = (start + contents_len, start + fatbin.size);
+    if contents_end < end {
+        patches.zero(contents_end..end)?;
+    }
+    let mut header = elf.section_headers()[fatbin.section].clone();
+    header.sh_size = contents_len;
+    let at = elf.header().e_shoff + fatbin.section as u64 * SHDR_SIZE;
+    patches.add(at, shdr_bytes(&header).to_vec())?;
+    let data_len = elf.data().len() as u64;
+    let pieces = vec![
+        Piece::Input {
+            start: 0,
+            end: start,
+        },
+        Piece::Contents(contents_len),
+        Piece::Input {
+            start: contents_end,
+            end: data_len,
+        },
+    ];
+    let replaced = Cut {
+        at: start,
+        len: contents_len,
+    };
+    check_patches_in_kept_input(&patches, replaced, data_len)?;
+    Ok(Rewrite {
+        pieces,
+        patches: patches.0,
+        summary: RewriteSummary {
+            input_len: data_len,
+            output_len: data_len,
+            removed: 0,
+            marker_vaddr: to,
+            marker_offset: start,
+            phdr_moved: false,
+            wrappers: fat.wrappers.len(),
+        },
+    })
+}
+
+/// Refuses wrapper offsets that are not one per wrapper or fall outside the new contents.
+fn check_move(
+    fat: &FatBinary,
+    contents_len: u64,
+    bundle_offsets: &[u64],
+) -> Result<(), RewriteError> {
+    if bundle_offsets.len() != fat.wrappers.len() {
         return Err(layout(format!(
-            "{} wrapper pointers given for {} wrappers",
-            pointers.len(),
+            "{} bundle offsets given for {} wrappers",
+            bundle_offsets.len(),
             fat.wrappers.len()
         )));
     }
-    let inside = fatbin.vaddr..fatbin.vaddr + contents_len;
-    if let Some((w, &p)) = fat
+    match fat
         .wrappers
         .iter()
-        .zip(pointers)
-        .find(|&(_, p)| !inside.contains(p))
+        .zip(bundle_offsets)
+        .find(|&(_, &o)| o >= contents_len)
     {
-        return Err(RewriteError::Wrapper {
+        Some((w, o)) => Err(RewriteError::Wrapper {
             index: w.index,
             offset: w.offset,
             problem: format!(
-                "its new pointer {p:#x} is outside the new .hip_fatbin contents [{:#x}, {:#x})",
-                inside.start, inside.end
+                "its bundle offset {o:#x} is outside the new .hip_fatbin contents ({contents_len} bytes)"
             ),
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuses what cannot be rewritten (see "Refused" in the module doc): returns the fat
@@ -628,15 +696,10 @@ fn locate_fatbin<'e>(
     })
 }
 
-/// The whole pages of `.hip_fatbin` after its first `kept_len` bytes to remove from the
-/// file (`[AO, AO+Z)`), refusing when any other segment or section has bytes there, or the
-/// file is already kpacked.
-fn cut_whole_pages(
-    elf: &ElfFile<'_>,
-    fatbin: &Fatbin<'_>,
-    kept_len: u64,
-) -> Result<Cut, RewriteError> {
-    let a = align_up(fatbin.vaddr + kept_len, fatbin.page);
+/// The whole pages of `.hip_fatbin` to remove from the file (`[AO, AO+Z)`), refusing
+/// when any other segment or section has bytes there, or the file is already kpacked.
+fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, RewriteError> {
+    let a = align_up(fatbin.vaddr, fatbin.page);
     let e = fatbin.end / fatbin.page * fatbin.page;
     let cut = Cut {
         at: fatbin.offset + (a.min(fatbin.end) - fatbin.vaddr),
@@ -665,15 +728,14 @@ fn cut_whole_pages(
     Ok(cut)
 }
 
-/// Zeroes the bytes of `.hip_fatbin` after its first `kept_len` that stay in the file (the
-/// partial pages at either end of the cut).
+/// Zeroes the bytes of `.hip_fatbin` that stay in the file (the partial pages at either
+/// end of the cut).
 fn zero_kept_fatbin_bytes(
     fatbin: &Fatbin<'_>,
     cut: Cut,
-    kept_len: u64,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
-    let prefix = fatbin.offset + kept_len..cut.at;
+    let prefix = fatbin.offset..cut.at;
     let suffix = cut.at + cut.len..fatbin.offset + fatbin.size;
     for range in [prefix, suffix] {
         if !range.is_empty() {
@@ -689,7 +751,6 @@ fn split_fatbin_segment(
     elf: &ElfFile<'_>,
     fatbin: &Fatbin<'_>,
     cut: Cut,
-    kept_len: u64,
 ) -> Result<Vec<ProgramHeader>, RewriteError> {
     let phdrs = elf.program_headers();
     let shdrs = elf.section_headers();
@@ -699,7 +760,7 @@ fn split_fatbin_segment(
         if p.index == seg.index && cut.len > 0 {
             let head = fatbin.end - seg.p_vaddr;
             let mut piece1 = p.clone();
-            piece1.p_filesz = align_up(fatbin.vaddr + kept_len, fatbin.page) - seg.p_vaddr;
+            piece1.p_filesz = align_up(fatbin.vaddr, fatbin.page) - seg.p_vaddr;
             let tail_filesz = seg.p_filesz - head;
             if tail_filesz == 0 {
                 piece1.p_memsz = seg.p_memsz;
@@ -731,7 +792,7 @@ fn split_fatbin_segment(
             q.p_align = fatbin.page;
         }
     }
-    // One more for a new segment.
+    // One more for the marker's segment.
     if new_phdrs.len() as u64 + 1 >= u64::from(PN_XNUM) {
         return Err(layout("too many program headers"));
     }
@@ -802,13 +863,13 @@ fn drop_trailing_tables(
 }
 
 /// The new read-only `PT_LOAD` after the kept input: the moved program header table (if
-/// it cannot grow in place), then the marker.
+/// it cannot grow in place), then the marker or the new `.hip_fatbin` contents.
 struct MarkerSegment {
     /// File offset of the segment in the output.
     offset: u64,
     /// Address of the segment.
     vaddr: u64,
-    /// Offset of the marker inside the segment (after a moved table).
+    /// Offset of the marker (or new contents) inside the segment (after a moved table).
     marker_in_segment: u64,
     /// File size of the segment.
     len: u64,
@@ -829,25 +890,19 @@ impl MarkerSegment {
     }
 }
 
-/// Places the new segment one free page above every segment (see Stripping in the module
-/// doc), adds it to `phdrs`, and writes the program header table: grown in place when it
-/// fits, else moved to the segment's start (the old one zeroed). Without a marker
-/// (`marker_len` `None`), a table that fits in place needs no new segment: `None`.
-fn place_new_segment(
+/// Places the marker's segment one free page above every segment (see Stripping in the
+/// module doc), adds it to `phdrs`, and writes the program header table: grown in place
+/// when it fits, else moved to the segment's start (the old one zeroed).
+fn place_marker_segment(
     elf: &ElfFile<'_>,
     mut phdrs: Vec<ProgramHeader>,
     cut: Cut,
     kept: &KeptInput,
-    marker_len: Option<u64>,
+    (payload_len, payload_align): (u64, u64),
     page: u64,
     patches: &mut Patches,
-) -> Result<Option<MarkerSegment>, RewriteError> {
+) -> Result<MarkerSegment, RewriteError> {
     let h = elf.header();
-    if marker_len.is_none() && phdr_fits_in_place(elf, cut, phdrs.len() as u64 * PHDR_SIZE) {
-        patches.add(h.e_phoff, phdrs.iter().flat_map(phdr_bytes).collect())?;
-        return Ok(None);
-    }
-    let marker_len = marker_len.unwrap_or(0);
     let last_load = phdrs
         .iter()
         .rposition(|q| q.p_type == PT_LOAD)
@@ -865,8 +920,15 @@ fn place_new_segment(
     // The moved table comes first (where linkers put it, and where objcopy/strip expect a
     // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
     let marker_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
-    let len = marker_in_segment + marker_len;
-    let (offset, vaddr) = segment_position(elf, kept.len, max_end, in_place, page)?;
+    let len = marker_in_segment + payload_len;
+    let (offset, vaddr) = segment_position(
+        elf,
+        kept.len,
+        max_end,
+        in_place,
+        page,
+        (marker_in_segment, payload_align),
+    )?;
     phdrs.insert(
         last_load + 1,
         ProgramHeader {
@@ -906,7 +968,7 @@ fn place_new_segment(
         }
         Some(table)
     };
-    Ok(Some(MarkerSegment {
+    Ok(MarkerSegment {
         offset,
         vaddr,
         marker_in_segment,
@@ -914,11 +976,13 @@ fn place_new_segment(
         moved_table,
         phoff,
         phnum,
-    }))
+    })
 }
 
 /// The file offset and address of the marker's segment: right after the kept input (8-byte
-/// aligned, at the same place in its page as in the file), one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
+/// aligned, and so that the payload at `payload_in_segment` is `payload_align`-aligned with
+/// nothing between it and the table: BFD re-lays a segment out with its sections right after
+/// its headers; at the same place in its page as in the file), one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
 /// segment holding the program header table right after the previous segment's file bytes,
 /// not page-aligned, so the segment slides down into the page below its address; that page
 /// must belong to no other segment). In executables a moved table keeps the first
@@ -929,11 +993,13 @@ fn segment_position(
     max_end: u64,
     in_place: bool,
     page: u64,
+    (payload_in_segment, payload_align): (u64, u64),
 ) -> Result<(u64, u64), RewriteError> {
     // Only `p_offset ≡ p_vaddr (mod page)` is needed, not an aligned offset: the segment
     // starts at the next 8-byte boundary of the file and at the same place in its page, so
     // the file is not padded up to a page boundary (up to 64 KiB on aarch64 and ppc64).
-    let mut offset = align_up(kept_len, 8);
+    let mut offset =
+        align_up(align_up(kept_len, 8) + payload_in_segment, payload_align) - payload_in_segment;
     let mut vaddr = align_up(max_end, page) + page + offset % page;
     if !elf.is_executable() || in_place {
         return Ok((offset, vaddr));
@@ -964,9 +1030,26 @@ fn segment_position(
     Ok((offset, vaddr))
 }
 
-/// Each (HIPF) wrapper gets the `(magic, version, pointer, reserved1)` that `new_record` gives
-/// it (for transform: HIPK, 1, the marker, its index, B4), the pointer set in the file and
-/// in the relocation that fills it at load time (B2).
+/// Each wrapper keeps its magic (HIPF), version and `reserved1` and points at
+/// `contents + bundle_offsets[i]`.
+fn point_wrappers_at_bundles(
+    elf: &ElfFile<'_>,
+    fat: &FatBinary,
+    machine: &Machine,
+    contents: u64,
+    bundle_offsets: &[u64],
+    patches: &mut Patches,
+) -> Result<(), RewriteError> {
+    let record = |w: &Wrapper| {
+        let pointer = contents + bundle_offsets[w.index];
+        (HIPF_MAGIC, w.version, pointer, w.reserved1)
+    };
+    point_wrappers(elf, fat, machine, record, patches)
+}
+
+/// Each (HIPF) wrapper gets the `(magic, version, pointer, reserved1)` that `new_record`
+/// gives it (for transform: HIPK, 1, the marker, its index, B4), the pointer set in the file
+/// and in the relocation that fills it at load time (B2).
 fn point_wrappers(
     elf: &ElfFile<'_>,
     fat: &FatBinary,
@@ -1042,37 +1125,39 @@ struct SectionTable {
     table_offset: u64,
 }
 
-/// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS` (or, shrunk, keeps
-/// `kept_len` bytes), offsets move by the cut, `.shstrtab` (with the marker's name) moves
-/// after the new segment, and `.rocm_kpack_ref` is added when there is a marker. (No section
-/// covers a moved program header table: GNU strip would count the table twice and misplace
-/// the marker.)
+/// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS` (or, moved, covers its
+/// new contents), offsets move by the cut, `.shstrtab` (with the marker's name) moves after
+/// the new segment, and `.rocm_kpack_ref` is added for a marker. (No section covers a moved
+/// program header table: GNU strip would count the table twice and misplace the marker.)
 fn rewrite_section_headers(
     elf: &ElfFile<'_>,
     fatbin: &Fatbin<'_>,
     cut: Cut,
     kept: &KeptInput,
-    segment: Option<&MarkerSegment>,
-    marker_len: Option<u64>,
-    kept_len: u64,
+    segment: &MarkerSegment,
+    edit: &FatbinEdit<'_>,
 ) -> Result<SectionTable, RewriteError> {
     let shstr = &kept.shstr;
-    let added_name = match marker_len {
-        Some(_) => MARKER_SECTION.len() as u64 + 1,
-        None => 0,
+    let marker = matches!(edit, FatbinEdit::Kpack { .. });
+    let added_name = if marker {
+        MARKER_SECTION.len() as u64 + 1
+    } else {
+        0
     };
     if u32::try_from(shstr.sh_size + added_name).is_err() {
         return Err(layout(".shstrtab too large"));
     }
-    let names_offset = segment.map_or(kept.len, |s| s.offset + s.len);
+    let names_offset = segment.offset + segment.len;
     let table_offset = align_up(names_offset + shstr.sh_size + added_name, 8);
     let mut headers: Vec<SectionHeader> = elf.section_headers().to_vec();
     for s in &mut headers {
         if s.index == fatbin.section {
-            if kept_len == 0 {
+            if marker {
                 s.sh_type = SHT_NOBITS;
             } else {
-                s.sh_size = kept_len;
+                s.sh_addr = segment.marker_vaddr();
+                s.sh_offset = segment.marker_offset();
+                s.sh_size = edit.payload_len();
             }
         } else if s.index == shstr.index {
             s.sh_offset = names_offset;
@@ -1081,7 +1166,7 @@ fn rewrite_section_headers(
             s.sh_offset = cut.shift(s.sh_offset);
         }
     }
-    if let (Some(marker_len), Some(segment)) = (marker_len, segment) {
+    if marker {
         headers.push(SectionHeader {
             index: headers.len(),
             name: MARKER_SECTION.to_owned(),
@@ -1090,7 +1175,7 @@ fn rewrite_section_headers(
             sh_flags: u64::from(SHF_ALLOC),
             sh_addr: segment.marker_vaddr(),
             sh_offset: segment.marker_offset(),
-            sh_size: marker_len,
+            sh_size: edit.payload_len(),
             sh_link: 0,
             sh_info: 0,
             sh_addralign: 1,
@@ -1103,7 +1188,7 @@ fn rewrite_section_headers(
     Ok(SectionTable {
         headers,
         names_offset,
-        marker_added: added_name > 0,
+        marker_added: marker,
         table_offset,
     })
 }
@@ -1111,77 +1196,61 @@ fn rewrite_section_headers(
 /// The ELF header with the new program and section header tables.
 fn patch_elf_header(
     data: &[u8],
-    segment: Option<&MarkerSegment>,
+    segment: &MarkerSegment,
     sections: &SectionTable,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
     let mut header: FileHeader64<LE> = *record(data, 0, "ELF header")?;
-    if let Some(segment) = segment {
-        header.e_phoff.set(LE, segment.phoff);
-        header.e_phnum.set(LE, segment.phnum as u16);
-    }
+    header.e_phoff.set(LE, segment.phoff);
     header.e_shoff.set(LE, sections.table_offset);
+    header.e_phnum.set(LE, segment.phnum as u16);
     header.e_shnum.set(LE, sections.headers.len() as u16);
     patches.add(0, bytes_of(&header).to_vec())
 }
 
-/// The output as pieces: the kept input around the cut (with the new `.hip_fatbin`
-/// `contents` in place of those input bytes), zero padding up to the new segment, the
-/// segment, the re-emitted `.shstrtab` and the section header table.
+/// The output as pieces: the kept input around the cut, zero padding up to the new
+/// segment, the segment (its payload streamed for new `.hip_fatbin` contents), the
+/// re-emitted `.shstrtab` and the section header table.
 fn assemble(
     elf: &ElfFile<'_>,
     cut: Cut,
     kept: &KeptInput,
-    segment: Option<&MarkerSegment>,
+    segment: &MarkerSegment,
     sections: &SectionTable,
-    marker: Option<&[u8]>,
-    contents: Option<Range<u64>>,
+    edit: &FatbinEdit<'_>,
 ) -> Result<Vec<Piece>, RewriteError> {
     let mut pieces = Vec::new();
-    let mut input = |start: u64, end: u64| {
-        if start < end {
-            pieces.push(Piece::Input { start, end });
-        }
-    };
-    let (before_cut, after_cut) = if cut.len > 0 {
-        ((0, cut.at), Some((cut.at + cut.len, kept.end)))
+    if cut.len > 0 {
+        pieces.push(Piece::Input {
+            start: 0,
+            end: cut.at,
+        });
+        pieces.push(Piece::Input {
+            start: cut.at + cut.len,
+            end: kept.end,
+        });
     } else {
-        ((0, kept.end), None)
-    };
-    match &contents {
-        Some(c) => {
-            input(before_cut.0, c.start);
-            pieces.push(Piece::Contents(c.end - c.start));
-            let mut input = |start: u64, end: u64| {
-                if start < end {
-                    pieces.push(Piece::Input { start, end });
-                }
-            };
-            input(c.end, before_cut.1);
-            if let Some((start, end)) = after_cut {
-                input(start, end);
-            }
+        pieces.push(Piece::Input {
+            start: 0,
+            end: kept.end,
+        });
+    }
+    pieces.push(Piece::Zeros(segment.offset - kept.len));
+    let mut segment_bytes = Vec::with_capacity(segment.len as usize);
+    if let Some(table) = &segment.moved_table {
+        segment_bytes.extend_from_slice(table);
+    }
+    segment_bytes.resize(segment.marker_in_segment as usize, 0);
+    match edit {
+        FatbinEdit::Kpack { marker } => {
+            segment_bytes.extend_from_slice(marker);
+            pieces.push(Piece::Bytes(segment_bytes));
         }
-        None => {
-            input(before_cut.0, before_cut.1);
-            if let Some((start, end)) = after_cut {
-                input(start, end);
-            }
+        FatbinEdit::Move { contents_len, .. } | FatbinEdit::Replace { contents_len, .. } => {
+            pieces.push(Piece::Bytes(segment_bytes));
+            pieces.push(Piece::Contents(*contents_len));
         }
     }
-    let mut end = kept.len;
-    if let Some(segment) = segment {
-        pieces.push(Piece::Zeros(segment.offset - kept.len));
-        let mut segment_bytes = Vec::with_capacity(segment.len as usize);
-        if let Some(table) = &segment.moved_table {
-            segment_bytes.extend_from_slice(table);
-            segment_bytes.resize(segment.marker_in_segment as usize, 0);
-        }
-        segment_bytes.extend_from_slice(marker.unwrap_or_default());
-        pieces.push(Piece::Bytes(segment_bytes));
-        end = segment.offset + segment.len;
-    }
-    debug_assert_eq!(end, sections.names_offset);
     let mut names = elf.section_data(&kept.shstr)?.to_vec();
     if sections.marker_added {
         names.extend_from_slice(MARKER_SECTION.as_bytes());
@@ -1196,19 +1265,17 @@ fn assemble(
     Ok(pieces)
 }
 
-/// Every edit must lie inside kept input, outside the new `.hip_fatbin` contents.
+/// Every edit must lie inside kept input.
 fn check_patches_in_kept_input(
     patches: &Patches,
     cut: Cut,
     kept_end: u64,
-    contents: Option<Range<u64>>,
 ) -> Result<(), RewriteError> {
     for (&at, b) in &patches.0 {
         let e = at + b.len() as u64;
-        let in_contents = contents.as_ref().is_some_and(|c| at < c.end && c.start < e);
-        if e > kept_end || cut.overlaps(at, b.len() as u64) || in_contents {
+        if e > kept_end || cut.overlaps(at, b.len() as u64) {
             return Err(layout(format!(
-                "an edit at file offset {at:#x} falls in removed or replaced bytes"
+                "an edit at file offset {at:#x} falls in removed bytes"
             )));
         }
     }

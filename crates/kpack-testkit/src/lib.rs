@@ -226,6 +226,77 @@ pub fn run_llvm22(tool: &str, args: &[&str]) -> Vec<u8> {
     run_tool(wrapper.to_str().expect("corpus path is UTF-8"), &full)
 }
 
+/// The bundles of `.hip_fatbin` in `path` as stored: the section dumped by `objcopy` (the
+/// file's machine's; an independent reader), cut at the offsets `kpack inspect` reports; a raw bundle or CCOB file
+/// is one bundle.
+#[cfg(feature = "transform")]
+pub fn fatbin_bundles(path: &Path, tmp: &Path) -> Vec<Vec<u8>> {
+    use kpack_pipeline::report::{self, Details};
+    let bytes = std::fs::read(path).unwrap();
+    let report = report::inspect(&path.display().to_string(), &bytes).unwrap();
+    match report.details {
+        Details::Elf(elf) => {
+            let section = tmp.join("fatbin.bin");
+            let machine = u16::from_le_bytes([bytes[18], bytes[19]]);
+            let objcopy = [&AARCH64, &PPC64LE]
+                .into_iter()
+                .find(|m| m.e_machine == machine)
+                .map_or_else(|| "objcopy".to_owned(), |m| m.tool("objcopy"));
+            run_tool(
+                &objcopy,
+                &[
+                    &format!("--dump-section=.hip_fatbin={}", section.display()),
+                    path.to_str().unwrap(),
+                    tmp.join("discard.o").to_str().unwrap(),
+                ],
+            );
+            let data = std::fs::read(&section).unwrap();
+            let base = elf.fatbin.unwrap().offset;
+            elf.bundles
+                .iter()
+                .map(|b| {
+                    let start = (b.offset - base) as usize;
+                    data[start..start + b.size as usize].to_vec()
+                })
+                .collect()
+        }
+        Details::Bundles { .. } => vec![bytes],
+        other => panic!("{}: not a bundle container: {other:?}", path.display()),
+    }
+}
+
+/// Every entry of `bundle` (an uncompressed bundle or a CCOB) as clang-offload-bundler lists
+/// and unbundles it: `clang-offload-bundler-15` for an uncompressed bundle, LLVM 22's for a
+/// CCOB (LLVM 15 cannot read one). Keyed by bundle entry id, host entry included.
+pub fn witness_entries(bundle: &[u8], tmp: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let input = tmp.join("witness.bundle");
+    std::fs::write(&input, bundle).unwrap();
+    let run = |args: &[&str]| {
+        if bundle.starts_with(b"CCOB") {
+            run_llvm22("clang-offload-bundler", args)
+        } else {
+            run_tool("clang-offload-bundler-15", args)
+        }
+    };
+    let input_arg = format!("--input={}", input.display());
+    let listing = run(&["--list", "--type=o", &input_arg]);
+    let output = tmp.join("witness.co");
+    String::from_utf8(listing)
+        .unwrap()
+        .split_whitespace()
+        .map(|triple| {
+            run(&[
+                "--unbundle",
+                "--type=o",
+                &input_arg,
+                &format!("--targets={triple}"),
+                &format!("--output={}", output.display()),
+            ]);
+            (triple.to_owned(), std::fs::read(&output).unwrap())
+        })
+        .collect()
+}
+
 /// Hex SHA-256.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
