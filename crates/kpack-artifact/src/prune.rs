@@ -104,7 +104,6 @@ pub fn prune(
     let mut stage = Stage::new();
     let mut job = Job {
         selection,
-        allow_empty,
         files: Vec::new(),
         present: BTreeSet::new(),
         kept: BTreeSet::new(),
@@ -142,6 +141,16 @@ pub fn prune(
         }
     }
     check_named(selection, &job.present).map_err(|e| PruneTreeError::Prune(Box::new(e)))?;
+    if !allow_empty {
+        for f in &job.files {
+            if let Action::Pruned(p) = &f.action {
+                p.check_not_empty().map_err(|source| PruneTreeError::File {
+                    path: f.input.clone(),
+                    source: Box::new(source),
+                })?;
+            }
+        }
+    }
     stage.publish().map_err(|e| PruneTreeError::Io {
         path: e.path,
         source: e.source,
@@ -155,7 +164,6 @@ pub fn prune(
 
 struct Job<'s> {
     selection: &'s Selection,
-    allow_empty: bool,
     files: Vec<FileOutcome>,
     /// Every device target found (code objects and database files).
     present: BTreeSet<TargetId>,
@@ -186,15 +194,7 @@ impl Job<'_> {
         let file = File::open(input).map_err(io_at(input))?;
         let mode = file.metadata().map_err(io_at(input))?.permissions();
         let map = kpack_pipeline::map_file(&file, input).map_err(|e| in_file(e.into()))?;
-        prune_elf(
-            &map,
-            Some(&map),
-            staged,
-            Some(mode),
-            self.selection,
-            self.allow_empty,
-        )
-        .map_err(in_file)
+        prune_elf(&map, Some(&map), staged, Some(mode), self.selection).map_err(in_file)
     }
 
     /// Prunes the tree `input` into the (created) directory `staged`, to be published at `to`.

@@ -148,3 +148,77 @@ fn pruned_binaries_load_under_the_stand_in_runtime_after_strip_and_patchelf() {
         }
     }
 }
+
+/// The stored bytes of every `.hip_fatbin` bundle of the ELF file `map`.
+fn bundles_of(map: &[u8]) -> Vec<&[u8]> {
+    let fat = kpack_elf::inspect(map).unwrap();
+    let section = fat.fatbin.unwrap().offset;
+    fat.bundles
+        .iter()
+        .map(|b| {
+            let start = (section + b.offset) as usize;
+            &map[start..start + b.len as usize]
+        })
+        .collect()
+}
+
+/// A real-world library pruned to `kept` processors: every bundle witnessed one at a time
+/// (the library does not fit in memory decompressed), the result loaded under the stand-in,
+/// also after `strip` and `patchelf`.
+fn prune_real_world(input: &Path, kept: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join(input.file_name().unwrap());
+    let kept: Vec<String> = kept.iter().map(|k| k.to_string()).collect();
+    let report = prune_one(input, &output, &keep(&kept));
+    let Action::Pruned(summary) = &report.files[0].action else {
+        panic!("not pruned");
+    };
+    assert!(summary.output_size < summary.input_size / 2, "{summary:?}");
+    let open = |p: &Path| {
+        let f = std::fs::File::open(p).unwrap();
+        kpack_pipeline::map_file(&f, p).unwrap()
+    };
+    let (original, pruned) = (open(input), open(&output));
+    let (before, after) = (bundles_of(&original), bundles_of(&pruned));
+    assert_eq!(before.len(), after.len());
+    let digests = |entries: BTreeMap<String, Vec<u8>>| -> BTreeMap<String, String> {
+        entries
+            .into_iter()
+            .map(|(t, d)| (t, kpack_testkit::sha256_hex(&d)))
+            .collect()
+    };
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        let want = expected(&[witness_entries(b, dir.path())], &kept).remove(0);
+        let got = witness_entries(a, dir.path());
+        assert!(
+            got.keys().any(|t| processor_of(t).is_some()),
+            "bundle {i} kept no device code"
+        );
+        assert_eq!(digests(got), digests(want), "bundle {i}");
+    }
+    let bundles: Vec<Vec<u8>> = after.iter().map(|b| b.to_vec()).collect();
+    drop((original, pruned));
+    let work = dir.path().join("standin");
+    loads_with_pruned_bundles(standin(None), &output, &bundles, &work);
+    let edited = dir.path().join("edited").join(output.file_name().unwrap());
+    std::fs::create_dir_all(edited.parent().unwrap()).unwrap();
+    std::fs::copy(&output, &edited).unwrap();
+    run_tool("strip", &[edited.to_str().unwrap()]);
+    run_tool(
+        "patchelf",
+        &["--set-rpath", "/opt/kpack-test", edited.to_str().unwrap()],
+    );
+    loads_with_pruned_bundles(standin(None), &edited, &bundles, &work);
+}
+
+#[test]
+#[ignore = "real-world"]
+fn librocsparse_pruned_to_two_targets_matches_the_bundler_and_loads() {
+    prune_real_world(&kpack_testkit::librocsparse(), &["gfx90a", "gfx1030"]);
+}
+
+#[test]
+#[ignore = "real-world"]
+fn librocblas_ccob_v3_pruned_to_two_targets_matches_the_bundler_and_loads() {
+    prune_real_world(&kpack_testkit::librocblas(), &["gfx90a", "gfx1100"]);
+}

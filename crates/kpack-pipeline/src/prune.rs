@@ -165,6 +165,16 @@ pub struct PrunedFile {
 }
 
 impl PrunedFile {
+    /// [`PruneError::Empty`] when every device target was dropped.
+    pub fn check_not_empty(&self) -> Result<(), PruneError> {
+        if self.kept.is_empty() && !self.dropped.is_empty() {
+            return Err(PruneError::Empty {
+                dropped: self.dropped.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// Every device target the input held, sorted.
     pub fn present(&self) -> BTreeSet<TargetId> {
         self.kept
@@ -280,14 +290,15 @@ fn power_of_two_dividing(values: impl Iterator<Item = u64>) -> u64 {
 
 /// Prunes the fat binary `input` (mapped from `mapping`, whose pages are released as its
 /// bundles are done) into the new file `output` (a staged path: on failure the caller's
-/// stage removes it) with permissions `mode`.
+/// stage removes it) with permissions `mode`. A result without device code is written too:
+/// whether that is allowed is the caller's to decide ([`PrunedFile::check_not_empty`]), after
+/// [`check_named`], which names the likelier mistake.
 pub fn prune_elf(
     input: &[u8],
     mapping: Option<&crate::FileBytes>,
     output: &Path,
     mode: Option<std::fs::Permissions>,
     selection: &Selection,
-    allow_empty: bool,
 ) -> Result<PrunedFile, PruneError> {
     let fat = kpack_elf::inspect(input)?;
     match fat.kind {
@@ -334,11 +345,6 @@ pub fn prune_elf(
     let dir = kpack_fs::parent_dir(output);
     let mut spool = tempfile::tempfile_in(dir).map_err(io_error(dir))?;
     let packed = pack_pruned_bundles(input, mapping, &slots, selection, &mut spool)?;
-    if packed.kept.is_empty() && !allow_empty {
-        return Err(PruneError::Empty {
-            dropped: packed.dropped.iter().map(ToString::to_string).collect(),
-        });
-    }
     let bundle_offsets: Vec<u64> = fat
         .wrappers
         .iter()

@@ -149,6 +149,12 @@ pub fn librocsparse() -> PathBuf {
     corpus_file("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1")
 }
 
+/// Debian ROCm 7.2.4's librocblas.so.5.2 (210 MB, 65 CCOB v3 bundles, 14 targets) from the
+/// corpus.
+pub fn librocblas() -> PathBuf {
+    corpus_file("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2")
+}
+
 /// bookworm's arm64 librocrand.so.1.1 (5.3.3, GNU ld, 25 MB, 1 wrapper, 7 targets) from the
 /// corpus.
 pub fn librocrand_arm64() -> PathBuf {
@@ -280,20 +286,27 @@ pub fn witness_entries(bundle: &[u8], tmp: &Path) -> std::collections::BTreeMap<
     };
     let input_arg = format!("--input={}", input.display());
     let listing = run(&["--list", "--type=o", &input_arg]);
-    let output = tmp.join("witness.co");
-    String::from_utf8(listing)
+    let triples: Vec<String> = String::from_utf8(listing)
         .unwrap()
         .split_whitespace()
-        .map(|triple| {
-            run(&[
-                "--unbundle",
-                "--type=o",
-                &input_arg,
-                &format!("--targets={triple}"),
-                &format!("--output={}", output.display()),
-            ]);
-            (triple.to_owned(), std::fs::read(&output).unwrap())
-        })
+        .map(str::to_owned)
+        .collect();
+    // One call unbundles every entry (a CCOB is decompressed once).
+    let outputs: Vec<PathBuf> = (0..triples.len())
+        .map(|i| tmp.join(format!("witness{i}.co")))
+        .collect();
+    let mut args = vec![
+        "--unbundle".to_owned(),
+        "--type=o".to_owned(),
+        input_arg.clone(),
+        format!("--targets={}", triples.join(",")),
+    ];
+    args.extend(outputs.iter().map(|o| format!("--output={}", o.display())));
+    run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    triples
+        .into_iter()
+        .zip(&outputs)
+        .map(|(t, o)| (t, std::fs::read(o).unwrap()))
         .collect()
 }
 
