@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kpack_artifact::prune::{Action, prune};
-use kpack_pipeline::prune::Selection;
+use kpack_pipeline::prune::{Selection, parse_target_name};
 use kpack_target::TargetId;
 
 use crate::output::{self, Error};
@@ -21,10 +21,10 @@ pub struct Args {
     output: PathBuf,
     /// Keep only these targets (`gfx90a` keeps every variant of the processor,
     /// `gfx90a:xnack-` that variant and the code objects that run on it).
-    #[arg(long, num_args = 1.., value_parser = known_target)]
+    #[arg(long, num_args = 1.., value_parser = parse_target_name)]
     keep: Vec<TargetId>,
     /// Drop these targets (`gfx90a` every variant, `gfx90a:xnack+` exactly that one).
-    #[arg(long, num_args = 1.., value_parser = known_target)]
+    #[arg(long, num_args = 1.., value_parser = parse_target_name)]
     drop: Vec<TargetId>,
     /// Allow a binary to lose every device target (only its host code stays).
     #[arg(long)]
@@ -32,19 +32,6 @@ pub struct Args {
     /// Print what was done as JSON.
     #[arg(long)]
     json: bool,
-}
-
-/// A target id whose processor is an AMDGPU processor (`gfx90a`, `gfx11-generic`).
-fn known_target(s: &str) -> Result<TargetId, String> {
-    let t = TargetId::parse(s).map_err(|e| e.to_string())?;
-    let known = (0..=u8::MAX).any(|m| kpack_target::processor_for_mach(m) == Some(t.processor()));
-    if !known {
-        return Err(format!(
-            "{:?} is not an AMDGPU processor (expected e.g. gfx90a, gfx90a:xnack-, gfx11-generic)",
-            t.processor()
-        ));
-    }
-    Ok(t)
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
