@@ -201,6 +201,34 @@ def transform(
     return cast(Dict[str, Any], report)
 
 
+def prune(
+    paths: Union[PathArg, Iterable[PathArg]],
+    output: PathArg,
+    *,
+    keep: Iterable[str] = (),
+    drop: Iterable[str] = (),
+    allow_empty: bool = False,
+) -> Dict[str, Any]:
+    """Keeps only some GPU targets' device code in fat binaries, which stay fat
+    (``kpack prune``). ``output`` is a file for one input file, a tree for one directory (its
+    fat binaries pruned, the kernel-database files of dropped targets left out, everything
+    else copied), a directory holding each input under its name for several.
+
+    Give ``keep`` (``"gfx90a"`` keeps every variant of the processor, ``"gfx90a:xnack-"``
+    that variant and the code objects that run on it) or ``drop`` (``"gfx90a"`` every
+    variant, ``"gfx90a:xnack+"`` exactly that one), not both. A target no input holds, or a
+    binary left without device code (unless ``allow_empty``), raises :class:`UsageError`,
+    and nothing is written.
+
+    Returns the report ``kpack prune --json`` prints: ``{"files": [...], "kept": [...],
+    "dropped": [...]}``.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    report = json.loads(_native.prune(list(paths), output, list(keep), list(drop), allow_empty))
+    return cast(Dict[str, Any], report)
+
+
 def split_wheel(
     wheel: PathArg,
     output: PathArg,
@@ -260,6 +288,7 @@ __all__ = [
     "VerificationError",
     "__version__",
     "inspect",
+    "prune",
     "recombine",
     "split",
     "split_wheel",

@@ -43,6 +43,13 @@ def transform(
     compression: str,
     level: int,
 ) -> str: ...
+def prune(
+    paths: List[_Path],
+    output: _Path,
+    keep: List[str],
+    drop: List[str],
+    allow_empty: bool,
+) -> str: ...
 def split_wheel(
     wheel: _Path,
     output: _Path,

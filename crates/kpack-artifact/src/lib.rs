@@ -23,6 +23,7 @@ pub mod group;
 pub mod handlers;
 pub mod index;
 pub mod manifest;
+pub mod prune;
 pub mod recombine;
 pub mod split;
 mod split_tar;

@@ -330,7 +330,7 @@ pub fn ccob_hash(uncompressed_bundle: &[u8]) -> u64 {
     le_u64(&digest[..8])
 }
 
-/// Compresses an uncompressed bundle into a CCOB of `version` 2 or 3, as LLVM's
+/// Compresses an uncompressed bundle into a CCOB of `version` 1, 2 or 3, as LLVM's
 /// `CompressedOffloadBundle::compress` lays it out. Deterministic for given inputs: one
 /// zstd frame (content size, no checksum, long-distance matching on, as clang does: at
 /// level 3 this reproduces clang-offload-bundler 22's CCOBs byte for byte, though not
@@ -347,6 +347,7 @@ pub fn write_compressed(
     level: i32,
 ) -> Result<Vec<u8>, BundleError> {
     let header_len: u64 = match version {
+        1 => 20,
         2 => 24,
         3 => 32,
         _ => return Err(BundleError::CannotWriteVersion { version }),
@@ -389,10 +390,13 @@ pub fn write_compressed(
     out.extend_from_slice(CCOB_MAGIC);
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&method.code().to_le_bytes());
-    if version == 2 {
-        let fit = |size: u64, what| {
-            u32::try_from(size).map_err(|_| BundleError::TooLargeForVersion { size, what })
-        };
+    let fit = |size: u64, what| {
+        u32::try_from(size).map_err(|_| BundleError::TooLargeForVersion { size, what })
+    };
+    if version == 1 {
+        // v1 stores no total size: readers find the end of the compressed stream.
+        out.extend_from_slice(&fit(uncompressed_size, "uncompressed size")?.to_le_bytes());
+    } else if version == 2 {
         out.extend_from_slice(&fit(total_size, "total size")?.to_le_bytes());
         out.extend_from_slice(&fit(uncompressed_size, "uncompressed size")?.to_le_bytes());
     } else {

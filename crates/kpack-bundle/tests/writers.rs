@@ -69,9 +69,9 @@ fn write_uncompressed_round_trips_through_parse_at_any_alignment() {
 }
 
 #[test]
-fn write_compressed_round_trips_for_v2_v3_zstd_and_zlib() {
+fn write_compressed_round_trips_for_v1_v2_v3_zstd_and_zlib() {
     let plain = fixture("modern/plain_align4096_llvm22.bundle");
-    for version in [2, 3] {
+    for version in [1, 2, 3] {
         for (method, level) in [
             (CompressionMethod::Zstd, 3),
             (CompressionMethod::Zstd, -5),
@@ -123,7 +123,7 @@ fn write_compressed_reproduces_llvm22_ccob_v2_and_v3_byte_for_byte() {
 #[test]
 fn write_compressed_rejects_unwritable_versions_and_levels() {
     let plain = fixture("bin/k1_gfx90a.hsaco");
-    for version in [0, 1, 4] {
+    for version in [0, 4] {
         assert_eq!(
             write_compressed(&plain, version, CompressionMethod::Zstd, 3),
             Err(BundleError::CannotWriteVersion { version })
@@ -192,4 +192,17 @@ fn walker_bounds_bundles_by_header_even_when_data_contains_magics() {
     );
     let decoded = DecodedBundle::decode(&section[second as usize..]).unwrap();
     assert_eq!(decoded.bundle().unwrap().entries()[1].data, &payload[..]);
+}
+
+#[test]
+fn write_compressed_v1_reproduces_llvm18_ccob_layout() {
+    let llvm18 = fixture("modern/ccob_v1_llvm18.bundle");
+    let decoded = DecodedBundle::decode(&llvm18).unwrap();
+    let ours = write_compressed(decoded.payload(), 1, CompressionMethod::Zstd, 3).unwrap();
+    // The 20-byte v1 header (no total size) is LLVM 18's field for field.
+    assert_eq!(ours[..20], llvm18[..20]);
+    let again = DecodedBundle::decode(&ours).unwrap();
+    assert_eq!(again.format(), decoded.format());
+    assert_eq!(again.payload(), decoded.payload());
+    assert_eq!(again.compressed_len(), ours.len() as u64);
 }

@@ -55,6 +55,8 @@ enum Command {
     Detect(cmd::detect::Args),
     /// Show where the bytes go (per file, target and kind) as an HTML treemap or JSON.
     Report(cmd::report::Args),
+    /// Keep only some GPU targets' device code in fat binaries (they stay fat).
+    Prune(cmd::prune::Args),
 }
 
 pub use output::error_message;
@@ -86,6 +88,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::SplitWheel(args) => cmd::split_wheel::run(args),
         Command::Detect(args) => cmd::detect::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Prune(args) => cmd::prune::run(args),
     };
     let status = match result {
         // The commands end in success or failure, nothing finer.

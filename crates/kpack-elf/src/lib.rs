@@ -79,5 +79,5 @@ pub use fatbin::{
 pub use kpack_bundle::LocatedBundle;
 pub use machine::{RelocKind, reloc_kind};
 pub use relr::RelrEntry;
-pub use rewrite::{Rewrite, RewriteError, RewriteSummary};
+pub use rewrite::{FatbinEdit, Rewrite, RewriteError, RewriteSummary};
 pub use verify::{VerifyIssue, verify};

@@ -52,6 +52,15 @@
 //! (libelf) fills what no section covers between sections and so erases a moved table: strip
 //! with it before transforming. `patchelf` edits transformed files correctly.
 //!
+//! # Moving the device code instead of removing it (`kpack prune`)
+//! [`plan_edit`] with [`FatbinEdit::Move`] lays the file out the same way, with new
+//! `.hip_fatbin` contents (the pruned bundles, streamed in by the caller) in the new segment
+//! in place of the marker, at the section's alignment. `.hip_fatbin`'s header moves there
+//! (`SHT_PROGBITS`, its new address, offset and size; no section is added), its old range
+//! becomes piece 1's zero-filled tail, and every wrapper keeps its magic, version and
+//! `reserved1` and points at its bundle in the new contents. A section in the new segment
+//! is also what lets BFD re-lay it out after `strip`, as for the marker.
+//!
 //! # Refused
 //! Machines other than x86-64, aarch64 and ppc64 (little-endian), relocatable objects (their device code is linked later), files without a
 //! `.hip_fatbin` with content, already kpacked files ([`RewriteError::AlreadyKpacked`]),
@@ -78,8 +87,8 @@ use crate::elf::{
     SectionHeader,
 };
 use crate::fatbin::{
-    FatBinary, FatBinaryKind, FatbinSection, HIPK_MAGIC, MARKER_SECTION, PointerSource,
-    WRAPPER_POINTER_OFFSET, WrapperMagic, inspect_elf,
+    FatBinary, FatBinaryKind, FatbinSection, HIPF_MAGIC, HIPK_MAGIC, MARKER_SECTION, PointerSource,
+    WRAPPER_POINTER_OFFSET, Wrapper, WrapperMagic, inspect_elf,
 };
 use crate::machine::{self, Machine, RelocKind, reloc_kind};
 use crate::verify::{VerifyIssue, verify};
@@ -160,9 +169,10 @@ pub struct RewriteSummary {
     pub output_len: u64,
     /// File bytes of `.hip_fatbin` removed (whole pages).
     pub removed: u64,
-    /// Address of `.rocm_kpack_ref`, where every wrapper now points.
+    /// Address of `.rocm_kpack_ref`, where every wrapper now points; for
+    /// [`FatbinEdit::Move`] and [`FatbinEdit::Replace`], of the new `.hip_fatbin` contents.
     pub marker_vaddr: u64,
-    /// File offset of `.rocm_kpack_ref` in the output.
+    /// File offset of `.rocm_kpack_ref` (or the new `.hip_fatbin` contents) in the output.
     pub marker_offset: u64,
     /// Whether the program header table was moved into the new segment.
     pub phdr_moved: bool,
@@ -179,6 +189,52 @@ enum Piece {
     Zeros(u64),
     /// These bytes.
     Bytes(Vec<u8>),
+    /// This many bytes of new `.hip_fatbin` contents ([`FatbinEdit::Move`]), read from the
+    /// stream given to [`Rewrite::write_with_contents`].
+    Contents(u64),
+}
+
+/// What a rewrite does with `.hip_fatbin` and the wrappers pointing into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FatbinEdit<'a> {
+    /// `transform`: the device code leaves the file; every wrapper becomes HIPK and points
+    /// at a new `.rocm_kpack_ref` section holding these (encoded marker) bytes.
+    Kpack {
+        /// The encoded `.rocm_kpack_ref` contents.
+        marker: &'a [u8],
+    },
+    /// `prune`: `.hip_fatbin` gets new contents of `contents_len` bytes (streamed to
+    /// [`Rewrite::write_with_contents`]) in the new segment; every wrapper keeps its
+    /// magic, version and `reserved1` and points at `bundle_offsets[i]` (wrapper `i`)
+    /// within the new contents.
+    Move {
+        /// Length of the new contents.
+        contents_len: u64,
+        /// Where each wrapper points within the new contents, in slot order.
+        bundle_offsets: Vec<u64>,
+    },
+    /// `prune` of a small section, where moving would free no more than it costs: the new
+    /// contents (at most the section's size) replace `.hip_fatbin`'s first bytes in place
+    /// (the rest zeroed, `sh_size` set to `contents_len`), wrappers as for `Move`; nothing
+    /// else in the file moves.
+    Replace {
+        /// Length of the new contents.
+        contents_len: u64,
+        /// Where each wrapper points within the new contents, in slot order.
+        bundle_offsets: Vec<u64>,
+    },
+}
+
+impl FatbinEdit<'_> {
+    /// Length of what the new segment holds after the program header table.
+    fn payload_len(&self) -> u64 {
+        match self {
+            FatbinEdit::Kpack { marker } => marker.len() as u64,
+            FatbinEdit::Move { contents_len, .. } | FatbinEdit::Replace { contents_len, .. } => {
+                *contents_len
+            }
+        }
+    }
 }
 
 /// A computed rewrite: apply it with [`Rewrite::write_to`] to the same input bytes.
@@ -192,8 +248,20 @@ pub struct Rewrite {
 }
 
 impl Rewrite {
-    /// Streams the output; `input` must be the bytes given to [`plan`].
-    pub fn write_to<W: Write>(&self, input: &[u8], mut w: W) -> io::Result<()> {
+    /// Streams the output; `input` must be the bytes given to [`plan`]. A rewrite with new
+    /// `.hip_fatbin` contents needs [`Rewrite::write_with_contents`].
+    pub fn write_to<W: Write>(&self, input: &[u8], w: W) -> io::Result<()> {
+        self.write_with_contents(input, &mut io::empty(), w)
+    }
+
+    /// Streams the output of a [`FatbinEdit::Move`] rewrite, reading the new `.hip_fatbin`
+    /// contents (`contents_len` bytes) from `contents`.
+    pub fn write_with_contents<W: Write>(
+        &self,
+        input: &[u8],
+        contents: &mut dyn io::Read,
+        mut w: W,
+    ) -> io::Result<()> {
         static ZEROS: [u8; 65536] = [0; 65536];
         for piece in &self.pieces {
             match piece {
@@ -215,6 +283,17 @@ impl Rewrite {
                     }
                 }
                 Piece::Bytes(b) => w.write_all(b)?,
+                Piece::Contents(len) => {
+                    let copied = io::copy(&mut io::Read::take(&mut *contents, *len), &mut w)?;
+                    if copied != *len {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!(
+                                "the new .hip_fatbin contents end after {copied} of {len} bytes"
+                            ),
+                        ));
+                    }
+                }
             }
         }
         w.flush()
@@ -222,8 +301,13 @@ impl Rewrite {
 
     /// The output in memory (for small files, tests and fuzzing).
     pub fn to_vec(&self, input: &[u8]) -> Vec<u8> {
+        self.to_vec_with_contents(input, &[])
+    }
+
+    /// The output of a [`FatbinEdit::Move`] rewrite in memory, with its new contents.
+    pub fn to_vec_with_contents(&self, input: &[u8], mut contents: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.summary.output_len as usize);
-        self.write_to(input, &mut out)
+        self.write_with_contents(input, &mut contents, &mut out)
             .expect("writing to a Vec cannot fail");
         out
     }
@@ -319,39 +403,83 @@ fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
     out
 }
 
-/// Plans the rewrite of `data` with `marker` (the encoded `.rocm_kpack_ref` contents).
+/// Plans the rewrite of `data` with `marker` (the encoded `.rocm_kpack_ref` contents):
+/// [`plan_edit`] with [`FatbinEdit::Kpack`].
+pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
+    plan_edit(data, &FatbinEdit::Kpack { marker })
+}
+
+/// Plans the rewrite of `data` that `edit` describes.
 ///
 /// The phases follow the module doc's layout, in order: refuse what cannot be rewritten,
 /// find the pages of `.hip_fatbin` to cut, split its `PT_LOAD`, drop the tables that end
-/// the file, place the new segment (marker and, if it must move, the program header
-/// table), point the wrappers at the marker, re-emit the section headers and the ELF
-/// header, and assemble the output from kept input and new bytes.
-pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
+/// the file, place the new segment (marker or new contents and, if it must move, the
+/// program header table), point the wrappers at the marker or their bundles, re-emit the
+/// section headers and the ELF header, and assemble the output from kept input and new
+/// bytes.
+pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteError> {
     let elf = ElfFile::parse(data)?;
     let (fat, fatbin_section, machine) = check_rewritable(&elf)?;
     let page = machine::page_size(machine.e_machine, elf.program_headers());
     let fatbin = locate_fatbin(&elf, &fatbin_section, page)?;
+    if let FatbinEdit::Move {
+        contents_len,
+        bundle_offsets,
+    }
+    | FatbinEdit::Replace {
+        contents_len,
+        bundle_offsets,
+    } = edit
+    {
+        check_move(&fat, *contents_len, bundle_offsets)?;
+    }
     let cut = cut_whole_pages(&elf, &fatbin)?;
     check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
+    if let FatbinEdit::Replace {
+        contents_len,
+        bundle_offsets,
+    } = edit
+    {
+        return plan_replace(&elf, &fat, machine, &fatbin, *contents_len, bundle_offsets);
+    }
 
     let mut patches = Patches::default();
     zero_kept_fatbin_bytes(&fatbin, cut, &mut patches)?;
     let phdrs = split_fatbin_segment(&elf, &fatbin, cut)?;
     let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
+    // The new contents keep `.hip_fatbin`'s alignment (bundles start 4096-aligned).
+    let payload_align = match edit {
+        FatbinEdit::Kpack { .. } => 1,
+        FatbinEdit::Move { .. } | FatbinEdit::Replace { .. } => elf.section_headers()
+            [fatbin.section]
+            .sh_addralign
+            .clamp(1, page),
+    };
     let segment = place_marker_segment(
         &elf,
         phdrs,
         cut,
         &kept,
-        marker.len() as u64,
+        (edit.payload_len(), payload_align),
         page,
         &mut patches,
     )?;
-    point_wrappers_at_marker(&elf, &fat, machine, segment.marker_vaddr(), &mut patches)?;
-    let sections =
-        rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, marker.len() as u64)?;
+    let to = segment.marker_vaddr();
+    match edit {
+        FatbinEdit::Kpack { .. } => point_wrappers(
+            &elf,
+            &fat,
+            machine,
+            |w| (HIPK_MAGIC, 1, to, w.index as u64),
+            &mut patches,
+        )?,
+        FatbinEdit::Move { bundle_offsets, .. } | FatbinEdit::Replace { bundle_offsets, .. } => {
+            point_wrappers_at_bundles(&elf, &fat, machine, to, bundle_offsets, &mut patches)?
+        }
+    }
+    let sections = rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, edit)?;
     patch_elf_header(data, &segment, &sections, &mut patches)?;
-    let pieces = assemble(&elf, cut, &kept, &segment, &sections, marker)?;
+    let pieces = assemble(&elf, cut, &kept, &segment, &sections, edit)?;
     check_patches_in_kept_input(&patches, cut, kept.end)?;
 
     Ok(Rewrite {
@@ -367,6 +495,96 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
             wrappers: fat.wrappers.len(),
         },
     })
+}
+
+/// [`FatbinEdit::Replace`]: the new contents at `.hip_fatbin`'s offset, the rest of the
+/// section zeroed, its `sh_size` and the wrappers patched; the layout does not change.
+fn plan_replace(
+    elf: &ElfFile<'_>,
+    fat: &FatBinary,
+    machine: &Machine,
+    fatbin: &Fatbin<'_>,
+    contents_len: u64,
+    bundle_offsets: &[u64],
+) -> Result<Rewrite, RewriteError> {
+    if contents_len > fatbin.size {
+        return Err(layout(format!(
+            "the new .hip_fatbin contents ({contents_len} bytes) do not fit the section ({} bytes)",
+            fatbin.size
+        )));
+    }
+    let mut patches = Patches::default();
+    let to = fatbin.vaddr;
+    point_wrappers_at_bundles(elf, fat, machine, to, bundle_offsets, &mut patches)?;
+    let start = fatbin.offset;
+    let (contents_end, end) = (start + contents_len, start + fatbin.size);
+    if contents_end < end {
+        patches.zero(contents_end..end)?;
+    }
+    let mut header = elf.section_headers()[fatbin.section].clone();
+    header.sh_size = contents_len;
+    let at = elf.header().e_shoff + fatbin.section as u64 * SHDR_SIZE;
+    patches.add(at, shdr_bytes(&header).to_vec())?;
+    let data_len = elf.data().len() as u64;
+    let pieces = vec![
+        Piece::Input {
+            start: 0,
+            end: start,
+        },
+        Piece::Contents(contents_len),
+        Piece::Input {
+            start: contents_end,
+            end: data_len,
+        },
+    ];
+    let replaced = Cut {
+        at: start,
+        len: contents_len,
+    };
+    check_patches_in_kept_input(&patches, replaced, data_len)?;
+    Ok(Rewrite {
+        pieces,
+        patches: patches.0,
+        summary: RewriteSummary {
+            input_len: data_len,
+            output_len: data_len,
+            removed: 0,
+            marker_vaddr: to,
+            marker_offset: start,
+            phdr_moved: false,
+            wrappers: fat.wrappers.len(),
+        },
+    })
+}
+
+/// Refuses wrapper offsets that are not one per wrapper or fall outside the new contents.
+fn check_move(
+    fat: &FatBinary,
+    contents_len: u64,
+    bundle_offsets: &[u64],
+) -> Result<(), RewriteError> {
+    if bundle_offsets.len() != fat.wrappers.len() {
+        return Err(layout(format!(
+            "{} bundle offsets given for {} wrappers",
+            bundle_offsets.len(),
+            fat.wrappers.len()
+        )));
+    }
+    match fat
+        .wrappers
+        .iter()
+        .zip(bundle_offsets)
+        .find(|&(_, &o)| o >= contents_len)
+    {
+        Some((w, o)) => Err(RewriteError::Wrapper {
+            index: w.index,
+            offset: w.offset,
+            problem: format!(
+                "its bundle offset {o:#x} is outside the new .hip_fatbin contents ({contents_len} bytes)"
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Refuses what cannot be rewritten (see "Refused" in the module doc): returns the fat
@@ -645,13 +863,13 @@ fn drop_trailing_tables(
 }
 
 /// The new read-only `PT_LOAD` after the kept input: the moved program header table (if
-/// it cannot grow in place), then the marker.
+/// it cannot grow in place), then the marker or the new `.hip_fatbin` contents.
 struct MarkerSegment {
     /// File offset of the segment in the output.
     offset: u64,
     /// Address of the segment.
     vaddr: u64,
-    /// Offset of the marker inside the segment (after a moved table).
+    /// Offset of the marker (or new contents) inside the segment (after a moved table).
     marker_in_segment: u64,
     /// File size of the segment.
     len: u64,
@@ -680,7 +898,7 @@ fn place_marker_segment(
     mut phdrs: Vec<ProgramHeader>,
     cut: Cut,
     kept: &KeptInput,
-    marker_len: u64,
+    (payload_len, payload_align): (u64, u64),
     page: u64,
     patches: &mut Patches,
 ) -> Result<MarkerSegment, RewriteError> {
@@ -702,8 +920,15 @@ fn place_marker_segment(
     // The moved table comes first (where linkers put it, and where objcopy/strip expect a
     // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
     let marker_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
-    let len = marker_in_segment + marker_len;
-    let (offset, vaddr) = segment_position(elf, kept.len, max_end, in_place, page)?;
+    let len = marker_in_segment + payload_len;
+    let (offset, vaddr) = segment_position(
+        elf,
+        kept.len,
+        max_end,
+        in_place,
+        page,
+        (marker_in_segment, payload_align),
+    )?;
     phdrs.insert(
         last_load + 1,
         ProgramHeader {
@@ -755,7 +980,9 @@ fn place_marker_segment(
 }
 
 /// The file offset and address of the marker's segment: right after the kept input (8-byte
-/// aligned, at the same place in its page as in the file), one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
+/// aligned, and so that the payload at `payload_in_segment` is `payload_align`-aligned with
+/// nothing between it and the table: BFD re-lays a segment out with its sections right after
+/// its headers; at the same place in its page as in the file), one free page above `max_end` (GNU strip/objcopy re-lay the file out and start a
 /// segment holding the program header table right after the previous segment's file bytes,
 /// not page-aligned, so the segment slides down into the page below its address; that page
 /// must belong to no other segment). In executables a moved table keeps the first
@@ -766,11 +993,13 @@ fn segment_position(
     max_end: u64,
     in_place: bool,
     page: u64,
+    (payload_in_segment, payload_align): (u64, u64),
 ) -> Result<(u64, u64), RewriteError> {
     // Only `p_offset ≡ p_vaddr (mod page)` is needed, not an aligned offset: the segment
     // starts at the next 8-byte boundary of the file and at the same place in its page, so
     // the file is not padded up to a page boundary (up to 64 KiB on aarch64 and ppc64).
-    let mut offset = align_up(kept_len, 8);
+    let mut offset =
+        align_up(align_up(kept_len, 8) + payload_in_segment, payload_align) - payload_in_segment;
     let mut vaddr = align_up(max_end, page) + page + offset % page;
     if !elf.is_executable() || in_place {
         return Ok((offset, vaddr));
@@ -801,13 +1030,31 @@ fn segment_position(
     Ok((offset, vaddr))
 }
 
-/// Each wrapper gets magic HIPK, version 1, `reserved1` = its index (B4) and its pointer
-/// set to the marker, in the file and in the relocation that fills it at load time (B2).
-fn point_wrappers_at_marker(
+/// Each wrapper keeps its magic (HIPF), version and `reserved1` and points at
+/// `contents + bundle_offsets[i]`.
+fn point_wrappers_at_bundles(
     elf: &ElfFile<'_>,
     fat: &FatBinary,
     machine: &Machine,
-    marker_vaddr: u64,
+    contents: u64,
+    bundle_offsets: &[u64],
+    patches: &mut Patches,
+) -> Result<(), RewriteError> {
+    let record = |w: &Wrapper| {
+        let pointer = contents + bundle_offsets[w.index];
+        (HIPF_MAGIC, w.version, pointer, w.reserved1)
+    };
+    point_wrappers(elf, fat, machine, record, patches)
+}
+
+/// Each (HIPF) wrapper gets the `(magic, version, pointer, reserved1)` that `new_record`
+/// gives it (for transform: HIPK, 1, the marker, its index, B4), the pointer set in the file
+/// and in the relocation that fills it at load time (B2).
+fn point_wrappers(
+    elf: &ElfFile<'_>,
+    fat: &FatBinary,
+    machine: &Machine,
+    new_record: impl Fn(&Wrapper) -> (u32, u32, u64, u64),
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
     let h = elf.header();
@@ -821,11 +1068,12 @@ fn point_wrappers_at_marker(
         if w.magic != WrapperMagic::Hipf {
             return Err(problem("magic is not HIPF"));
         }
+        let (magic, version, pointer, reserved1) = new_record(w);
         let mut rec = Vec::with_capacity(24);
-        rec.extend_from_slice(&HIPK_MAGIC.to_le_bytes());
-        rec.extend_from_slice(&1u32.to_le_bytes());
-        rec.extend_from_slice(&marker_vaddr.to_le_bytes());
-        rec.extend_from_slice(&(w.index as u64).to_le_bytes());
+        rec.extend_from_slice(&magic.to_le_bytes());
+        rec.extend_from_slice(&version.to_le_bytes());
+        rec.extend_from_slice(&pointer.to_le_bytes());
+        rec.extend_from_slice(&reserved1.to_le_bytes());
         patches.add(w.offset, rec)?;
         match &w.pointer {
             PointerSource::InPlace(_) => {
@@ -845,7 +1093,7 @@ fn point_wrappers_at_marker(
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE;
                 let mut rela: Rela64<LE> = *record(elf.data(), at, "wrapper relocation")?;
                 rela.r_info = Rela64::r_info(LE, false, 0, machine.relative);
-                rela.r_addend.set(LE, marker_vaddr as i64);
+                rela.r_addend.set(LE, pointer as i64);
                 patches.add(at, bytes_of(&rela).to_vec())?;
             }
             PointerSource::Rel {
@@ -871,24 +1119,31 @@ struct SectionTable {
     headers: Vec<SectionHeader>,
     /// Output offset of the re-emitted `.shstrtab`.
     names_offset: u64,
+    /// Whether `.rocm_kpack_ref` was added (its name ends the re-emitted `.shstrtab`).
+    marker_added: bool,
     /// Output offset of the section header table (`e_shoff`).
     table_offset: u64,
 }
 
-/// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS`, offsets move by the
-/// cut, `.shstrtab` (with the marker's name) moves after the marker's segment, and
-/// `.rocm_kpack_ref` is added. (No section covers a moved program header table: GNU strip
-/// would count the table twice and misplace the marker.)
+/// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS` (or, moved, covers its
+/// new contents), offsets move by the cut, `.shstrtab` (with the marker's name) moves after
+/// the new segment, and `.rocm_kpack_ref` is added for a marker. (No section covers a moved
+/// program header table: GNU strip would count the table twice and misplace the marker.)
 fn rewrite_section_headers(
     elf: &ElfFile<'_>,
     fatbin: &Fatbin<'_>,
     cut: Cut,
     kept: &KeptInput,
     segment: &MarkerSegment,
-    marker_len: u64,
+    edit: &FatbinEdit<'_>,
 ) -> Result<SectionTable, RewriteError> {
     let shstr = &kept.shstr;
-    let added_name = MARKER_SECTION.len() as u64 + 1;
+    let marker = matches!(edit, FatbinEdit::Kpack { .. });
+    let added_name = if marker {
+        MARKER_SECTION.len() as u64 + 1
+    } else {
+        0
+    };
     if u32::try_from(shstr.sh_size + added_name).is_err() {
         return Err(layout(".shstrtab too large"));
     }
@@ -897,7 +1152,13 @@ fn rewrite_section_headers(
     let mut headers: Vec<SectionHeader> = elf.section_headers().to_vec();
     for s in &mut headers {
         if s.index == fatbin.section {
-            s.sh_type = SHT_NOBITS;
+            if marker {
+                s.sh_type = SHT_NOBITS;
+            } else {
+                s.sh_addr = segment.marker_vaddr();
+                s.sh_offset = segment.marker_offset();
+                s.sh_size = edit.payload_len();
+            }
         } else if s.index == shstr.index {
             s.sh_offset = names_offset;
             s.sh_size += added_name;
@@ -905,26 +1166,29 @@ fn rewrite_section_headers(
             s.sh_offset = cut.shift(s.sh_offset);
         }
     }
-    headers.push(SectionHeader {
-        index: headers.len(),
-        name: MARKER_SECTION.to_owned(),
-        sh_name: shstr.sh_size as u32,
-        sh_type: SHT_PROGBITS,
-        sh_flags: u64::from(SHF_ALLOC),
-        sh_addr: segment.marker_vaddr(),
-        sh_offset: segment.marker_offset(),
-        sh_size: marker_len,
-        sh_link: 0,
-        sh_info: 0,
-        sh_addralign: 1,
-        sh_entsize: 0,
-    });
+    if marker {
+        headers.push(SectionHeader {
+            index: headers.len(),
+            name: MARKER_SECTION.to_owned(),
+            sh_name: shstr.sh_size as u32,
+            sh_type: SHT_PROGBITS,
+            sh_flags: u64::from(SHF_ALLOC),
+            sh_addr: segment.marker_vaddr(),
+            sh_offset: segment.marker_offset(),
+            sh_size: edit.payload_len(),
+            sh_link: 0,
+            sh_info: 0,
+            sh_addralign: 1,
+            sh_entsize: 0,
+        });
+    }
     if headers.len() as u64 >= u64::from(SHN_LORESERVE) {
         return Err(layout("too many sections"));
     }
     Ok(SectionTable {
         headers,
         names_offset,
+        marker_added: marker,
         table_offset,
     })
 }
@@ -944,15 +1208,16 @@ fn patch_elf_header(
     patches.add(0, bytes_of(&header).to_vec())
 }
 
-/// The output as pieces: the kept input around the cut, zero padding up to the marker's
-/// segment, the segment, the re-emitted `.shstrtab` and the section header table.
+/// The output as pieces: the kept input around the cut, zero padding up to the new
+/// segment, the segment (its payload streamed for new `.hip_fatbin` contents), the
+/// re-emitted `.shstrtab` and the section header table.
 fn assemble(
     elf: &ElfFile<'_>,
     cut: Cut,
     kept: &KeptInput,
     segment: &MarkerSegment,
     sections: &SectionTable,
-    marker: &[u8],
+    edit: &FatbinEdit<'_>,
 ) -> Result<Vec<Piece>, RewriteError> {
     let mut pieces = Vec::new();
     if cut.len > 0 {
@@ -974,13 +1239,23 @@ fn assemble(
     let mut segment_bytes = Vec::with_capacity(segment.len as usize);
     if let Some(table) = &segment.moved_table {
         segment_bytes.extend_from_slice(table);
-        segment_bytes.resize(segment.marker_in_segment as usize, 0);
     }
-    segment_bytes.extend_from_slice(marker);
-    pieces.push(Piece::Bytes(segment_bytes));
+    segment_bytes.resize(segment.marker_in_segment as usize, 0);
+    match edit {
+        FatbinEdit::Kpack { marker } => {
+            segment_bytes.extend_from_slice(marker);
+            pieces.push(Piece::Bytes(segment_bytes));
+        }
+        FatbinEdit::Move { contents_len, .. } | FatbinEdit::Replace { contents_len, .. } => {
+            pieces.push(Piece::Bytes(segment_bytes));
+            pieces.push(Piece::Contents(*contents_len));
+        }
+    }
     let mut names = elf.section_data(&kept.shstr)?.to_vec();
-    names.extend_from_slice(MARKER_SECTION.as_bytes());
-    names.push(0);
+    if sections.marker_added {
+        names.extend_from_slice(MARKER_SECTION.as_bytes());
+        names.push(0);
+    }
     let names_end = sections.names_offset + names.len() as u64;
     pieces.push(Piece::Bytes(names));
     pieces.push(Piece::Zeros(sections.table_offset - names_end));

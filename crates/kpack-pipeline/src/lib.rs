@@ -1,6 +1,6 @@
 //! Device code found in files and trees: what a file holds ([`source`]), what `kpack inspect`
 //! reports ([`report`]), writing code objects out ([`unbundle`]) and packing them into
-//! `.kpack` archives ([`pack`]).
+//! `.kpack` archives ([`pack`]), keeping only some targets in a fat binary ([`prune`]).
 //!
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
 //! prints what these functions return.
@@ -10,6 +10,7 @@
 pub mod error;
 pub mod ordered;
 pub mod pack;
+pub mod prune;
 pub mod report;
 pub mod source;
 pub mod transform;
@@ -79,6 +80,33 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
         }
     }
     Ok(files)
+}
+
+/// Streams `rewrite`'s output for `input` (new `.hip_fatbin` contents, if it has any, read
+/// from `contents`) into the new file `path`, syncs it and returns it mapped, for the caller
+/// to verify. `path` is a staged path: on failure the caller's stage removes it.
+pub(crate) fn write_rewrite(
+    input: &[u8],
+    rewrite: &kpack_elf::Rewrite,
+    contents: &mut dyn std::io::Read,
+    path: &Path,
+) -> Result<FileBytes, SourceError> {
+    // Read access too: the written file is mapped for verification.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(error::io_error(path))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    rewrite
+        .write_with_contents(input, contents, &mut out)
+        .map_err(error::io_error(path))?;
+    let file = out
+        .into_inner()
+        .map_err(|e| error::io_error(path)(e.into_error()))?;
+    file.sync_all().map_err(error::io_error(path))?;
+    map_file(&file, path)
 }
 
 impl FileBytes {

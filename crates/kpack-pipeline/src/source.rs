@@ -283,6 +283,21 @@ pub fn bundle_slots(fat: &FatBinary) -> Vec<BundleSlot> {
         .collect()
 }
 
+impl BundleSlot {
+    /// The memory decoding the bundle takes while in flight, for
+    /// [`crate::ordered::for_each_ordered`]: its decompressed size for a CCOB, its stored
+    /// bytes (mapped pages) otherwise. `elf` is the file the slot is in.
+    pub fn decode_cost(&self, elf: &[u8]) -> u64 {
+        let bytes = &elf[self.range.clone()];
+        match kpack_bundle::peek_format(bytes) {
+            Ok(BundleFormat::Compressed {
+                uncompressed_size, ..
+            }) => uncompressed_size.min(kpack_bundle::MAX_DECOMPRESSED),
+            _ => bytes.len() as u64,
+        }
+    }
+}
+
 fn walk_elf(
     bytes: &[u8],
     base: u64,

@@ -19,12 +19,10 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Component, Path, PathBuf};
 
 use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{ArchiveFileWriter, Compression, KernelCompressor, PreparedKernel};
-use kpack_bundle::BundleFormat;
 use kpack_elf::rewrite::{Rewrite, RewriteError};
 use kpack_elf::{FatBinaryKind, VerifyIssue};
 use kpack_fs::{Replace, Stage};
@@ -368,7 +366,7 @@ impl<'a> Plan<'a> {
         compression: Compression,
     ) -> Result<Vec<WrittenArchive>, TransformError> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let cost = |i: usize| self.bundle_cost(i);
+        let cost = |i: usize| self.slots[i].decode_cost(self.input);
         let mut writers: BTreeMap<String, ArchiveFileWriter<'a>> = BTreeMap::new();
         ordered::for_each_ordered(
             self.slots.len(),
@@ -430,18 +428,6 @@ impl<'a> Plan<'a> {
         }
     }
 
-    /// The memory bundle `i` holds while in flight: its decompressed size for a CCOB, its
-    /// stored bytes (mapped pages) otherwise.
-    fn bundle_cost(&self, i: usize) -> u64 {
-        let bytes = &self.input[self.slots[i].range.clone()];
-        match kpack_bundle::peek_format(bytes) {
-            Ok(BundleFormat::Compressed {
-                uncompressed_size, ..
-            }) => uncompressed_size.min(kpack_bundle::MAX_DECOMPRESSED),
-            _ => bytes.len() as u64,
-        }
-    }
-
     fn prepare_bundle(
         &self,
         i: usize,
@@ -465,22 +451,7 @@ impl<'a> Plan<'a> {
         path: &Path,
         mode: Option<std::fs::Permissions>,
     ) -> Result<(), TransformError> {
-        // Read access too: the written file is mapped for verification.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io_error(path))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        self.rewrite
-            .write_to(self.input, &mut out)
-            .map_err(io_error(path))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| io_error(path)(e.into_error()))?;
-        file.sync_all().map_err(io_error(path))?;
-        let map = crate::map_file(&file, path)?;
+        let map = crate::write_rewrite(self.input, &self.rewrite, &mut std::io::empty(), path)?;
         kpack_elf::verify(&map).map_err(TransformError::Verify)?;
         if let Some(mode) = mode {
             std::fs::set_permissions(path, mode).map_err(io_error(path))?;

@@ -8,41 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kpack_pipeline::report::{self, Details};
 use kpack_pipeline::unbundle::{TargetFilter, Unbundler};
-use kpack_testkit::{fixture, fixtures, run_tool, sha256_hex};
-
-/// Bundles of a file as (stored bytes, index): the whole file for raw bundles, or the
-/// `.hip_fatbin` section dumped by `objcopy` (an independent reader) cut at the offsets
-/// `kpack inspect` reports.
-fn bundles_for_witness(path: &Path, tmp: &Path) -> Vec<Vec<u8>> {
-    let bytes = std::fs::read(path).unwrap();
-    let report = report::inspect(&path.display().to_string(), &bytes).unwrap();
-    match report.details {
-        Details::Elf(elf) => {
-            let section = tmp.join("fatbin.bin");
-            run_tool(
-                "objcopy",
-                &[
-                    &format!("--dump-section=.hip_fatbin={}", section.display()),
-                    path.to_str().unwrap(),
-                    tmp.join("discard.o").to_str().unwrap(),
-                ],
-            );
-            let data = std::fs::read(&section).unwrap();
-            let base = elf.fatbin.unwrap().offset;
-            elf.bundles
-                .iter()
-                .map(|b| {
-                    let start = (b.offset - base) as usize;
-                    data[start..start + b.size as usize].to_vec()
-                })
-                .collect()
-        }
-        Details::Bundles { .. } => vec![bytes],
-        other => panic!("{}: not a bundle container: {other:?}", path.display()),
-    }
-}
+use kpack_testkit::{fatbin_bundles, fixture, fixtures, run_tool, sha256_hex};
 
 fn unbundle_with_kpack(path: &Path, out: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut unbundler = Unbundler::new(out, TargetFilter::default()).unwrap();
@@ -83,7 +50,7 @@ fn uncompressed_fixtures_unbundle_byte_identical_to_clang_offload_bundler_15() {
         let ours = unbundle_with_kpack(&path, &tmp.path().join("ours"));
         let stem = path.file_name().unwrap().to_string_lossy().into_owned();
         let mut witnessed = 0;
-        for (index, bundle) in bundles_for_witness(&path, tmp.path()).iter().enumerate() {
+        for (index, bundle) in fatbin_bundles(&path, tmp.path()).iter().enumerate() {
             let input = tmp.path().join(format!("bundle{index}"));
             std::fs::write(&input, bundle).unwrap();
             let input_arg = format!("--input={}", input.display());

@@ -16,10 +16,12 @@ use std::path::PathBuf;
 use kpack_archive::{ArchiveError, Compression, ErrorKind};
 use kpack_artifact::ArtifactError;
 use kpack_artifact::handlers::Handler;
+use kpack_artifact::prune::PruneTreeError;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions};
 use kpack_artifact::split::SplitOptions;
 use kpack_artifact::verify::VerifyOptions;
 use kpack_pipeline::SourceError;
+use kpack_pipeline::prune::{PruneError, Selection};
 use kpack_pipeline::transform::{TransformError, TransformOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -90,6 +92,14 @@ impl Class {
             WheelError::Artifact(a) => Class::of_artifact(a),
             WheelError::Usage(_) => Class::Usage,
             _ => Class::Format,
+        }
+    }
+
+    fn of_prune(e: &PruneError) -> Class {
+        match e {
+            PruneError::Source(s) => Class::of_source(s),
+            PruneError::Empty { .. } | PruneError::NotPresent { .. } => Class::Usage,
+            _ => Class::Transform,
         }
     }
 
@@ -305,6 +315,47 @@ fn transform(
     to_json(&outcome.report(&input))
 }
 
+/// `kpack prune PATHS -o OUTPUT (--keep T... | --drop T...) [--allow-empty] --json`: the JSON
+/// report, as a string.
+#[pyfunction]
+fn prune(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    output: PathBuf,
+    keep: Vec<String>,
+    drop: Vec<String>,
+    allow_empty: bool,
+) -> PyResult<String> {
+    let parse = |names: Vec<String>| -> PyResult<Vec<_>> {
+        names
+            .iter()
+            .map(|n| kpack_pipeline::prune::parse_target_name(n).map_err(usage))
+            .collect()
+    };
+    let selection = match (keep.is_empty(), drop.is_empty()) {
+        (false, true) => Selection::Keep(parse(keep)?),
+        (true, false) => Selection::Drop(parse(drop)?),
+        _ => {
+            return Err(usage(
+                "give targets to keep or to drop, not both".to_owned(),
+            ));
+        }
+    };
+    let report =
+        py.detach(|| kpack_artifact::prune::prune(&paths, &output, &selection, allow_empty));
+    let report = report.map_err(|e| {
+        let class = match &e {
+            PruneTreeError::Io { .. } => Class::Input,
+            PruneTreeError::File { source, .. } | PruneTreeError::Prune(source) => {
+                Class::of_prune(source)
+            }
+            _ => Class::Transform,
+        };
+        raise(class, &e)
+    })?;
+    to_json(&report)
+}
+
 /// `kpack split-wheel WHEEL -o OUTPUT ... --json`: the JSON summary, as a string.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)] // the command's options, one keyword each
@@ -495,6 +546,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(transform, m)?)?;
     m.add_function(wrap_pyfunction!(split_wheel, m)?)?;
+    m.add_function(wrap_pyfunction!(prune, m)?)?;
     m.add_class::<Archive>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

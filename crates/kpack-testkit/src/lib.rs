@@ -149,6 +149,12 @@ pub fn librocsparse() -> PathBuf {
     corpus_file("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1")
 }
 
+/// Debian ROCm 7.2.4's librocblas.so.5.2 (210 MB, 65 CCOB v3 bundles, 14 targets) from the
+/// corpus.
+pub fn librocblas() -> PathBuf {
+    corpus_file("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2")
+}
+
 /// bookworm's arm64 librocrand.so.1.1 (5.3.3, GNU ld, 25 MB, 1 wrapper, 7 targets) from the
 /// corpus.
 pub fn librocrand_arm64() -> PathBuf {
@@ -224,6 +230,84 @@ pub fn run_llvm22(tool: &str, args: &[&str]) -> Vec<u8> {
     let mut full = vec!["22", tool];
     full.extend_from_slice(args);
     run_tool(wrapper.to_str().expect("corpus path is UTF-8"), &full)
+}
+
+/// The bundles of `.hip_fatbin` in `path` as stored: the section dumped by `objcopy` (the
+/// file's machine's; an independent reader), cut at the offsets `kpack inspect` reports; a raw bundle or CCOB file
+/// is one bundle.
+#[cfg(feature = "transform")]
+pub fn fatbin_bundles(path: &Path, tmp: &Path) -> Vec<Vec<u8>> {
+    use kpack_pipeline::report::{self, Details};
+    let bytes = std::fs::read(path).unwrap();
+    let report = report::inspect(&path.display().to_string(), &bytes).unwrap();
+    match report.details {
+        Details::Elf(elf) => {
+            let section = tmp.join("fatbin.bin");
+            let machine = u16::from_le_bytes([bytes[18], bytes[19]]);
+            let objcopy = [&AARCH64, &PPC64LE]
+                .into_iter()
+                .find(|m| m.e_machine == machine)
+                .map_or_else(|| "objcopy".to_owned(), |m| m.tool("objcopy"));
+            run_tool(
+                &objcopy,
+                &[
+                    &format!("--dump-section=.hip_fatbin={}", section.display()),
+                    path.to_str().unwrap(),
+                    tmp.join("discard.o").to_str().unwrap(),
+                ],
+            );
+            let data = std::fs::read(&section).unwrap();
+            let base = elf.fatbin.unwrap().offset;
+            elf.bundles
+                .iter()
+                .map(|b| {
+                    let start = (b.offset - base) as usize;
+                    data[start..start + b.size as usize].to_vec()
+                })
+                .collect()
+        }
+        Details::Bundles { .. } => vec![bytes],
+        other => panic!("{}: not a bundle container: {other:?}", path.display()),
+    }
+}
+
+/// Every entry of `bundle` (an uncompressed bundle or a CCOB) as clang-offload-bundler lists
+/// and unbundles it: `clang-offload-bundler-15` for an uncompressed bundle, LLVM 22's for a
+/// CCOB (LLVM 15 cannot read one). Keyed by bundle entry id, host entry included.
+pub fn witness_entries(bundle: &[u8], tmp: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let input = tmp.join("witness.bundle");
+    std::fs::write(&input, bundle).unwrap();
+    let run = |args: &[&str]| {
+        if bundle.starts_with(b"CCOB") {
+            run_llvm22("clang-offload-bundler", args)
+        } else {
+            run_tool("clang-offload-bundler-15", args)
+        }
+    };
+    let input_arg = format!("--input={}", input.display());
+    let listing = run(&["--list", "--type=o", &input_arg]);
+    let triples: Vec<String> = String::from_utf8(listing)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    // One call unbundles every entry (a CCOB is decompressed once).
+    let outputs: Vec<PathBuf> = (0..triples.len())
+        .map(|i| tmp.join(format!("witness{i}.co")))
+        .collect();
+    let mut args = vec![
+        "--unbundle".to_owned(),
+        "--type=o".to_owned(),
+        input_arg.clone(),
+        format!("--targets={}", triples.join(",")),
+    ];
+    args.extend(outputs.iter().map(|o| format!("--output={}", o.display())));
+    run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    triples
+        .into_iter()
+        .zip(&outputs)
+        .map(|(t, o)| (t, std::fs::read(o).unwrap()))
+        .collect()
 }
 
 /// Hex SHA-256.

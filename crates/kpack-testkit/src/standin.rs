@@ -173,7 +173,8 @@ impl Standin {
     /// with `RTLD_LAZY` from the `load` driver) and returns its registrations in order.
     /// `arches` is the agent's ISA list for the runtime (`amdgcn-amd-amdhsa--gfx90a:xnack-`,
     /// …; empty without a runtime). The log and the loaded code objects go to `work`, whose
-    /// previous log and objects are removed first. The `ROCM_KPACK_*` variables that redirect
+    /// previous log and objects are removed first; so do the bundles HIPF wrappers lead to,
+    /// as read from memory ([`Standin::loaded_bundle`]). The `ROCM_KPACK_*` variables that redirect
     /// or disable loading are cleared.
     pub fn load(&self, binary: &Path, arches: &[&str], work: &Path) -> Vec<Registration> {
         assert!(
@@ -182,9 +183,12 @@ impl Standin {
         );
         let log = work.join("standin.log");
         let objects = work.join("objects");
+        let bundles = work.join("bundles");
         let _ = std::fs::remove_file(&log);
-        let _ = std::fs::remove_dir_all(&objects);
-        std::fs::create_dir_all(&objects).unwrap();
+        for dir in [&objects, &bundles] {
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::create_dir_all(dir).unwrap();
+        }
         let name = binary.file_name().unwrap().to_string_lossy().into_owned();
         let mut argv = vec![binary.as_os_str().to_owned()];
         if name.contains(".so") {
@@ -220,6 +224,7 @@ impl Standin {
             .env("KPACK_STANDIN_LOG", &log)
             .env("KPACK_STANDIN_ARCHES", arches.join(","))
             .env("KPACK_STANDIN_OBJECTS", &objects)
+            .env("KPACK_STANDIN_BUNDLES", &bundles)
             .env_remove("ROCM_KPACK_PATH")
             .env_remove("ROCM_KPACK_PATH_PREFIX")
             .env_remove("ROCM_KPACK_DISABLE")
@@ -252,5 +257,12 @@ impl Standin {
                 }
             })
             .collect()
+    }
+
+    /// The bundle that registration `n` of the last [`Standin::load`] into `work` led to, as
+    /// the stand-in read it from the loaded binary's memory (HIPF wrappers; not a CCOB v1).
+    pub fn loaded_bundle(work: &Path, n: usize) -> Vec<u8> {
+        let path = work.join("bundles").join(format!("{n}.bundle"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 }

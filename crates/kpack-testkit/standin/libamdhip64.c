@@ -16,6 +16,11 @@
  * code object is written to $KPACK_STANDIN_OBJECTS/<n>.co, n counting registrations from
  * 0 (so it is the line's index in a fresh log).
  *
+ * For a HIPF wrapper, as a stock HIP runtime reads the bundle its pointer leads to, the
+ * stand-in copies that bundle from memory to $KPACK_STANDIN_BUNDLES/<n>.bundle when the
+ * variable is set: an uncompressed bundle up to its furthest entry end, a CCOB v2/v3 up to
+ * its total size (v1 stores none, so it is not copied).
+ *
  * Every other entry point only reports "no device". */
 #include <stdint.h>
 #include <stdio.h>
@@ -110,6 +115,42 @@ static int load_code_object(const struct wrapper *w, unsigned n) {
 }
 #endif
 
+static uint64_t le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* Length of the bundle at p, from its header, or 0 if it is not one the stand-in measures. */
+static uint64_t bundle_len(const unsigned char *p) {
+  if (memcmp(p, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0) {
+    uint64_t count = le(p + 24, 8), end = 32, at = 32;
+    for (uint64_t i = 0; i < count && i < 4096; i++) {
+      uint64_t off = le(p + at, 8), size = le(p + at + 8, 8), tlen = le(p + at + 16, 8);
+      if (off + size > end) end = off + size;
+      at += 24 + tlen;
+    }
+    return end;
+  }
+  if (memcmp(p, "CCOB", 4) == 0) {
+    uint64_t version = le(p + 4, 2);
+    if (version == 2) return le(p + 8, 4);
+    if (version == 3) return le(p + 8, 8);
+  }
+  return 0;
+}
+
+static void save_bundle(const struct wrapper *w, unsigned n) {
+  const char *dir = getenv("KPACK_STANDIN_BUNDLES");
+  char file[4096];
+  if (!dir || snprintf(file, sizeof file, "%s/%u.bundle", dir, n) >= (int)sizeof file) return;
+  uint64_t len = bundle_len(w->binary);
+  FILE *f = len ? fopen(file, "wb") : NULL;
+  if (!f) return;
+  fwrite(w->binary, 1, len, f);
+  fclose(f);
+}
+
 static void record(const struct wrapper *w) {
   static unsigned registrations;
   unsigned n = registrations++;
@@ -121,12 +162,11 @@ static void record(const struct wrapper *w) {
   size_t len = 24;
   /* The marker is mapped; its page ends the object, so walk no further than needed. */
   if (w->magic == HIPK) len = msgpack_len(w->binary, MAX_MARKER);
+  if (w->magic == HIPF) save_bundle(w, n);
   for (size_t i = 0; i < len; i++) fprintf(f, "%02x", w->binary[i]);
 #ifdef KPACK_STANDIN_RUNTIME
   /* The CLR goes on only for version 1 HIPK wrappers. */
   if (w->magic == HIPK && w->version == 1) fprintf(f, " %d", load_code_object(w, n));
-#else
-  (void)n;
 #endif
   fprintf(f, "\n");
   fclose(f);

@@ -5,6 +5,7 @@ pub mod extract;
 pub mod inspect;
 pub mod list;
 pub mod pack;
+pub mod prune;
 pub mod recombine;
 pub mod report;
 pub mod split;

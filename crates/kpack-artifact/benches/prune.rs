@@ -1,0 +1,72 @@
+//! `kpack prune` of the two real-world libraries, keeping two targets, next to a plain copy
+//! of the same file measured in the same run: bookworm's librocsparse.so.0.1 (1.3 GB,
+//! uncompressed bundles) and ROCm 7.2.4's librocblas.so.5.2 (210 MB, CCOB v3: every bundle is
+//! decompressed, 1 GB in all, and the kept entries recompressed).
+//!
+//! Prints wall time and peak RSS (VmHWM, reset before each phase) of the copy and the prune,
+//! and their ratio. Targets: prune <= 2x the copy's time, peak RSS <= 512 MB. Needs the corpus
+//! from `scripts/setup.sh`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use kpack_artifact::prune::prune;
+use kpack_pipeline::prune::Selection;
+use kpack_target::TargetId;
+
+fn measure(name: &str, path: &Path, keep: &[&str]) {
+    let size = std::fs::metadata(path).unwrap().len();
+    let dir = tempfile::Builder::new()
+        .prefix("kpack-bench-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    // Warm the page cache so both phases read the same way.
+    std::fs::copy(path, dir.path().join("warm")).unwrap();
+    std::fs::remove_file(dir.path().join("warm")).unwrap();
+
+    kpack_testkit::reset_peak_rss();
+    let start = Instant::now();
+    std::fs::copy(path, dir.path().join("copy")).unwrap();
+    let copy_time = start.elapsed();
+    let copy_rss = kpack_testkit::peak_rss_kib();
+    std::fs::remove_file(dir.path().join("copy")).unwrap();
+
+    let selection = Selection::Keep(keep.iter().map(|t| TargetId::parse(t).unwrap()).collect());
+    let out = dir.path().join("pruned");
+    kpack_testkit::reset_peak_rss();
+    let start = Instant::now();
+    prune(&[path.to_owned()], &out, &selection, false).unwrap();
+    let prune_time = start.elapsed();
+    let prune_rss = kpack_testkit::peak_rss_kib();
+    let out_size = std::fs::metadata(&out).unwrap().len();
+
+    println!("prune {name} ({size} bytes) keeping {}", keep.join(" "));
+    println!(
+        "  plain copy  {:>8.3} s  peak RSS {:>7.1} MiB",
+        copy_time.as_secs_f64(),
+        kpack_testkit::mib(copy_rss)
+    );
+    println!(
+        "  prune       {:>8.3} s  peak RSS {:>7.1} MiB  -> {out_size} bytes",
+        prune_time.as_secs_f64(),
+        kpack_testkit::mib(prune_rss)
+    );
+    println!(
+        "  prune / copy time: {:.2} (target <= 2); peak RSS {:.1} MiB (target <= 512)",
+        prune_time.as_secs_f64() / copy_time.as_secs_f64(),
+        kpack_testkit::mib(prune_rss)
+    );
+}
+
+fn main() {
+    measure(
+        "librocsparse.so.0.1",
+        &kpack_testkit::librocsparse(),
+        &["gfx90a", "gfx1030"],
+    );
+    measure(
+        "librocblas.so.5.2",
+        &kpack_testkit::librocblas(),
+        &["gfx90a", "gfx1100"],
+    );
+}

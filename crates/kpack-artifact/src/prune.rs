@@ -1,0 +1,277 @@
+//! `kpack prune` over files, directories and artifacts: every fat binary keeps only the
+//! device code of the selected targets ([`kpack_pipeline::prune`]), and the kernel-database
+//! files of dropped targets (as the [`handlers`](crate::handlers) classify them) are left out.
+//!
+//! One input file is written to the output path; one directory becomes the output tree (its
+//! other files copied, symbolic links kept as links); several inputs go into the output
+//! directory under their own names. A fat binary that is not a linked ELF file with a
+//! `.hip_fatbin` (an object, an `ar` archive, a kpacked binary) is copied as it is in a tree
+//! and an error when named alone.
+//!
+//! Every output is staged and published together ([`kpack_fs::Stage`]) once every input is
+//! done and every named target was found in some input: on any error, nothing is written.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use kpack_fs::{Replace, Stage};
+use kpack_pipeline::prune::{PruneError, PrunedFile, Selection, check_named, prune_elf};
+use kpack_target::TargetId;
+
+use crate::handlers::{self, Handler};
+
+/// Why a prune failed. Nothing is left behind.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PruneTreeError {
+    /// One input file could not be pruned.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The input file.
+        path: PathBuf,
+        /// What went wrong.
+        source: Box<PruneError>,
+    },
+    /// A named target matches nothing in the inputs.
+    #[error(transparent)]
+    Prune(Box<PruneError>),
+    /// Reading or writing failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> PruneTreeError + '_ {
+    move |source| PruneTreeError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What happened to one input file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// A fat binary, pruned.
+    Pruned(PrunedFile),
+    /// A file without device code to prune, copied (or a symbolic link, recreated).
+    Copied,
+    /// A kernel-database file of a dropped target, left out.
+    Omitted {
+        /// The handler that classified it.
+        handler: &'static str,
+        /// Its target (or family).
+        target: String,
+    },
+}
+
+/// One input file and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileOutcome {
+    /// The input file.
+    pub input: PathBuf,
+    /// Where it was written (none when omitted).
+    pub output: Option<PathBuf>,
+    /// What was done.
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+/// What a prune did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PruneReport {
+    /// Every input file, in input and tree order.
+    pub files: Vec<FileOutcome>,
+    /// Device targets kept, sorted.
+    pub kept: Vec<String>,
+    /// Device targets dropped (code objects and database files), sorted.
+    pub dropped: Vec<String>,
+}
+
+/// Prunes `inputs` (files or directories) into `output`: a file for one input file, a tree
+/// for one directory, a directory holding each input under its name for several.
+pub fn prune(
+    inputs: &[PathBuf],
+    output: &Path,
+    selection: &Selection,
+    allow_empty: bool,
+) -> Result<PruneReport, PruneTreeError> {
+    let mut stage = Stage::new();
+    let mut job = Job {
+        selection,
+        files: Vec::new(),
+        present: BTreeSet::new(),
+        kept: BTreeSet::new(),
+        dropped: BTreeSet::new(),
+    };
+    let several = inputs.len() > 1;
+    for input in inputs {
+        let meta = std::fs::metadata(input).map_err(io_at(input))?;
+        let to = if several {
+            let name = input.file_name().ok_or_else(|| PruneTreeError::Io {
+                path: input.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
+            })?;
+            output.join(name)
+        } else {
+            output.to_owned()
+        };
+        if meta.is_dir() {
+            let staged = stage
+                .add_tree(&to, |_| false)
+                .map_err(|e| PruneTreeError::Io {
+                    path: e.path,
+                    source: e.source,
+                })?;
+            job.tree(input, &staged, &to)?;
+        } else {
+            let staged = stage
+                .add(&to, Replace::Allowed)
+                .map_err(|e| PruneTreeError::Io {
+                    path: e.path,
+                    source: e.source,
+                })?;
+            let pruned = job.binary(input, &staged)?;
+            job.record(input, Some(&to), Action::Pruned(pruned));
+        }
+    }
+    check_named(selection, &job.present).map_err(|e| PruneTreeError::Prune(Box::new(e)))?;
+    if !allow_empty {
+        for f in &job.files {
+            if let Action::Pruned(p) = &f.action {
+                p.check_not_empty().map_err(|source| PruneTreeError::File {
+                    path: f.input.clone(),
+                    source: Box::new(source),
+                })?;
+            }
+        }
+    }
+    stage.publish().map_err(|e| PruneTreeError::Io {
+        path: e.path,
+        source: e.source,
+    })?;
+    Ok(PruneReport {
+        files: job.files,
+        kept: job.kept.into_iter().collect(),
+        dropped: job.dropped.into_iter().collect(),
+    })
+}
+
+struct Job<'s> {
+    selection: &'s Selection,
+    files: Vec<FileOutcome>,
+    /// Every device target found (code objects and database files).
+    present: BTreeSet<TargetId>,
+    kept: BTreeSet<String>,
+    dropped: BTreeSet<String>,
+}
+
+impl Job<'_> {
+    fn record(&mut self, input: &Path, output: Option<&Path>, action: Action) {
+        if let Action::Pruned(p) = &action {
+            self.present.extend(p.present());
+            self.kept.extend(p.kept.iter().cloned());
+            self.dropped.extend(p.dropped.iter().cloned());
+        }
+        self.files.push(FileOutcome {
+            input: input.to_owned(),
+            output: output.map(Path::to_owned),
+            action,
+        });
+    }
+
+    /// Prunes the fat binary `input` into the new file `staged`.
+    fn binary(&self, input: &Path, staged: &Path) -> Result<PrunedFile, PruneTreeError> {
+        let in_file = |source| PruneTreeError::File {
+            path: input.to_owned(),
+            source: Box::new(source),
+        };
+        let file = File::open(input).map_err(io_at(input))?;
+        let mode = file.metadata().map_err(io_at(input))?.permissions();
+        let map = kpack_pipeline::map_file(&file, input).map_err(|e| in_file(e.into()))?;
+        prune_elf(&map, Some(&map), staged, Some(mode), self.selection).map_err(in_file)
+    }
+
+    /// Prunes the tree `input` into the (created) directory `staged`, to be published at `to`.
+    fn tree(&mut self, input: &Path, staged: &Path, to: &Path) -> Result<(), PruneTreeError> {
+        for entry in kpack_fs::walk(input) {
+            let e = entry.map_err(|e| PruneTreeError::Io {
+                path: e.path,
+                source: e.source,
+            })?;
+            let dst = staged.join(&e.rel);
+            let published = to.join(&e.rel);
+            if e.file_type.is_dir() {
+                std::fs::create_dir_all(&dst).map_err(io_at(&dst))?;
+                continue;
+            }
+            if e.file_type.is_symlink() {
+                let target = std::fs::read_link(&e.path).map_err(io_at(&e.path))?;
+                std::os::unix::fs::symlink(&target, &dst).map_err(io_at(&dst))?;
+                self.record(&e.path, Some(&published), Action::Copied);
+                continue;
+            }
+            let rel = e.rel.to_string_lossy().replace('\\', "/");
+            if let Some((handler, arch)) = Handler::ALL
+                .iter()
+                .find_map(|h| h.classify(&rel).map(|a| (h.name(), a)))
+            {
+                if let Some(t) = handlers::parse_target(&arch.target) {
+                    self.present.insert(t);
+                }
+                if !self.keeps_database(&arch.target) {
+                    self.dropped.insert(arch.target.clone());
+                    self.record(
+                        &e.path,
+                        None,
+                        Action::Omitted {
+                            handler,
+                            target: arch.target,
+                        },
+                    );
+                    continue;
+                }
+            } else if is_linked_fat(&e.path)? {
+                let pruned = self.binary(&e.path, &dst)?;
+                self.record(&e.path, Some(&published), Action::Pruned(pruned));
+                continue;
+            }
+            std::fs::copy(&e.path, &dst).map_err(io_at(&dst))?;
+            self.record(&e.path, Some(&published), Action::Copied);
+        }
+        Ok(())
+    }
+
+    /// Whether a database file of `target` (a target or a family such as `gfx11xx`) stays: a
+    /// family stays unless a `--keep` list names none of its processors.
+    fn keeps_database(&self, target: &str) -> bool {
+        match (handlers::parse_family(target), self.selection) {
+            (Some(family), Selection::Keep(named)) => named
+                .iter()
+                .any(|n| handlers::family_covers(family, n.processor())),
+            (Some(_), Selection::Drop(_)) => true,
+            (None, _) => handlers::parse_target(target).is_none_or(|t| self.selection.keeps(&t)),
+        }
+    }
+}
+
+/// Whether `path` is a linked ELF file with device code in `.hip_fatbin` (what prune
+/// rewrites); anything else in a tree is copied.
+fn is_linked_fat(path: &Path) -> Result<bool, PruneTreeError> {
+    let file = File::open(path).map_err(io_at(path))?;
+    let map = kpack_pipeline::map_file(&file, path).map_err(|e| PruneTreeError::File {
+        path: path.to_owned(),
+        source: Box::new(e.into()),
+    })?;
+    if !kpack_elf::is_elf(&map) {
+        return Ok(false);
+    }
+    // A file that does not parse as ELF is not ours to judge here: it is copied.
+    Ok(kpack_elf::inspect(&map)
+        .is_ok_and(|f| f.kind == kpack_elf::FatBinaryKind::Fat && !f.is_relocatable()))
+}

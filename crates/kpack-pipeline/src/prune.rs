@@ -1,0 +1,496 @@
+//! `kpack prune`: a fat binary keeps only the device code of the targets asked for, and stays
+//! a fat binary any stock HIP runtime loads (CUDA's `nvprune`, for ROCm).
+//!
+//! 1. Every bundle of `.hip_fatbin` is rewritten with only its host entry and the device
+//!    entries [`Selection`] keeps, on worker threads, one bundle in flight per worker within
+//!    [`ordered::DEFAULT_BUDGET`] ([`ordered::for_each_ordered`]). An uncompressed bundle stays
+//!    uncompressed, its entries at the alignment the input's have
+//!    ([`kpack_bundle::write_uncompressed`]); a CCOB stays a CCOB of the same version and
+//!    method, recompressed ([`kpack_bundle::write_compressed`]: zstd level [`ZSTD_LEVEL`], as
+//!    clang-offload-bundler; zlib level [`ZLIB_LEVEL`]). A bundle that keeps every entry is
+//!    copied as it is. Code objects are copied byte for byte.
+//! 2. The pruned bundles are packed, in file order and at the alignment the input's bundles
+//!    have, into a spool (an anonymous temporary file, so memory never holds them all).
+//! 3. The host rewrite ([`kpack_elf::rewrite::plan_edit`] with [`FatbinEdit::Move`], the
+//!    layout `transform` writes) releases the whole pages of the old `.hip_fatbin`, puts the
+//!    packed bundles as its new contents into the segment where `transform` puts the
+//!    marker, and points every wrapper at its pruned bundle. When that would not make the
+//!    file smaller (a section of a few pages), the bundles replace the old contents in place
+//!    instead ([`FatbinEdit::Replace`]), and nothing else in the file moves. Its output is streamed from the mapped
+//!    input and the spool, checked by [`kpack_elf::verify()`] and inspected again (every
+//!    wrapper leads to its bundle, every bundle is where it was planned).
+//!
+//! The caller stages the output ([`kpack_fs::Stage`]) and publishes it, so nothing partial
+//! ever sits at a final path. The output is the same for any thread count.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Seek, Write};
+use std::path::Path;
+
+use kpack_bundle::{BundleFormat, CompressionMethod};
+use kpack_elf::rewrite::{FatbinEdit, RewriteError};
+use kpack_elf::{FatBinaryKind, VerifyIssue};
+use kpack_target::{BundleId, TargetId};
+
+use crate::error::{SourceError, io_error};
+use crate::ordered;
+use crate::source::{self, BundleSlot, FoundBundle, Visitor};
+
+/// The zstd level of recompressed CCOBs (clang-offload-bundler's default).
+pub const ZSTD_LEVEL: i32 = 3;
+/// The zlib level of recompressed CCOBs (zlib's default).
+pub const ZLIB_LEVEL: i32 = 6;
+
+/// A target named on the command line: a target id whose processor is an AMDGPU processor
+/// (`gfx90a`, `gfx90a:xnack-`, `gfx11-generic`); an error saying what is wrong otherwise.
+pub fn parse_target_name(s: &str) -> Result<TargetId, String> {
+    let t = TargetId::parse(s).map_err(|e| e.to_string())?;
+    let known = (0..=u8::MAX).any(|m| kpack_target::processor_for_mach(m) == Some(t.processor()));
+    if !known {
+        return Err(format!(
+            "{:?} is not an AMDGPU processor (expected e.g. gfx90a, gfx90a:xnack-, gfx11-generic)",
+            t.processor()
+        ));
+    }
+    Ok(t)
+}
+
+/// Which device code a prune keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Keep the code objects each of these targets runs: a bare processor (`gfx90a`) keeps
+    /// every variant of it; `gfx90a:xnack-` keeps `gfx90a:xnack-` and the code objects that
+    /// leave xnack open (`gfx90a`). Generic targets (`gfx11-generic`) are named like any other.
+    Keep(Vec<TargetId>),
+    /// Drop these targets' code objects: `gfx90a` drops every variant of the processor,
+    /// `gfx90a:xnack+` exactly that one.
+    Drop(Vec<TargetId>),
+}
+
+impl Selection {
+    /// The targets named on the command line.
+    pub fn named(&self) -> &[TargetId] {
+        match self {
+            Selection::Keep(t) | Selection::Drop(t) => t,
+        }
+    }
+
+    /// Whether the named target `named` matches the code object target `target`.
+    pub fn matches(&self, named: &TargetId, target: &TargetId) -> bool {
+        let bare = named.features().is_empty() && named.processor() == target.processor();
+        bare || match self {
+            Selection::Keep(_) => target.is_compatible_with_agent(named),
+            Selection::Drop(_) => named == target,
+        }
+    }
+
+    /// Whether a code object built for `target` stays.
+    pub fn keeps(&self, target: &TargetId) -> bool {
+        let named = self.named().iter().any(|n| self.matches(n, target));
+        match self {
+            Selection::Keep(_) => named,
+            Selection::Drop(_) => !named,
+        }
+    }
+}
+
+/// Why a prune failed. Nothing is written at the output path.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PruneError {
+    /// Reading the input or writing the output failed, or the device code is malformed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The host rewrite was refused.
+    #[error(transparent)]
+    Rewrite(#[from] RewriteError),
+    /// The rewritten binary failed verification.
+    #[error("the pruned binary fails verification:\n{}", .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
+    Verify(Vec<VerifyIssue>),
+    /// A bundle could not be rewritten.
+    #[error("bundle {index} at file offset {file_offset:#x}: {source}")]
+    WriteBundle {
+        /// Index of the bundle within `.hip_fatbin`.
+        index: usize,
+        /// Absolute offset of the bundle in the input.
+        file_offset: u64,
+        /// What went wrong.
+        source: kpack_bundle::BundleError,
+    },
+    /// The input is not a fat binary with device code to prune.
+    #[error("{0}")]
+    NotFat(&'static str),
+    /// A wrapper points at no bundle.
+    #[error("wrapper {0} points at no bundle of .hip_fatbin")]
+    WrapperWithoutBundle(usize),
+    /// Every device target would go.
+    #[error(
+        "pruning removes every device target ({}); nothing would be left to run: pass --allow-empty to keep only the host code",
+        dropped.join(", ")
+    )]
+    Empty {
+        /// The targets the file holds, all dropped.
+        dropped: Vec<String>,
+    },
+    /// A named target that no code object of the inputs has.
+    #[error("{} matches no code object of the input (it holds {})", named.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), present.join(", "))]
+    NotPresent {
+        /// The named targets that match nothing.
+        named: Vec<TargetId>,
+        /// The targets the input holds.
+        present: Vec<String>,
+    },
+    /// The output does not look as planned.
+    #[error("the pruned binary is not as planned: {0}")]
+    Unexpected(String),
+}
+
+impl From<kpack_elf::ElfError> for PruneError {
+    fn from(e: kpack_elf::ElfError) -> Self {
+        PruneError::Source(e.into())
+    }
+}
+
+/// What pruning one binary did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PrunedFile {
+    /// Size of the input.
+    pub input_size: u64,
+    /// Size of the output.
+    pub output_size: u64,
+    /// Size of `.hip_fatbin`'s contents in the input.
+    pub fatbin_size: u64,
+    /// Size of the packed pruned bundles (the new `.hip_fatbin`).
+    pub pruned_fatbin_size: u64,
+    /// File bytes of the old `.hip_fatbin` released (whole pages).
+    pub removed: u64,
+    /// Bundles rewritten (the others kept every entry and were copied).
+    pub bundles_rewritten: usize,
+    /// Bundles in `.hip_fatbin`.
+    pub bundles: usize,
+    /// Wrappers repointed.
+    pub wrappers: usize,
+    /// Device targets kept, sorted.
+    pub kept: Vec<String>,
+    /// Device targets dropped, sorted.
+    pub dropped: Vec<String>,
+}
+
+impl PrunedFile {
+    /// [`PruneError::Empty`] when every device target was dropped.
+    pub fn check_not_empty(&self) -> Result<(), PruneError> {
+        if self.kept.is_empty() && !self.dropped.is_empty() {
+            return Err(PruneError::Empty {
+                dropped: self.dropped.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every device target the input held, sorted.
+    pub fn present(&self) -> BTreeSet<TargetId> {
+        self.kept
+            .iter()
+            .chain(&self.dropped)
+            .filter_map(|t| TargetId::parse(t).ok())
+            .collect()
+    }
+}
+
+/// The named targets of `selection` that match none of `present`; an error naming them.
+pub fn check_named(selection: &Selection, present: &BTreeSet<TargetId>) -> Result<(), PruneError> {
+    let missing: Vec<TargetId> = selection
+        .named()
+        .iter()
+        .filter(|n| !present.iter().any(|t| selection.matches(n, t)))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(PruneError::NotPresent {
+        named: missing,
+        present: present.iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// One bundle after pruning: its new bytes, and the device targets it kept and dropped.
+struct PrunedBundle<'a> {
+    bytes: Cow<'a, [u8]>,
+    rewritten: bool,
+    kept: BTreeSet<TargetId>,
+    dropped: BTreeSet<TargetId>,
+}
+
+/// Prunes one bundle inside [`source::walk_bundle`], which decodes it (within the process's
+/// decode budget) and checks every code object against its entry's target.
+struct PruneBundle<'s, 'a> {
+    selection: &'s Selection,
+    stored: &'a [u8],
+    out: Option<Result<PrunedBundle<'a>, PruneError>>,
+}
+
+impl Visitor for PruneBundle<'_, '_> {
+    fn bundle(&mut self, found: &FoundBundle<'_>) -> Result<(), SourceError> {
+        let mut kept_entries: Vec<(&str, &[u8])> = Vec::new();
+        let (mut kept, mut dropped) = (BTreeSet::new(), BTreeSet::new());
+        for e in found.bundle.entries() {
+            let id = BundleId::parse(e.triple)?;
+            match id.target() {
+                Some(t) if !self.selection.keeps(t) => {
+                    dropped.insert(t.clone());
+                }
+                target => {
+                    kept.extend(target.cloned());
+                    kept_entries.push((e.triple, e.data));
+                }
+            }
+        }
+        let write_error = |source| PruneError::WriteBundle {
+            index: found.index,
+            file_offset: found.file_offset,
+            source,
+        };
+        let bytes = if dropped.is_empty() {
+            Ok(Cow::Borrowed(self.stored))
+        } else {
+            let plain = kpack_bundle::write_uncompressed(
+                &kept_entries,
+                entry_alignment(found.bundle.entries()),
+            );
+            match *found.decoded.format() {
+                BundleFormat::Uncompressed => Ok(Cow::Owned(plain)),
+                BundleFormat::Compressed {
+                    version, method, ..
+                } => {
+                    let level = match method {
+                        CompressionMethod::Zstd => ZSTD_LEVEL,
+                        CompressionMethod::Zlib => ZLIB_LEVEL,
+                    };
+                    kpack_bundle::write_compressed(&plain, version, method, level)
+                        .map(Cow::Owned)
+                        .map_err(write_error)
+                }
+            }
+        };
+        self.out = Some(bytes.map(|bytes| PrunedBundle {
+            rewritten: !dropped.is_empty(),
+            bytes,
+            kept,
+            dropped,
+        }));
+        Ok(())
+    }
+}
+
+/// The alignment clang-offload-bundler wrote the entries at: the largest power of two, up
+/// to its default 4096, dividing every entry's offset.
+fn entry_alignment(entries: &[kpack_bundle::Entry<'_>]) -> u64 {
+    power_of_two_dividing(entries.iter().map(|e| e.offset))
+}
+
+/// The largest power of two up to 4096 that divides every value.
+fn power_of_two_dividing(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(4096, |align: u64, v| {
+        if v == 0 {
+            align
+        } else {
+            align.min(1 << v.trailing_zeros())
+        }
+    })
+}
+
+/// Prunes the fat binary `input` (mapped from `mapping`, whose pages are released as its
+/// bundles are done) into the new file `output` (a staged path: on failure the caller's
+/// stage removes it) with permissions `mode`. A result without device code is written too:
+/// whether that is allowed is the caller's to decide ([`PrunedFile::check_not_empty`]), after
+/// [`check_named`], which names the likelier mistake.
+pub fn prune_elf(
+    input: &[u8],
+    mapping: Option<&crate::FileBytes>,
+    output: &Path,
+    mode: Option<std::fs::Permissions>,
+    selection: &Selection,
+) -> Result<PrunedFile, PruneError> {
+    let fat = kpack_elf::inspect(input)?;
+    match fat.kind {
+        _ if fat.is_relocatable() => {
+            return Err(PruneError::NotFat(
+                "a relocatable object: its device code is linked into the final binary later; prune that",
+            ));
+        }
+        FatBinaryKind::Fat => {}
+        FatBinaryKind::Kpacked => {
+            return Err(PruneError::NotFat(
+                "already kpacked: its device code is in .kpack archives (`kpack restore` makes it fat again)",
+            ));
+        }
+        FatBinaryKind::Rdc | FatBinaryKind::HostOnly => {
+            return Err(PruneError::NotFat(
+                "no device code: the file has no .hip_fatbin section",
+            ));
+        }
+    }
+    let section = fat
+        .fatbin
+        .clone()
+        .ok_or(PruneError::NotFat("no .hip_fatbin section"))?;
+    let slots = source::bundle_slots(&fat);
+    let current: Vec<u64> = fat
+        .wrappers
+        .iter()
+        .map(|w| {
+            w.bundle
+                .map(|b| fat.bundles[b].offset)
+                .ok_or(PruneError::WrapperWithoutBundle(w.index))
+        })
+        .collect::<Result<_, _>>()?;
+    // Whatever the rewrite refuses, it refuses before any bundle is decoded.
+    kpack_elf::rewrite::plan_edit(
+        input,
+        &FatbinEdit::Move {
+            contents_len: section.size,
+            bundle_offsets: current,
+        },
+    )?;
+
+    let dir = kpack_fs::parent_dir(output);
+    let mut spool = tempfile::tempfile_in(dir).map_err(io_error(dir))?;
+    let packed = pack_pruned_bundles(input, mapping, &slots, selection, &mut spool)?;
+    let bundle_offsets: Vec<u64> = fat
+        .wrappers
+        .iter()
+        .map(|w| w.bundle.map_or(0, |b| packed.offsets[b]))
+        .collect();
+    let mut rewrite = kpack_elf::rewrite::plan_edit(
+        input,
+        &FatbinEdit::Move {
+            contents_len: packed.len,
+            bundle_offsets: bundle_offsets.clone(),
+        },
+    )?;
+    // A small section frees fewer whole pages than moving costs: prune it in place.
+    if rewrite.summary.output_len >= rewrite.summary.input_len && packed.len <= section.size {
+        rewrite = kpack_elf::rewrite::plan_edit(
+            input,
+            &FatbinEdit::Replace {
+                contents_len: packed.len,
+                bundle_offsets,
+            },
+        )?;
+    }
+    write_checked(input, &rewrite, &mut spool, output, &fat, &packed.offsets)?;
+    if let Some(mode) = mode {
+        std::fs::set_permissions(output, mode).map_err(io_error(output))?;
+    }
+    let s = &rewrite.summary;
+    Ok(PrunedFile {
+        input_size: s.input_len,
+        output_size: s.output_len,
+        fatbin_size: section.size,
+        pruned_fatbin_size: packed.len,
+        removed: s.removed,
+        bundles_rewritten: packed.rewritten,
+        bundles: slots.len(),
+        wrappers: s.wrappers,
+        dropped: packed.dropped.iter().map(ToString::to_string).collect(),
+        kept: packed.kept.iter().map(ToString::to_string).collect(),
+    })
+}
+
+/// The pruned bundles, packed into the spool.
+struct Packed {
+    /// Offset of each bundle in the packed contents.
+    offsets: Vec<u64>,
+    /// Length of the packed contents.
+    len: u64,
+    /// Bundles rewritten.
+    rewritten: usize,
+    kept: BTreeSet<TargetId>,
+    dropped: BTreeSet<TargetId>,
+}
+
+/// Prunes every bundle on worker threads and appends them, in file order and at the input's
+/// bundle alignment, to `spool`.
+fn pack_pruned_bundles(
+    input: &[u8],
+    mapping: Option<&crate::FileBytes>,
+    slots: &[BundleSlot],
+    selection: &Selection,
+    spool: &mut File,
+) -> Result<Packed, PruneError> {
+    let align = power_of_two_dividing(slots.iter().filter_map(|s| s.section_offset));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = BufWriter::with_capacity(1 << 20, &mut *spool);
+    let mut packed = Packed {
+        offsets: Vec::with_capacity(slots.len()),
+        len: 0,
+        rewritten: 0,
+        kept: BTreeSet::new(),
+        dropped: BTreeSet::new(),
+    };
+    let spool_error = |e| PruneError::Source(io_error("the prune spool")(e));
+    ordered::for_each_ordered(
+        slots.len(),
+        threads,
+        ordered::DEFAULT_BUDGET,
+        |i| slots[i].decode_cost(input),
+        || (),
+        |(), i| {
+            let mut visitor = PruneBundle {
+                selection,
+                stored: &input[slots[i].range.clone()],
+                out: None,
+            };
+            source::walk_bundle(input, &slots[i], 0, None, &mut visitor)?;
+            visitor
+                .out
+                .unwrap_or_else(|| Err(PruneError::Unexpected(format!("bundle {i} not visited"))))
+        },
+        |i, bundle| {
+            let at = packed.len.next_multiple_of(align);
+            let pad = at - packed.len;
+            out.write_all(&vec![0; pad as usize]).map_err(spool_error)?;
+            out.write_all(&bundle.bytes).map_err(spool_error)?;
+            packed.offsets.push(at);
+            packed.len = at + bundle.bytes.len() as u64;
+            packed.rewritten += usize::from(bundle.rewritten);
+            packed.kept.extend(bundle.kept);
+            packed.dropped.extend(bundle.dropped);
+            if let Some(map) = mapping {
+                map.release(&input[slots[i].range.clone()]);
+            }
+            Ok::<(), PruneError>(())
+        },
+    )?;
+    out.flush().map_err(spool_error)?;
+    Ok(packed)
+}
+
+/// Streams the output into the new file `path`, verifies it, and checks that every wrapper
+/// leads to its bundle at the planned offset.
+fn write_checked(
+    input: &[u8],
+    rewrite: &kpack_elf::Rewrite,
+    spool: &mut File,
+    path: &Path,
+    fat: &kpack_elf::FatBinary,
+    offsets: &[u64],
+) -> Result<(), PruneError> {
+    spool.rewind().map_err(io_error("the prune spool"))?;
+    let mut contents = BufReader::with_capacity(1 << 20, spool);
+    let map = crate::write_rewrite(input, rewrite, &mut contents, path)?;
+    kpack_elf::verify(&map).map_err(PruneError::Verify)?;
+    let pruned = kpack_elf::inspect(&map)?;
+    let planned: Vec<Option<usize>> = fat.wrappers.iter().map(|w| w.bundle).collect();
+    let found: Vec<Option<usize>> = pruned.wrappers.iter().map(|w| w.bundle).collect();
+    let bundle_offsets: Vec<u64> = pruned.bundles.iter().map(|b| b.offset).collect();
+    if found != planned || bundle_offsets != offsets || pruned.kind != FatBinaryKind::Fat {
+        return Err(PruneError::Unexpected(format!(
+            "wrappers lead to bundles {found:?} at {bundle_offsets:?}, planned {planned:?} at {offsets:?}"
+        )));
+    }
+    Ok(())
+}
