@@ -18,7 +18,7 @@ trap 'rm -f "$log"' EXIT
 for target in $(cargo fuzz list); do
   corpus="corpus/$target"
   mkdir -p "$corpus"
-  if cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors ../fixtures/wheels -- \
+  if cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors ../fixtures/wheels ../fixtures/platforms -- \
       -seed="${KPACK_FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -max_len=131072 \
       -rss_limit_mb=2048 >"$log" 2>&1; then
     echo "fuzz: $target: $(grep -E '^Done' "$log" | tail -n 1)"

@@ -58,7 +58,6 @@
 //! wrappers whose pointer kind is not understood, and any other relocation that reads or
 //! writes `.hip_fatbin` (the code would see zero pages).
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::ops::Range;
 
@@ -82,6 +81,7 @@ use crate::fatbin::{
     WRAPPER_POINTER_OFFSET, WrapperMagic, inspect_elf,
 };
 use crate::machine::{self, Machine, RelocKind, reloc_kind};
+use crate::splice::{Overlap, Patches, Piece, Splice};
 use crate::verify::{VerifyIssue, verify};
 
 /// The most zero padding a rewrite may add to an executable to place its program header
@@ -170,62 +170,23 @@ pub struct RewriteSummary {
     pub wrappers: usize,
 }
 
-/// One run of output bytes.
-#[derive(Debug, Clone)]
-enum Piece {
-    /// Input bytes `start..end`, with the patches that fall inside applied.
-    Input { start: u64, end: u64 },
-    /// This many zero bytes.
-    Zeros(u64),
-    /// These bytes.
-    Bytes(Vec<u8>),
-}
-
 /// A computed rewrite: apply it with [`Rewrite::write_to`] to the same input bytes.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
-    pieces: Vec<Piece>,
-    /// Replacement bytes keyed by input offset; never overlapping, always inside a kept range.
-    patches: BTreeMap<u64, Vec<u8>>,
+    splice: Splice,
     /// What the rewrite does, in numbers.
     pub summary: RewriteSummary,
 }
 
 impl Rewrite {
     /// Streams the output; `input` must be the bytes given to [`plan`].
-    pub fn write_to<W: Write>(&self, input: &[u8], mut w: W) -> io::Result<()> {
-        static ZEROS: [u8; 65536] = [0; 65536];
-        for piece in &self.pieces {
-            match piece {
-                Piece::Input { start, end } => {
-                    let mut at = *start;
-                    for (&p, bytes) in self.patches.range(*start..*end) {
-                        w.write_all(&input[at as usize..p as usize])?;
-                        w.write_all(bytes)?;
-                        at = p + bytes.len() as u64;
-                    }
-                    w.write_all(&input[at as usize..*end as usize])?;
-                }
-                Piece::Zeros(len) => {
-                    let mut n = *len;
-                    while n > 0 {
-                        let k = n.min(ZEROS.len() as u64);
-                        w.write_all(&ZEROS[..k as usize])?;
-                        n -= k;
-                    }
-                }
-                Piece::Bytes(b) => w.write_all(b)?,
-            }
-        }
-        w.flush()
+    pub fn write_to<W: Write>(&self, input: &[u8], w: W) -> io::Result<()> {
+        self.splice.write_to(input, w)
     }
 
     /// The output in memory (for small files, tests and fuzzing).
     pub fn to_vec(&self, input: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.summary.output_len as usize);
-        self.write_to(input, &mut out)
-            .expect("writing to a Vec cannot fail");
-        out
+        self.splice.to_vec(input)
     }
 }
 
@@ -261,27 +222,9 @@ impl Cut {
     }
 }
 
-/// Replacement bytes keyed by input offset, refused when two would overlap.
-#[derive(Default)]
-struct Patches(BTreeMap<u64, Vec<u8>>);
-
-impl Patches {
-    fn add(&mut self, at: u64, bytes: Vec<u8>) -> Result<(), RewriteError> {
-        let end = at + bytes.len() as u64;
-        let clash = self
-            .0
-            .range(..end)
-            .next_back()
-            .is_some_and(|(&p, b)| p + b.len() as u64 > at);
-        if clash {
-            return Err(layout(format!("two edits overlap at file offset {at:#x}")));
-        }
-        self.0.insert(at, bytes);
-        Ok(())
-    }
-
-    fn zero(&mut self, range: Range<u64>) -> Result<(), RewriteError> {
-        self.add(range.start, vec![0; (range.end - range.start) as usize])
+impl From<Overlap> for RewriteError {
+    fn from(e: Overlap) -> Self {
+        layout(e.to_string())
     }
 }
 
@@ -355,8 +298,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
     check_patches_in_kept_input(&patches, cut, kept.end)?;
 
     Ok(Rewrite {
-        pieces,
-        patches: patches.0,
+        splice: Splice { pieces, patches },
         summary: RewriteSummary {
             input_len: data.len() as u64,
             output_len: sections.table_offset + sections.headers.len() as u64 * SHDR_SIZE,
@@ -941,7 +883,7 @@ fn patch_elf_header(
     header.e_shoff.set(LE, sections.table_offset);
     header.e_phnum.set(LE, segment.phnum as u16);
     header.e_shnum.set(LE, sections.headers.len() as u16);
-    patches.add(0, bytes_of(&header).to_vec())
+    Ok(patches.add(0, bytes_of(&header).to_vec())?)
 }
 
 /// The output as pieces: the kept input around the cut, zero padding up to the marker's
@@ -996,7 +938,7 @@ fn check_patches_in_kept_input(
     cut: Cut,
     kept_end: u64,
 ) -> Result<(), RewriteError> {
-    for (&at, b) in &patches.0 {
+    for (at, b) in patches.iter() {
         let e = at + b.len() as u64;
         if e > kept_end || cut.overlaps(at, b.len() as u64) {
             return Err(layout(format!(

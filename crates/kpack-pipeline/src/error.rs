@@ -33,6 +33,9 @@ pub enum SourceError {
     /// The ELF file is malformed.
     #[error(transparent)]
     Elf(#[from] kpack_elf::ElfError),
+    /// The PE image is malformed.
+    #[error(transparent)]
+    Pe(#[from] kpack_pe::PeError),
     /// The `ar` archive is malformed.
     #[error(transparent)]
     Ar(#[from] kpack_elf::ar::ArError),

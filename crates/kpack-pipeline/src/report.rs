@@ -9,6 +9,7 @@ use serde::{Serialize, Serializer};
 
 use kpack_bundle::{BundleFormat, CompressionMethod};
 use kpack_elf::{FatBinary, FatBinaryKind, PointerSource, WrapperMagic};
+use kpack_pe::PeFatBinary;
 
 use crate::error::SourceError;
 use crate::source::{self, DeviceCode, FileKind, FoundBundle, Visitor};
@@ -18,7 +19,7 @@ use crate::source::{self, DeviceCode, FileKind, FoundBundle, Visitor};
 pub struct FileReport {
     /// The path as given (or found under a directory).
     pub path: String,
-    /// What the file is (`elf`, `ar-archive`, `offload-bundle`, `compressed-offload-bundle`,
+    /// What the file is (`elf`, `pe`, `ar-archive`, `offload-bundle`, `compressed-offload-bundle`,
     /// `code-object`, `kpack-archive`, `other`).
     pub kind: &'static str,
     /// Kind-specific details.
@@ -42,7 +43,7 @@ pub struct TargetTotal {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum Details {
-    /// ELF files.
+    /// ELF files, and PE images (in the same shape, see [`ElfReport`]).
     Elf(ElfReport),
     /// `ar` archives.
     Ar {
@@ -62,7 +63,10 @@ pub enum Details {
     None {},
 }
 
-/// An ELF file or `ar` member.
+/// An ELF file or `ar` member, or a PE image: its `elf_type` is then `dll` or `executable`,
+/// its `machine` the COFF machine (0x8664), its addresses absolute at the preferred base
+/// (`ImageBase + RVA`) and its wrapper pointers `dir64` (fixed up by an
+/// `IMAGE_REL_BASED_DIR64` base relocation) or `in-place`.
 #[derive(Debug, Serialize)]
 pub struct ElfReport {
     /// The `ar` member name, for archive members.
@@ -107,7 +111,8 @@ pub struct WrapperReport {
     pub magic: String,
     /// Wrapper version.
     pub version: u32,
-    /// How the loader fills the pointer: `in-place`, `rela-relative`, `rela-64`, `relr`, `rel`.
+    /// How the loader fills the pointer: `in-place`, `rela-relative`, `rela-64`, `relr`, `rel`,
+    /// `dir64` (PE).
     pub pointer: &'static str,
     /// The address the pointer resolves to (relative to the load base), when known.
     pub target_vaddr: Option<u64>,
@@ -311,18 +316,22 @@ fn inspect_with(
             details: Details::None {},
             totals: Vec::new(),
         }),
-        FileKind::Elf | FileKind::Ar | FileKind::Bundle | FileKind::CompressedBundle => {
+        FileKind::Elf
+        | FileKind::Pe
+        | FileKind::Ar
+        | FileKind::Bundle
+        | FileKind::CompressedBundle => {
             let mut collector = Collector::default();
             match mapping {
                 Some(map) => source::walk_mapped(map, &mut collector)?,
                 None => source::walk(bytes, &mut collector)?,
             };
             let details = match kind {
-                FileKind::Elf => Details::Elf(
+                FileKind::Elf | FileKind::Pe => Details::Elf(
                     collector
                         .elves
                         .pop()
-                        .expect("walking an ELF reports the ELF"),
+                        .expect("walking an ELF or PE reports it"),
                 ),
                 FileKind::Ar => Details::Ar {
                     members: collector.elves,
@@ -370,6 +379,11 @@ impl Collector {
 impl Visitor for Collector {
     fn elf(&mut self, member: Option<&str>, fat: &FatBinary) -> Result<(), SourceError> {
         self.elves.push(elf_report(member, fat));
+        Ok(())
+    }
+
+    fn pe(&mut self, fat: &PeFatBinary) -> Result<(), SourceError> {
+        self.elves.push(pe_report(fat));
         Ok(())
     }
 
@@ -431,6 +445,53 @@ const ET_REL: u16 = 1;
 const ET_EXEC: u16 = 2;
 const ET_DYN: u16 = 3;
 
+fn state(kind: FatBinaryKind) -> &'static str {
+    match kind {
+        FatBinaryKind::Fat => "fat",
+        FatBinaryKind::Kpacked => "kpacked",
+        FatBinaryKind::HostOnly => "host-only",
+        FatBinaryKind::Rdc => "rdc",
+    }
+}
+
+fn magic(m: WrapperMagic) -> String {
+    match m {
+        WrapperMagic::Hipf => "HIPF".to_owned(),
+        WrapperMagic::Hipk => "HIPK".to_owned(),
+        WrapperMagic::Other(m) => format!("{m:#010x}"),
+    }
+}
+
+fn pe_report(fat: &PeFatBinary) -> ElfReport {
+    ElfReport {
+        member: None,
+        elf_type: if fat.dll { "dll" } else { "executable" },
+        machine: fat.machine,
+        state: state(fat.kind),
+        fatbin: fat.fatbin.as_ref().map(|s| SectionReport {
+            offset: s.offset,
+            vaddr: s.vaddr,
+            size: s.size,
+            nobits: s.nobits(),
+        }),
+        wrappers: fat
+            .wrappers
+            .iter()
+            .map(|w| WrapperReport {
+                index: w.index,
+                magic: magic(w.magic),
+                version: w.version,
+                pointer: if w.relocated { "dir64" } else { "in-place" },
+                target_vaddr: Some(w.binary),
+                bundle: w.bundle,
+                reserved1: w.reserved1,
+            })
+            .collect(),
+        bundles: Vec::new(),
+        rdc_sections: Vec::new(),
+    }
+}
+
 fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
     ElfReport {
         member: member.map(str::to_owned),
@@ -441,12 +502,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
             _ => "other",
         },
         machine: fat.machine,
-        state: match fat.kind {
-            FatBinaryKind::Fat => "fat",
-            FatBinaryKind::Kpacked => "kpacked",
-            FatBinaryKind::HostOnly => "host-only",
-            FatBinaryKind::Rdc => "rdc",
-        },
+        state: state(fat.kind),
         fatbin: fat.fatbin.as_ref().map(|s| SectionReport {
             offset: s.offset,
             vaddr: s.vaddr,
@@ -458,11 +514,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
             .iter()
             .map(|w| WrapperReport {
                 index: w.index,
-                magic: match w.magic {
-                    WrapperMagic::Hipf => "HIPF".to_owned(),
-                    WrapperMagic::Hipk => "HIPK".to_owned(),
-                    WrapperMagic::Other(m) => format!("{m:#010x}"),
-                },
+                magic: magic(w.magic),
                 version: w.version,
                 pointer: match w.pointer {
                     PointerSource::InPlace(_) => "in-place",
