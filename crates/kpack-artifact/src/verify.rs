@@ -585,18 +585,11 @@ fn map(path: &Path) -> Result<kpack_pipeline::FileBytes, String> {
 
 /// The marker and HIPK wrapper indices of a kpacked binary.
 fn marker_of(bytes: &[u8]) -> Result<Option<(MarkerMetadata, Vec<usize>)>, String> {
-    if transform::check(bytes).map_err(|e| e.to_string())? != HostState::Kpacked {
+    let Some(kpacked) = transform::kpacked_marker(bytes).map_err(|e| e.to_string())? else {
         return Ok(None);
-    }
-    let fat = kpack_elf::inspect(bytes).map_err(|e| e.to_string())?;
-    let section = fat
-        .marker
-        .ok_or("kpacked without a .rocm_kpack_ref section")?;
-    let raw = section
-        .bytes(bytes)
-        .ok_or("the .rocm_kpack_ref section lies outside the file")?;
-    let (meta, _) = MarkerMetadata::decode(raw).map_err(|e| format!("marker: {e}"))?;
-    Ok(Some((meta, fat.wrappers.iter().map(|w| w.index).collect())))
+    };
+    let (meta, _) = MarkerMetadata::decode(&kpacked.bytes).map_err(|e| format!("marker: {e}"))?;
+    Ok(Some((meta, kpacked.wrappers)))
 }
 
 fn check_file(ctx: &Ctx, rel: &str, a: usize) -> FileCheck {
@@ -890,7 +883,7 @@ fn identity(
                 let same = meta
                     .encode()
                     .ok()
-                    .and_then(|m| kpack_elf::rewrite::plan(&bytes, &m).ok())
+                    .and_then(|m| transform::plan_host(&bytes, &m).ok())
                     .is_some_and(|rw| {
                         let mut cmp = Compare {
                             expected: &out,

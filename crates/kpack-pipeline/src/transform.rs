@@ -281,9 +281,63 @@ pub fn verify_binary(bytes: &[u8]) -> Result<(), Vec<VerifyIssue>> {
 }
 
 /// The host rewrite of either format.
-enum HostRewrite {
+pub enum HostRewrite {
+    /// An ELF file's ([`kpack_elf::rewrite`]).
     Elf(Rewrite),
+    /// A PE image's ([`kpack_pe::rewrite`]).
     Pe(PeRewrite),
+}
+
+/// Plans the host rewrite of `input` with `marker` as the marker's content, for the format
+/// its magic says.
+pub fn plan_host(input: &[u8], marker: &[u8]) -> Result<HostRewrite, TransformError> {
+    Ok(if kpack_pe::is_pe(input) {
+        HostRewrite::Pe(kpack_pe::rewrite::plan(input, marker)?)
+    } else {
+        HostRewrite::Elf(kpack_elf::rewrite::plan(input, marker)?)
+    })
+}
+
+/// What a kpacked host binary refers to: its marker and its wrappers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KpackedMarker {
+    /// The marker section's bytes (`.rocm_kpack_ref`, `.kpackrf`).
+    pub bytes: Vec<u8>,
+    /// The wrapper slots.
+    pub wrappers: Vec<usize>,
+}
+
+/// The marker and wrappers of a kpacked host binary (ELF or PE); `None` when the file is not
+/// kpacked or not a host binary.
+pub fn kpacked_marker(bytes: &[u8]) -> Result<Option<KpackedMarker>, TransformError> {
+    if check(bytes)? != HostState::Kpacked {
+        return Ok(None);
+    }
+    let (name, raw, wrappers) = if kpack_pe::is_pe(bytes) {
+        let fat = kpack_pe::inspect(bytes).map_err(SourceError::from)?;
+        let raw = fat.marker.as_ref().map(|m| m.bytes(bytes));
+        (
+            kpack_pe::MARKER_SECTION,
+            raw,
+            fat.wrappers.iter().map(|w| w.index).collect(),
+        )
+    } else {
+        let fat = kpack_elf::inspect(bytes)?;
+        let raw = fat.marker.as_ref().map(|m| m.bytes(bytes));
+        (
+            kpack_elf::MARKER_SECTION,
+            raw,
+            fat.wrappers.iter().map(|w| w.index).collect(),
+        )
+    };
+    let missing = |what: String| TransformError::Options(format!("kpacked, but {what}"));
+    let raw = raw
+        .ok_or_else(|| missing(format!("without a {name} section")))?
+        .ok_or_else(|| missing(format!("the {name} section lies outside the file")))?;
+    Ok(Some(KpackedMarker {
+        bytes: raw.to_vec(),
+        wrappers,
+    }))
 }
 
 /// What a host rewrite did, in the numbers both formats share.
@@ -296,7 +350,8 @@ struct HostSummary {
 }
 
 impl HostRewrite {
-    fn write_to<W: std::io::Write>(&self, input: &[u8], out: W) -> std::io::Result<()> {
+    /// Streams the output; `input` must be the bytes planned from.
+    pub fn write_to<W: std::io::Write>(&self, input: &[u8], out: W) -> std::io::Result<()> {
         match self {
             HostRewrite::Elf(r) => r.write_to(input, out),
             HostRewrite::Pe(r) => r.write_to(input, out),
@@ -396,17 +451,17 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
                 "kernel name {kernel_name:?}: use `/` as the path separator, also for Windows binaries"
             )));
         }
-        let rewrite = kpack_pe::rewrite::plan(input, &marker)?;
+        let rewrite = plan_host(input, &marker)?;
         let fat = kpack_pe::inspect(input).map_err(SourceError::from)?;
         let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
         check_wrappers(&wrappers, fat.bundles.len())?;
-        (HostRewrite::Pe(rewrite), source::pe_bundle_slots(&fat))
+        (rewrite, source::pe_bundle_slots(&fat))
     } else {
-        let rewrite = kpack_elf::rewrite::plan(input, &marker)?;
+        let rewrite = plan_host(input, &marker)?;
         let fat = kpack_elf::inspect(input)?;
         let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
         check_wrappers(&wrappers, fat.bundles.len())?;
-        (HostRewrite::Elf(rewrite), source::bundle_slots(&fat))
+        (rewrite, source::bundle_slots(&fat))
     };
     Ok(Plan {
         input,
