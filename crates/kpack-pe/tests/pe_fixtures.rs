@@ -195,3 +195,51 @@ fn rewrite_is_deterministic() {
     let b = plan(&input, &marker()).unwrap().to_vec(&input);
     assert_eq!(a, b);
 }
+
+/// Runs a witness tool; panics if it is missing, fails or warns on stderr. Returns stdout.
+fn witness(program: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} is required (scripts/setup.sh installs it): {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "{program} {args:?}: {stderr}"
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn llvm_and_gnu_readers_accept_the_outputs_without_a_warning() {
+    let llvmv = kpack_testkit::corpus().join("llvmv");
+    let dir = tempfile::tempdir().unwrap();
+    for f in PE_FIXTURES {
+        let input = read_fixture(f.path);
+        let out = plan(&input, &marker()).unwrap().to_vec(&input);
+        let path = dir.path().join(f.path.rsplit('/').next().unwrap());
+        std::fs::write(&path, &out).unwrap();
+        let p = path.to_str().unwrap();
+        let llvm = witness(
+            llvmv.to_str().unwrap(),
+            &[
+                "22",
+                "llvm-readobj",
+                "--file-headers",
+                "--sections",
+                "--coff-basereloc",
+                p,
+            ],
+        );
+        assert!(llvm.contains("Name: .kpackrf"), "{}: {llvm}", f.path);
+        let gnu = witness("x86_64-w64-mingw32-objdump", &["-h", "-p", p]);
+        assert!(gnu.contains(".kpackrf"), "{}: {gnu}", f.path);
+        // GNU objdump resolves the long names through the string table it finds moved.
+        if f.long_names {
+            assert!(
+                gnu.contains(".hip_fatbin") && gnu.contains(".hipFatBinSegment"),
+                "{gnu}"
+            );
+        }
+    }
+}
