@@ -43,4 +43,4 @@ pub use pe::{
     is_pe,
 };
 pub use rewrite::{PeRewrite, PeRewriteError, PeRewriteSummary};
-pub use verify::verify;
+pub use verify::{verify, verify_layout};

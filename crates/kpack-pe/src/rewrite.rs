@@ -82,6 +82,13 @@ pub enum PeRewriteError {
     /// A layout the rewrite cannot produce safely.
     #[error("layout not supported: {0}")]
     Layout(String),
+    /// The input fails the verifier's layout checks, so a layout planned from it could be
+    /// wrong.
+    #[error("the input is malformed, so rewriting it is not safe: {}", issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    MalformedInput {
+        /// Every problem found.
+        issues: Vec<kpack_elf::VerifyIssue>,
+    },
     /// Something other than a wrapper refers to the device code.
     #[error(
         "base relocation entry at offset {entry_offset:#x} (RVA {rva:#x}): {problem}; removing the device code would break it"
@@ -156,6 +163,8 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
         FatBinaryKind::Fat => {}
         _ => return Err(PeRewriteError::NotFat),
     }
+    crate::verify::verify_layout(data)
+        .map_err(|issues| PeRewriteError::MalformedInput { issues })?;
     if let Some(cert) = pe.directory(DIRECTORY_SECURITY) {
         return Err(PeRewriteError::Signed {
             offset: cert.rva.into(),

@@ -24,6 +24,16 @@ use crate::pe::{
 ///   whose content is a marker that decodes; the device-code section has no file bytes;
 /// * `CheckSum`, when not 0, is the image's checksum.
 pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
+    check(data, true)
+}
+
+/// The layout checks of [`verify()`] alone (headers, sections, directories, base
+/// relocations): what the rewrite needs of its input before it plans from it.
+pub fn verify_layout(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
+    check(data, false)
+}
+
+fn check(data: &[u8], whole: bool) -> Result<(), Vec<VerifyIssue>> {
     let mut issues = Vec::new();
     let mut add =
         |offset: Option<u64>, message: String| issues.push(VerifyIssue { offset, message });
@@ -156,6 +166,13 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
                 ),
             );
         }
+    }
+    if !whole {
+        return if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(issues)
+        };
     }
     check_fat_binary(&pe, &relocations, &mut add);
     if pe.checksum != 0 {

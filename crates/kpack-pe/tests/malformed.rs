@@ -259,3 +259,26 @@ fn the_verifier_names_what_a_broken_output_gets_wrong() {
         "{issues:?}"
     );
 }
+
+#[test]
+fn an_input_whose_sections_overlap_in_memory_is_refused_not_rewritten() {
+    // Found by the `pe` fuzz target: five bytes of the /fixed EXE changed, among them the
+    // high byte of .hipFatB's VirtualSize, so that it runs into .hip_fat. The rewrite used to
+    // plan from it and write an output its verifier refused.
+    let mut data = read_fixture("platforms/hipexe_fixed.exe");
+    for (at, byte) in [
+        (209, 0o377),
+        (599, 0o44),
+        (3636, 0o62),
+        (4064, 0o244),
+        (6534, 0o62),
+    ] {
+        data[at] = byte;
+    }
+    let err = plan(&data, &marker()).unwrap_err();
+    assert!(
+        matches!(err, PeRewriteError::MalformedInput { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("overlaps"), "{err}");
+}
