@@ -447,10 +447,9 @@ fn zips_that_are_not_wheels_are_refused() {
     assert!(matches!(err, WheelError::NoFatBinaries { .. }), "{err}");
 }
 
-#[test]
-fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let unpacked = dir.path().join("unpacked");
+/// The fixture wheel unzipped into `dir/unpacked`.
+fn unpack_demo(dir: &Path) -> PathBuf {
+    let unpacked = dir.join("unpacked");
     run_tool(
         "unzip",
         &[
@@ -460,6 +459,13 @@ fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_ref
             unpacked.to_str().unwrap(),
         ],
     );
+    unpacked
+}
+
+#[test]
+fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let unpacked = unpack_demo(dir.path());
     let from_zip = split(&fixture(DEMO), &dir.path().join("a"), |_| {});
     let from_dir = split(&unpacked, &dir.path().join("b"), |_| {});
     let names = |s: &Summary| {
@@ -502,16 +508,7 @@ fn a_windows_dll_in_a_wheel_is_split_like_a_shared_library() {
     // The fixture wheel, unpacked, with a PE32+ DLL (fixtures/platforms) added to its payload
     // and RECORD.
     let dir = tempfile::tempdir().unwrap();
-    let unpacked = dir.path().join("unpacked");
-    run_tool(
-        "unzip",
-        &[
-            "-q",
-            fixture(DEMO).to_str().unwrap(),
-            "-d",
-            unpacked.to_str().unwrap(),
-        ],
-    );
+    let unpacked = unpack_demo(dir.path());
     let dll = std::fs::read(fixture("platforms/hipapp2.dll")).unwrap();
     std::fs::write(unpacked.join("kpack_demo/hipapp2.dll"), &dll).unwrap();
     let record = unpacked.join("kpack_demo-1.0.dist-info/RECORD");
