@@ -7,7 +7,7 @@
 //!   last section in memory (`SectionAlignment`) and after the last section's bytes in the
 //!   file; its header takes the slack after the section table, below `SizeOfHeaders`;
 //!   `NumberOfSections` and `SizeOfImage` grow accordingly;
-//! * each wrapper becomes `HIPK`, version kept, pointer = `ImageBase + RVA(.kpackrf)`,
+//! * each wrapper becomes `HIPK`, version 1, pointer = `ImageBase + RVA(.kpackrf)`,
 //!   `reserved1` = its slot; the `IMAGE_REL_BASED_DIR64` fix-ups of the pointers stay valid;
 //! * the device code goes: the fat-binary section keeps its RVA and `VirtualSize` (nothing
 //!   in memory moves, so no RVA, relocation or directory changes) but loses **all** its file
@@ -319,7 +319,8 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     for w in &fat.wrappers {
         let mut rec = Vec::with_capacity(WRAPPER_SIZE as usize);
         rec.extend_from_slice(&HIPK_MAGIC.to_le_bytes());
-        rec.extend_from_slice(&w.version.to_le_bytes());
+        // Version 1, whatever the input said: the runtime takes no other.
+        rec.extend_from_slice(&1u32.to_le_bytes());
         rec.extend_from_slice(&pointer.to_le_bytes());
         rec.extend_from_slice(&(w.index as u64).to_le_bytes());
         patches.add(w.offset, rec)?;

@@ -282,3 +282,16 @@ fn an_input_whose_sections_overlap_in_memory_is_refused_not_rewritten() {
     );
     assert!(err.to_string().contains("overlaps"), "{err}");
 }
+
+#[test]
+fn a_wrapper_of_another_version_is_written_as_version_1() {
+    // Found by the `pe` fuzz target: a wrapper with version 0 kept its version, and the
+    // output failed verification (the runtime only takes HIPK version 1).
+    let mut data = fixture();
+    let pe = PeFile::parse(&data).unwrap();
+    let w = pe.section_by_name(".hipFatB").unwrap().raw_offset as u64;
+    put_u32(&mut data, w + 4, 0);
+    let out = plan(&data, &marker()).unwrap().to_vec(&data);
+    verify(&out).unwrap();
+    assert_eq!(inspect(&out).unwrap().wrappers[0].version, 1);
+}
