@@ -182,6 +182,15 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     let fa = u64::from(pe.file_alignment);
     let sa = u64::from(pe.section_alignment);
     check_relocations(&pe, fatbin, wrapper_section)?;
+    // A rebased image would leave such a pointer at the preferred base's address.
+    if fat.relocatable
+        && let Some(w) = fat.wrappers.iter().find(|w| !w.relocated)
+    {
+        return Err(layout(format!(
+            "wrapper {} at {:#x}: the image has base relocations but none for its pointer",
+            w.index, w.offset
+        )));
+    }
 
     // The bytes removed: the fat-binary section's whole raw data.
     let cut_start = u64::from(fatbin.raw_offset);

@@ -295,3 +295,20 @@ fn a_wrapper_of_another_version_is_written_as_version_1() {
     verify(&out).unwrap();
     assert_eq!(inspect(&out).unwrap().wrappers[0].version, 1);
 }
+
+#[test]
+fn a_wrapper_pointer_without_its_base_relocation_is_refused() {
+    // Turn the DIR64 entry of the wrapper's pointer into padding (IMAGE_REL_BASED_ABSOLUTE).
+    let mut data = fixture();
+    let pe = PeFile::parse(&data).unwrap();
+    let pointer = u64::from(pe.section_by_name(".hipFatB").unwrap().rva) + 8;
+    let entry = pe
+        .base_relocations()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.rva == pointer)
+        .unwrap();
+    put_u16(&mut data, entry.entry_offset, 0);
+    let msg = plan(&data, &marker()).unwrap_err().to_string();
+    assert!(msg.contains("none for its pointer"), "{msg}");
+}
