@@ -19,7 +19,7 @@ trap 'rm -f "$log"' EXIT
 for target in $(cargo fuzz list); do
   corpus="corpus/$target"
   mkdir -p "$corpus"
-  if cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors ../fixtures/wheels ../fixtures/offload ../fixtures/tarballs -- \
+  if cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors ../fixtures/wheels ../fixtures/offload ../fixtures/tarballs ../fixtures/platforms -- \
       -seed="${KPACK_FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -max_len=131072 \
       -rss_limit_mb=2048 >"$log" 2>&1; then
     echo "fuzz: $target: $(grep -E '^Done' "$log" | tail -n 1)"

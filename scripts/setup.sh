@@ -22,6 +22,9 @@ PKGS="clang-tools-15 binutils elfutils patchelf zstd gcc cmake pkg-config unzip 
 PKGS="$PKGS qemu-user-static gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu libc6-dev-arm64-cross
   libgcc-12-dev-arm64-cross gcc-powerpc64le-linux-gnu binutils-powerpc64le-linux-gnu
   libc6-dev-ppc64el-cross libgcc-12-dev-ppc64el-cross"
+# Windows PE/COFF (issue 13): wine64 loads the PE fixtures in the tests; the mingw GNU ld
+# links the long-section-name fixture of fixtures/platforms/build_platforms.sh.
+PKGS="$PKGS wine64 gcc-mingw-w64-x86-64"
 # pip downloads the PyPI wheels of the corpus.
 python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=

@@ -549,11 +549,8 @@ pub(crate) fn split_fat(
         search_paths: vec![search],
         compression,
     };
-    let wrappers = kpack_elf::inspect(&map)
-        .map_err(|e| err(e.into()))?
-        .wrappers
-        .len();
     let plan = transform::plan(&map, &opts).map_err(err)?.releasing(&map);
+    let wrappers = plan.wrappers();
     // The whole output tree is staged, so the host binary is written at its place in it.
     plan.write_host(&output, Some(mode)).map_err(err)?;
     let host_bytes = std::fs::metadata(&output)

@@ -858,18 +858,11 @@ fn compare_index(shown: &str, got: &KpmManifest, want: &KpmManifest, failures: &
 
 /// The marker and HIPK wrapper indices of a kpacked binary.
 fn marker_of(bytes: &[u8]) -> Result<Option<(MarkerMetadata, Vec<usize>)>, String> {
-    if transform::check(bytes).map_err(|e| e.to_string())? != HostState::Kpacked {
+    let Some(kpacked) = transform::kpacked_marker(bytes).map_err(|e| e.to_string())? else {
         return Ok(None);
-    }
-    let fat = kpack_elf::inspect(bytes).map_err(|e| e.to_string())?;
-    let section = fat
-        .marker
-        .ok_or("kpacked without a .rocm_kpack_ref section")?;
-    let raw = section
-        .bytes(bytes)
-        .ok_or("the .rocm_kpack_ref section lies outside the file")?;
-    let (meta, _) = MarkerMetadata::decode(raw).map_err(|e| format!("marker: {e}"))?;
-    Ok(Some((meta, fat.wrappers.iter().map(|w| w.index).collect())))
+    };
+    let (meta, _) = MarkerMetadata::decode(&kpacked.bytes).map_err(|e| format!("marker: {e}"))?;
+    Ok(Some((meta, kpacked.wrappers)))
 }
 
 /// Check 5's size check of every `.kpm` against the archives beside it in its artifact.
@@ -1244,7 +1237,7 @@ fn original_outcome(ctx: &Ctx, rel: &str, e: &TreeEntry, disk: Option<&Path>) ->
             let same = meta
                 .encode()
                 .ok()
-                .and_then(|m| kpack_elf::rewrite::plan(&bytes, &m).ok())
+                .and_then(|m| transform::plan_host(&bytes, &m).ok())
                 .is_some_and(|rw| {
                     let mut d = Digesting {
                         sha: sha2::Sha256::default(),

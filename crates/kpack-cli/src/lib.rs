@@ -39,7 +39,8 @@ enum Command {
     Extract(cmd::extract::Args),
     /// Turn a fat binary into a host-only binary plus one .kpack archive per GPU target.
     Transform(cmd::transform::Args),
-    /// Check the structure of an ELF file (as every transform output is checked).
+    /// Check the structure of an ELF file or PE image (as every transform output is checked).
+    #[command(visible_alias = "verify-binary")]
     VerifyElf(cmd::verify_elf::Args),
     /// Split build artifacts into a generic artifact and one artifact per GPU architecture.
     Split(cmd::split::Args),

@@ -63,6 +63,7 @@ mod fatbin;
 pub mod machine;
 pub mod relr;
 pub mod rewrite;
+pub mod splice;
 pub mod verify;
 
 pub use elf::{
@@ -80,4 +81,4 @@ pub use kpack_bundle::LocatedBundle;
 pub use machine::{RelocKind, reloc_kind};
 pub use relr::RelrEntry;
 pub use rewrite::{FatbinEdit, Rewrite, RewriteError, RewriteSummary};
-pub use verify::{VerifyIssue, verify};
+pub use verify::{VerifyIssue, hipk_wrapper_issues, verify};

@@ -67,7 +67,6 @@
 //! wrappers whose pointer kind is not understood, and any other relocation that reads or
 //! writes `.hip_fatbin` (the code would see zero pages).
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::ops::Range;
 
@@ -91,6 +90,7 @@ use crate::fatbin::{
     WRAPPER_POINTER_OFFSET, Wrapper, WrapperMagic, inspect_elf,
 };
 use crate::machine::{self, Machine, RelocKind, reloc_kind};
+use crate::splice::{Overlap, Patches, Piece, Splice};
 use crate::verify::{VerifyIssue, verify};
 
 /// The most zero padding a rewrite may add to an executable to place its program header
@@ -180,20 +180,6 @@ pub struct RewriteSummary {
     pub wrappers: usize,
 }
 
-/// One run of output bytes.
-#[derive(Debug, Clone)]
-enum Piece {
-    /// Input bytes `start..end`, with the patches that fall inside applied.
-    Input { start: u64, end: u64 },
-    /// This many zero bytes.
-    Zeros(u64),
-    /// These bytes.
-    Bytes(Vec<u8>),
-    /// This many bytes of new `.hip_fatbin` contents ([`FatbinEdit::Move`]), read from the
-    /// stream given to [`Rewrite::write_with_contents`].
-    Contents(u64),
-}
-
 /// What a rewrite does with `.hip_fatbin` and the wrappers pointing into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FatbinEdit<'a> {
@@ -240,9 +226,7 @@ impl FatbinEdit<'_> {
 /// A computed rewrite: apply it with [`Rewrite::write_to`] to the same input bytes.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
-    pieces: Vec<Piece>,
-    /// Replacement bytes keyed by input offset; never overlapping, always inside a kept range.
-    patches: BTreeMap<u64, Vec<u8>>,
+    splice: Splice,
     /// What the rewrite does, in numbers.
     pub summary: RewriteSummary,
 }
@@ -251,65 +235,28 @@ impl Rewrite {
     /// Streams the output; `input` must be the bytes given to [`plan`]. A rewrite with new
     /// `.hip_fatbin` contents needs [`Rewrite::write_with_contents`].
     pub fn write_to<W: Write>(&self, input: &[u8], w: W) -> io::Result<()> {
-        self.write_with_contents(input, &mut io::empty(), w)
+        self.splice.write_to(input, w)
     }
 
-    /// Streams the output of a [`FatbinEdit::Move`] rewrite, reading the new `.hip_fatbin`
-    /// contents (`contents_len` bytes) from `contents`.
+    /// Streams the output of a [`FatbinEdit::Move`] or [`FatbinEdit::Replace`] rewrite,
+    /// reading the new `.hip_fatbin` contents (`contents_len` bytes) from `contents`.
     pub fn write_with_contents<W: Write>(
         &self,
         input: &[u8],
         contents: &mut dyn io::Read,
-        mut w: W,
+        w: W,
     ) -> io::Result<()> {
-        static ZEROS: [u8; 65536] = [0; 65536];
-        for piece in &self.pieces {
-            match piece {
-                Piece::Input { start, end } => {
-                    let mut at = *start;
-                    for (&p, bytes) in self.patches.range(*start..*end) {
-                        w.write_all(&input[at as usize..p as usize])?;
-                        w.write_all(bytes)?;
-                        at = p + bytes.len() as u64;
-                    }
-                    w.write_all(&input[at as usize..*end as usize])?;
-                }
-                Piece::Zeros(len) => {
-                    let mut n = *len;
-                    while n > 0 {
-                        let k = n.min(ZEROS.len() as u64);
-                        w.write_all(&ZEROS[..k as usize])?;
-                        n -= k;
-                    }
-                }
-                Piece::Bytes(b) => w.write_all(b)?,
-                Piece::Contents(len) => {
-                    let copied = io::copy(&mut io::Read::take(&mut *contents, *len), &mut w)?;
-                    if copied != *len {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            format!(
-                                "the new .hip_fatbin contents end after {copied} of {len} bytes"
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        w.flush()
+        self.splice.write_with_contents(input, contents, w)
     }
 
     /// The output in memory (for small files, tests and fuzzing).
     pub fn to_vec(&self, input: &[u8]) -> Vec<u8> {
-        self.to_vec_with_contents(input, &[])
+        self.splice.to_vec(input)
     }
 
     /// The output of a [`FatbinEdit::Move`] rewrite in memory, with its new contents.
-    pub fn to_vec_with_contents(&self, input: &[u8], mut contents: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.summary.output_len as usize);
-        self.write_with_contents(input, &mut contents, &mut out)
-            .expect("writing to a Vec cannot fail");
-        out
+    pub fn to_vec_with_contents(&self, input: &[u8], contents: &[u8]) -> Vec<u8> {
+        self.splice.to_vec_with_contents(input, contents)
     }
 }
 
@@ -345,27 +292,9 @@ impl Cut {
     }
 }
 
-/// Replacement bytes keyed by input offset, refused when two would overlap.
-#[derive(Default)]
-struct Patches(BTreeMap<u64, Vec<u8>>);
-
-impl Patches {
-    fn add(&mut self, at: u64, bytes: Vec<u8>) -> Result<(), RewriteError> {
-        let end = at + bytes.len() as u64;
-        let clash = self
-            .0
-            .range(..end)
-            .next_back()
-            .is_some_and(|(&p, b)| p + b.len() as u64 > at);
-        if clash {
-            return Err(layout(format!("two edits overlap at file offset {at:#x}")));
-        }
-        self.0.insert(at, bytes);
-        Ok(())
-    }
-
-    fn zero(&mut self, range: Range<u64>) -> Result<(), RewriteError> {
-        self.add(range.start, vec![0; (range.end - range.start) as usize])
+impl From<Overlap> for RewriteError {
+    fn from(e: Overlap) -> Self {
+        layout(e.to_string())
     }
 }
 
@@ -483,8 +412,7 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
     check_patches_in_kept_input(&patches, cut, kept.end)?;
 
     Ok(Rewrite {
-        pieces,
-        patches: patches.0,
+        splice: Splice { pieces, patches },
         summary: RewriteSummary {
             input_len: data.len() as u64,
             output_len: sections.table_offset + sections.headers.len() as u64 * SHDR_SIZE,
@@ -543,8 +471,7 @@ fn plan_replace(
     };
     check_patches_in_kept_input(&patches, replaced, data_len)?;
     Ok(Rewrite {
-        pieces,
-        patches: patches.0,
+        splice: Splice { pieces, patches },
         summary: RewriteSummary {
             input_len: data_len,
             output_len: data_len,
@@ -1205,7 +1132,7 @@ fn patch_elf_header(
     header.e_shoff.set(LE, sections.table_offset);
     header.e_phnum.set(LE, segment.phnum as u16);
     header.e_shnum.set(LE, sections.headers.len() as u16);
-    patches.add(0, bytes_of(&header).to_vec())
+    Ok(patches.add(0, bytes_of(&header).to_vec())?)
 }
 
 /// The output as pieces: the kept input around the cut, zero padding up to the new
@@ -1271,7 +1198,7 @@ fn check_patches_in_kept_input(
     cut: Cut,
     kept_end: u64,
 ) -> Result<(), RewriteError> {
-    for (&at, b) in &patches.0 {
+    for (at, b) in patches.iter() {
         let e = at + b.len() as u64;
         if e > kept_end || cut.overlaps(at, b.len() as u64) {
             return Err(layout(format!(

@@ -283,24 +283,7 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
             }
             for w in &fat.wrappers {
                 let at = Some(w.offset);
-                if w.magic != WrapperMagic::Hipk {
-                    add(at, format!("wrapper {}: magic is not HIPK", w.index));
-                }
-                if w.version != 1 {
-                    add(
-                        at,
-                        format!("wrapper {}: version {} (expected 1)", w.index, w.version),
-                    );
-                }
-                if w.reserved1 != w.index as u64 {
-                    add(
-                        at,
-                        format!(
-                            "wrapper {}: reserved1 is {:#x}, expected its index",
-                            w.index, w.reserved1
-                        ),
-                    );
-                }
+                hipk_wrapper_issues(w.index, w.offset, w.magic, w.version, w.reserved1, &mut add);
                 if h.e_type == ET_DYN && matches!(w.pointer, PointerSource::InPlace(_)) {
                     add(
                         at,
@@ -338,5 +321,33 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
         Ok(())
     } else {
         Err(issues)
+    }
+}
+
+/// The checks of one wrapper of a kpacked file that do not depend on the file format (ELF,
+/// PE): `HIPK` magic, version 1, `reserved1` = its slot. `offset` is the wrapper's.
+pub fn hipk_wrapper_issues(
+    index: usize,
+    offset: u64,
+    magic: WrapperMagic,
+    version: u32,
+    reserved1: u64,
+    add: &mut impl FnMut(Option<u64>, String),
+) {
+    let at = Some(offset);
+    if magic != WrapperMagic::Hipk {
+        add(at, format!("wrapper {index}: magic is not HIPK"));
+    }
+    if version != 1 {
+        add(
+            at,
+            format!("wrapper {index}: version {version} (expected 1)"),
+        );
+    }
+    if reserved1 != index as u64 {
+        add(
+            at,
+            format!("wrapper {index}: reserved1 is {reserved1:#x}, expected its index"),
+        );
     }
 }

@@ -36,6 +36,9 @@ pub enum SourceError {
     /// An LLVM OffloadBinary is malformed (offsets absolute in the file).
     #[error(transparent)]
     Offload(#[from] kpack_offload::OffloadError),
+    /// The PE image is malformed.
+    #[error(transparent)]
+    Pe(#[from] kpack_pe::PeError),
     /// The `ar` archive is malformed.
     #[error(transparent)]
     Ar(#[from] kpack_elf::ar::ArError),

@@ -82,14 +82,12 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
     Ok(files)
 }
 
-/// Streams `rewrite`'s output for `input` (new `.hip_fatbin` contents, if it has any, read
-/// from `contents`) into the new file `path`, syncs it and returns it mapped, for the caller
-/// to verify. `path` is a staged path: on failure the caller's stage removes it.
+/// Streams a host rewrite's output (`write` writes it) into the new file `path`, syncs it and
+/// returns it mapped, for the caller to verify. `path` is a staged path: on failure the
+/// caller's stage removes it.
 pub(crate) fn write_rewrite(
-    input: &[u8],
-    rewrite: &kpack_elf::Rewrite,
-    contents: &mut dyn std::io::Read,
     path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<FileBytes, SourceError> {
     // Read access too: the written file is mapped for verification.
     let file = std::fs::OpenOptions::new()
@@ -99,9 +97,7 @@ pub(crate) fn write_rewrite(
         .open(path)
         .map_err(error::io_error(path))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    rewrite
-        .write_with_contents(input, contents, &mut out)
-        .map_err(error::io_error(path))?;
+    write(&mut out).map_err(error::io_error(path))?;
     let file = out
         .into_inner()
         .map_err(|e| error::io_error(path)(e.into_error()))?;

@@ -481,7 +481,9 @@ fn write_checked(
 ) -> Result<(), PruneError> {
     spool.rewind().map_err(io_error("the prune spool"))?;
     let mut contents = BufReader::with_capacity(1 << 20, spool);
-    let map = crate::write_rewrite(input, rewrite, &mut contents, path)?;
+    let map = crate::write_rewrite(path, |out| {
+        rewrite.write_with_contents(input, &mut contents, out)
+    })?;
     kpack_elf::verify(&map).map_err(PruneError::Verify)?;
     let pruned = kpack_elf::inspect(&map)?;
     let planned: Vec<Option<usize>> = fat.wrappers.iter().map(|w| w.bundle).collect();

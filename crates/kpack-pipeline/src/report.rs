@@ -7,6 +7,7 @@ use serde::{Serialize, Serializer};
 
 use kpack_bundle::{BundleFormat, CompressionMethod};
 use kpack_elf::{FatBinary, FatBinaryKind, PointerSource, WrapperMagic};
+use kpack_pe::PeFatBinary;
 
 use crate::error::SourceError;
 use crate::source::{self, DeviceCode, FileKind, FoundBundle, FoundImage, Visitor};
@@ -16,8 +17,8 @@ use crate::source::{self, DeviceCode, FileKind, FoundBundle, FoundImage, Visitor
 pub struct FileReport {
     /// The path as given (or found under a directory).
     pub path: String,
-    /// What the file is (`elf`, `ar-archive`, `offload-bundle`, `compressed-offload-bundle`,
-    /// `code-object`, `kpack-archive`, `offload-binary`, `other`).
+    /// What the file is (`elf`, `pe`, `ar-archive`, `offload-bundle`,
+    /// `compressed-offload-bundle`, `code-object`, `kpack-archive`, `offload-binary`, `other`).
     pub kind: &'static str,
     /// Kind-specific details.
     pub details: Details,
@@ -40,7 +41,7 @@ pub struct TargetTotal {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum Details {
-    /// ELF files.
+    /// ELF files, and PE images (in the same shape, see [`ElfReport`]).
     Elf(ElfReport),
     /// `ar` archives.
     Ar {
@@ -65,7 +66,10 @@ pub enum Details {
     None {},
 }
 
-/// An ELF file or `ar` member.
+/// An ELF file or `ar` member, or a PE image: its `elf_type` is then `dll` or `executable`,
+/// its `machine` the COFF machine (0x8664), its addresses absolute at the preferred base
+/// (`ImageBase + RVA`) and its wrapper pointers `dir64` (fixed up by an
+/// `IMAGE_REL_BASED_DIR64` base relocation) or `in-place`.
 #[derive(Debug, Serialize)]
 pub struct ElfReport {
     /// The `ar` member name, for archive members.
@@ -145,7 +149,8 @@ pub struct WrapperReport {
     pub magic: String,
     /// Wrapper version.
     pub version: u32,
-    /// How the loader fills the pointer: `in-place`, `rela-relative`, `rela-64`, `relr`, `rel`.
+    /// How the loader fills the pointer: `in-place`, `rela-relative`, `rela-64`, `relr`, `rel`,
+    /// `dir64` (PE).
     pub pointer: &'static str,
     /// The address the pointer resolves to (relative to the load base), when known.
     pub target_vaddr: Option<u64>,
@@ -345,6 +350,7 @@ fn inspect_with(
             totals: Vec::new(),
         }),
         FileKind::Elf
+        | FileKind::Pe
         | FileKind::Ar
         | FileKind::Bundle
         | FileKind::CompressedBundle
@@ -355,11 +361,11 @@ fn inspect_with(
                 None => source::walk(bytes, &mut collector)?,
             };
             let details = match kind {
-                FileKind::Elf => Details::Elf(
+                FileKind::Elf | FileKind::Pe => Details::Elf(
                     collector
                         .elves
                         .pop()
-                        .expect("walking an ELF reports the ELF"),
+                        .expect("walking an ELF or PE reports it"),
                 ),
                 FileKind::Ar => Details::Ar {
                     members: collector.elves,
@@ -445,6 +451,11 @@ impl Visitor for Collector {
         Ok(())
     }
 
+    fn pe(&mut self, fat: &PeFatBinary) -> Result<(), SourceError> {
+        self.elves.push(pe_report(fat));
+        Ok(())
+    }
+
     fn bundle(&mut self, found: &FoundBundle<'_>) -> Result<(), SourceError> {
         let (format, version, method, hash) = match found.decoded.format() {
             BundleFormat::Uncompressed => ("uncompressed", None, None, None),
@@ -503,6 +514,54 @@ const ET_REL: u16 = 1;
 const ET_EXEC: u16 = 2;
 const ET_DYN: u16 = 3;
 
+fn state(kind: FatBinaryKind) -> &'static str {
+    match kind {
+        FatBinaryKind::Fat => "fat",
+        FatBinaryKind::Kpacked => "kpacked",
+        FatBinaryKind::HostOnly => "host-only",
+        FatBinaryKind::Rdc => "rdc",
+    }
+}
+
+fn magic(m: WrapperMagic) -> String {
+    match m {
+        WrapperMagic::Hipf => "HIPF".to_owned(),
+        WrapperMagic::Hipk => "HIPK".to_owned(),
+        WrapperMagic::Other(m) => format!("{m:#010x}"),
+    }
+}
+
+fn pe_report(fat: &PeFatBinary) -> ElfReport {
+    ElfReport {
+        member: None,
+        elf_type: if fat.dll { "dll" } else { "executable" },
+        machine: fat.machine,
+        state: state(fat.kind),
+        fatbin: fat.fatbin.as_ref().map(|s| SectionReport {
+            offset: s.offset,
+            vaddr: s.vaddr,
+            size: s.size,
+            nobits: s.nobits(),
+        }),
+        wrappers: fat
+            .wrappers
+            .iter()
+            .map(|w| WrapperReport {
+                index: w.index,
+                magic: magic(w.magic),
+                version: w.version,
+                pointer: if w.relocated { "dir64" } else { "in-place" },
+                target_vaddr: Some(w.binary),
+                bundle: w.bundle,
+                reserved1: w.reserved1,
+            })
+            .collect(),
+        bundles: Vec::new(),
+        rdc_sections: Vec::new(),
+        offload_images: Vec::new(),
+    }
+}
+
 fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
     ElfReport {
         member: member.map(str::to_owned),
@@ -513,12 +572,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
             _ => "other",
         },
         machine: fat.machine,
-        state: match fat.kind {
-            FatBinaryKind::Fat => "fat",
-            FatBinaryKind::Kpacked => "kpacked",
-            FatBinaryKind::HostOnly => "host-only",
-            FatBinaryKind::Rdc => "rdc",
-        },
+        state: state(fat.kind),
         fatbin: fat.fatbin.as_ref().map(|s| SectionReport {
             offset: s.offset,
             vaddr: s.vaddr,
@@ -530,11 +584,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
             .iter()
             .map(|w| WrapperReport {
                 index: w.index,
-                magic: match w.magic {
-                    WrapperMagic::Hipf => "HIPF".to_owned(),
-                    WrapperMagic::Hipk => "HIPK".to_owned(),
-                    WrapperMagic::Other(m) => format!("{m:#010x}"),
-                },
+                magic: magic(w.magic),
                 version: w.version,
                 pointer: match w.pointer {
                     PointerSource::InPlace(_) => "in-place",

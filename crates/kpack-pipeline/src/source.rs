@@ -1,21 +1,23 @@
 //! Device code as it is found in files: every real form ROCm device code takes.
 //!
 //! A file is classified from its leading bytes, then walked: an ELF's `.hip_fatbin` bundles
-//! (mapped to the wrappers that point at them), the members of an `ar` archive, a raw
-//! bundle or CCOB file (as kernel databases ship them), a bare code object, or LLVM's
-//! OffloadBinary: the `.llvm.offloading` sections the new offload driver
-//! (`--offload-new-driver`) writes into relocatable objects (and so into static libraries),
-//! and `llvm-offload-binary` files ([`kpack_offload`] reads them). The walk hands each
-//! device code object to a visitor with the bytes borrowed from the input (or from the
-//! decompressed bundle) and, when the object is stored uncompressed in the file, its
-//! absolute byte range, so a caller can copy it without touching memory.
+//! (mapped to the wrappers that point at them) or a PE image's `.hip_fat` / `.hip_fatbin`
+//! bundles, the members of an `ar` archive, a raw bundle or CCOB file (as kernel databases
+//! ship them), a bare code object, or LLVM's OffloadBinary: the `.llvm.offloading` sections
+//! the new offload driver (`--offload-new-driver`) writes into relocatable objects (and so
+//! into static libraries), and `llvm-offload-binary` files ([`kpack_offload`] reads them).
+//! The walk hands each device code object to a visitor with the bytes borrowed from the
+//! input (or from the decompressed bundle) and, when the object is stored uncompressed in
+//! the file, its absolute byte range, so a caller can copy it without touching memory.
 
 use std::borrow::Cow;
 use std::ops::Range;
 
+use kpack_bundle::LocatedBundle;
 use kpack_bundle::{Bundle, BundleFormat, DecodedBundle};
 use kpack_elf::FatBinary;
 use kpack_offload::Image;
+use kpack_pe::PeFatBinary;
 use kpack_target::{BundleId, TargetId};
 
 use crate::FileBytes;
@@ -26,6 +28,8 @@ use crate::error::SourceError;
 pub enum FileKind {
     /// A host ELF file (shared object, executable or relocatable object).
     Elf,
+    /// A Windows PE32+ image (DLL or EXE).
+    Pe,
     /// An `ar` archive (`.a`), whose members are walked in turn.
     Ar,
     /// An uncompressed `__CLANG_OFFLOAD_BUNDLE__`.
@@ -47,6 +51,7 @@ impl FileKind {
     pub fn name(self) -> &'static str {
         match self {
             FileKind::Elf => "elf",
+            FileKind::Pe => "pe",
             FileKind::Ar => "ar-archive",
             FileKind::Bundle => "offload-bundle",
             FileKind::CompressedBundle => "compressed-offload-bundle",
@@ -77,6 +82,8 @@ pub fn classify(bytes: &[u8]) -> FileKind {
         } else {
             FileKind::Elf
         }
+    } else if kpack_pe::is_pe(bytes) {
+        FileKind::Pe
     } else if kpack_elf::ar::is_ar(bytes) {
         FileKind::Ar
     } else if bytes.starts_with(kpack_bundle::BUNDLE_MAGIC) {
@@ -183,6 +190,10 @@ pub trait Visitor {
     fn offload_image(&mut self, _image: &FoundImage<'_>) -> Result<(), SourceError> {
         Ok(())
     }
+    /// Called once per parsed PE image with its fat-binary inspection.
+    fn pe(&mut self, _fat: &PeFatBinary) -> Result<(), SourceError> {
+        Ok(())
+    }
 }
 
 /// Walks every device code object of `bytes` (a whole file), in file order.
@@ -205,6 +216,11 @@ fn walk_with(
     let kind = classify(bytes);
     match kind {
         FileKind::Elf => walk_elf(bytes, 0, None, mapping, visitor)?,
+        FileKind::Pe => {
+            let fat = kpack_pe::inspect(bytes)?;
+            visitor.pe(&fat)?;
+            walk_slots(bytes, &pe_bundle_slots(&fat), 0, None, mapping, visitor)?;
+        }
         FileKind::Ar => {
             let members = kpack_elf::ar::members(bytes)?;
             for m in &members {
@@ -257,25 +273,44 @@ pub struct BundleSlot {
     pub section_offset: Option<u64>,
 }
 
-/// The bundles of `fat` (the inspection of the ELF `bytes`) in section order; none when
+/// The bundles of `fat` (the inspection of an ELF) in section order; none when
 /// `.hip_fatbin` is missing or occupies no file bytes.
 pub fn bundle_slots(fat: &FatBinary) -> Vec<BundleSlot> {
     let Some(section) = fat.fatbin.as_ref().filter(|s| !s.nobits) else {
         return Vec::new();
     };
-    fat.bundles
+    let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
+    slots(section.offset, &fat.bundles, &wrappers)
+}
+
+/// The bundles of a PE image's fat-binary section, as [`bundle_slots`] for ELF.
+pub fn pe_bundle_slots(fat: &PeFatBinary) -> Vec<BundleSlot> {
+    let Some(section) = fat.fatbin.as_ref().filter(|s| !s.nobits()) else {
+        return Vec::new();
+    };
+    let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
+    slots(section.offset, &fat.bundles, &wrappers)
+}
+
+/// The slots of `bundles` (offsets in a section at file offset `section`), each with the
+/// wrappers (`(slot, bundle it leads to)`) that lead to it.
+fn slots(
+    section: u64,
+    bundles: &[LocatedBundle],
+    wrappers: &[(usize, Option<usize>)],
+) -> Vec<BundleSlot> {
+    bundles
         .iter()
         .enumerate()
         .map(|(index, located)| {
-            let start = (section.offset + located.offset) as usize;
+            let start = (section + located.offset) as usize;
             BundleSlot {
                 index,
                 range: start..start + located.len as usize,
-                wrappers: fat
-                    .wrappers
+                wrappers: wrappers
                     .iter()
-                    .filter(|w| w.bundle == Some(index))
-                    .map(|w| w.index)
+                    .filter(|(_, b)| *b == Some(index))
+                    .map(|(w, _)| *w)
                     .collect(),
                 section_offset: Some(located.offset),
             }
@@ -307,12 +342,7 @@ fn walk_elf(
 ) -> Result<(), SourceError> {
     let fat = kpack_elf::inspect(bytes)?;
     visitor.elf(member, &fat)?;
-    for slot in bundle_slots(&fat) {
-        walk_bundle(bytes, &slot, base, member, visitor)?;
-        if let Some(map) = mapping {
-            map.release(&bytes[slot.range]);
-        }
-    }
+    walk_slots(bytes, &bundle_slots(&fat), base, member, mapping, visitor)?;
     let sections = offloading_sections(bytes)?;
     if !sections.is_empty() {
         let sections: Vec<_> = sections
@@ -320,6 +350,24 @@ fn walk_elf(
             .map(|(data, offset)| (data, base + offset))
             .collect();
         walk_offload(&sections, member, visitor)?;
+    }
+    Ok(())
+}
+
+/// Walks the bundles of a host binary, dropping each one's pages once visited.
+fn walk_slots(
+    bytes: &[u8],
+    slots: &[BundleSlot],
+    base: u64,
+    member: Option<&str>,
+    mapping: Option<&FileBytes>,
+    visitor: &mut dyn Visitor,
+) -> Result<(), SourceError> {
+    for slot in slots {
+        walk_bundle(bytes, slot, base, member, visitor)?;
+        if let Some(map) = mapping {
+            map.release(&bytes[slot.range.clone()]);
+        }
     }
     Ok(())
 }

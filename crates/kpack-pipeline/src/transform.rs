@@ -5,9 +5,10 @@
 //!    each wrapper whose pointer leads to its bundle (two RDC wrappers sharing a bundle both
 //!    get an entry); one archive per target, `{group}_{target}.kpack` (the target id as is,
 //!    `:` included: Linux file names), `gfx_arches` = that target.
-//! 2. The host rewrite ([`kpack_elf::rewrite`]) is planned before anything is written, so a
-//!    refused input leaves nothing behind; its output is streamed from the mapped input and
-//!    checked by [`kpack_elf::verify()`], with the input's mode.
+//! 2. The host rewrite ([`kpack_elf::rewrite`] for ELF, [`kpack_pe::rewrite`] for PE images,
+//!    chosen by the file's magic) is planned before anything is written, so a refused input
+//!    leaves nothing behind; its output is streamed from the mapped input and checked by the
+//!    format's verifier ([`verify_binary`]), with the input's mode.
 //! 3. Every output is staged under a temporary name and published together, archives first
 //!    and the host binary last ([`kpack_fs::Stage`]): a failure or `kill -9` before publishing
 //!    leaves nothing at any final path, and the next run sweeps what a killed one left.
@@ -26,6 +27,7 @@ use kpack_archive::{ArchiveFileWriter, Compression, KernelCompressor, PreparedKe
 use kpack_elf::rewrite::{Rewrite, RewriteError};
 use kpack_elf::{FatBinaryKind, VerifyIssue};
 use kpack_fs::{Replace, Stage};
+use kpack_pe::{PeRewrite, PeRewriteError};
 
 use crate::error::{SourceError, io_error};
 use crate::ordered;
@@ -43,12 +45,20 @@ pub enum HostState {
     HostOnly,
     /// A relocatable object (device code is linked later).
     Relocatable,
-    /// Not an ELF file.
+    /// Neither an ELF file nor a PE image.
     NotElf,
 }
 
 /// Classifies `bytes` for `--check`.
 pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
+    if kpack_pe::is_pe(bytes) {
+        let fat = kpack_pe::inspect(bytes).map_err(SourceError::from)?;
+        return Ok(match fat.kind {
+            FatBinaryKind::Fat => HostState::Fat,
+            FatBinaryKind::Kpacked => HostState::Kpacked,
+            FatBinaryKind::Rdc | FatBinaryKind::HostOnly => HostState::HostOnly,
+        });
+    }
     if !kpack_elf::is_elf(bytes) {
         return Ok(HostState::NotElf);
     }
@@ -71,6 +81,9 @@ pub enum TransformError {
     /// The host rewrite was refused.
     #[error(transparent)]
     Rewrite(#[from] RewriteError),
+    /// The PE host rewrite was refused.
+    #[error(transparent)]
+    PeRewrite(#[from] PeRewriteError),
     /// An archive could not be written.
     #[error(transparent)]
     Archive(#[from] kpack_archive::ArchiveError),
@@ -255,10 +268,133 @@ impl Visitor for Prepare<'_, '_> {
     }
 }
 
+/// Checks the structure of a host binary as every transform output is checked: the ELF
+/// verifier ([`kpack_elf::verify()`]) or the PE one ([`kpack_pe::verify()`]), by magic.
+pub fn verify_binary(bytes: &[u8]) -> Result<(), Vec<VerifyIssue>> {
+    if kpack_pe::is_pe(bytes) {
+        kpack_pe::verify(bytes)
+    } else {
+        kpack_elf::verify(bytes)
+    }
+}
+
+/// The host rewrite of either format.
+pub enum HostRewrite {
+    /// An ELF file's ([`kpack_elf::rewrite`]).
+    Elf(Rewrite),
+    /// A PE image's ([`kpack_pe::rewrite`]).
+    Pe(PeRewrite),
+}
+
+/// Plans the host rewrite of `input` with `marker` as the marker's content, for the format
+/// its magic says.
+pub fn plan_host(input: &[u8], marker: &[u8]) -> Result<HostRewrite, TransformError> {
+    Ok(if kpack_pe::is_pe(input) {
+        HostRewrite::Pe(kpack_pe::rewrite::plan(input, marker)?)
+    } else {
+        HostRewrite::Elf(kpack_elf::rewrite::plan(input, marker)?)
+    })
+}
+
+/// What a kpacked host binary refers to: its marker and its wrappers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KpackedMarker {
+    /// The marker section's bytes (`.rocm_kpack_ref`, `.kpackrf`).
+    pub bytes: Vec<u8>,
+    /// The wrapper slots.
+    pub wrappers: Vec<usize>,
+}
+
+/// The marker and wrappers of a kpacked host binary (ELF or PE); `None` when the file is not
+/// kpacked or not a host binary.
+pub fn kpacked_marker(bytes: &[u8]) -> Result<Option<KpackedMarker>, TransformError> {
+    if check(bytes)? != HostState::Kpacked {
+        return Ok(None);
+    }
+    let (name, raw, wrappers) = if kpack_pe::is_pe(bytes) {
+        let fat = kpack_pe::inspect(bytes).map_err(SourceError::from)?;
+        let raw = fat.marker.as_ref().map(|m| m.bytes(bytes));
+        (
+            kpack_pe::MARKER_SECTION,
+            raw,
+            fat.wrappers.iter().map(|w| w.index).collect(),
+        )
+    } else {
+        let fat = kpack_elf::inspect(bytes)?;
+        let raw = fat.marker.as_ref().map(|m| m.bytes(bytes));
+        (
+            kpack_elf::MARKER_SECTION,
+            raw,
+            fat.wrappers.iter().map(|w| w.index).collect(),
+        )
+    };
+    let missing = |what: String| TransformError::Options(format!("kpacked, but {what}"));
+    let raw = raw
+        .ok_or_else(|| missing(format!("without a {name} section")))?
+        .ok_or_else(|| missing(format!("the {name} section lies outside the file")))?;
+    Ok(Some(KpackedMarker {
+        bytes: raw.to_vec(),
+        wrappers,
+    }))
+}
+
+/// What a host rewrite did, in the numbers both formats share.
+struct HostSummary {
+    input_len: u64,
+    output_len: u64,
+    removed: u64,
+    wrappers: usize,
+    marker_vaddr: u64,
+}
+
+impl HostRewrite {
+    /// Streams the output; `input` must be the bytes planned from.
+    pub fn write_to<W: std::io::Write>(&self, input: &[u8], out: W) -> std::io::Result<()> {
+        match self {
+            HostRewrite::Elf(r) => r.write_to(input, out),
+            HostRewrite::Pe(r) => r.write_to(input, out),
+        }
+    }
+
+    fn summary(&self) -> HostSummary {
+        match self {
+            HostRewrite::Elf(r) => HostSummary {
+                input_len: r.summary.input_len,
+                output_len: r.summary.output_len,
+                removed: r.summary.removed,
+                wrappers: r.summary.wrappers,
+                marker_vaddr: r.summary.marker_vaddr,
+            },
+            HostRewrite::Pe(r) => HostSummary {
+                input_len: r.summary.input_len,
+                output_len: r.summary.output_len,
+                removed: r.summary.removed,
+                wrappers: r.summary.wrappers,
+                marker_vaddr: r.summary.marker_vaddr,
+            },
+        }
+    }
+}
+
+/// Refuses a wrapper that points at no bundle and a bundle no wrapper points at; `wrappers`
+/// are `(slot, bundle it leads to)`.
+fn check_wrappers(
+    wrappers: &[(usize, Option<usize>)],
+    bundles: usize,
+) -> Result<(), TransformError> {
+    if let Some(&(w, _)) = wrappers.iter().find(|(_, b)| b.is_none()) {
+        return Err(TransformError::WrapperWithoutBundle(w));
+    }
+    if let Some(b) = (0..bundles).find(|&b| !wrappers.iter().any(|(_, wb)| *wb == Some(b))) {
+        return Err(TransformError::BundleWithoutWrapper(b));
+    }
+    Ok(())
+}
+
 /// A planned transform of one mapped input: the marker, the rewrite, the archive entries.
 pub struct Plan<'a> {
     input: &'a [u8],
-    rewrite: Rewrite,
+    rewrite: HostRewrite,
     kernel_name: String,
     search_paths: Vec<String>,
     group: String,
@@ -306,24 +442,32 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
     }
     .encode()
     .map_err(|e| TransformError::Options(format!("marker metadata: {e}")))?;
-    let rewrite = kpack_elf::rewrite::plan(input, &marker)?;
-
-    let fat = kpack_elf::inspect(input)?;
-    if let Some(w) = fat.wrappers.iter().find(|w| w.bundle.is_none()) {
-        return Err(TransformError::WrapperWithoutBundle(w.index));
-    }
-    if let Some(b) =
-        (0..fat.bundles.len()).find(|&b| !fat.wrappers.iter().any(|w| w.bundle == Some(b)))
-    {
-        return Err(TransformError::BundleWithoutWrapper(b));
-    }
+    let (rewrite, slots) = if kpack_pe::is_pe(input) {
+        // The runtime resolves the name with `/` on Windows too.
+        if kernel_name.contains('\\') {
+            return Err(TransformError::Options(format!(
+                "kernel name {kernel_name:?}: use `/` as the path separator, also for Windows binaries"
+            )));
+        }
+        let rewrite = plan_host(input, &marker)?;
+        let fat = kpack_pe::inspect(input).map_err(SourceError::from)?;
+        let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
+        check_wrappers(&wrappers, fat.bundles.len())?;
+        (rewrite, source::pe_bundle_slots(&fat))
+    } else {
+        let rewrite = plan_host(input, &marker)?;
+        let fat = kpack_elf::inspect(input)?;
+        let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
+        check_wrappers(&wrappers, fat.bundles.len())?;
+        (rewrite, source::bundle_slots(&fat))
+    };
     Ok(Plan {
         input,
         rewrite,
         kernel_name,
         search_paths,
         group,
-        slots: source::bundle_slots(&fat),
+        slots,
         mapping: None,
     })
 }
@@ -335,6 +479,11 @@ impl<'a> Plan<'a> {
     pub fn releasing(mut self, mapping: &'a crate::FileBytes) -> Self {
         self.mapping = Some(mapping);
         self
+    }
+
+    /// The number of wrappers the host binary has (each now points at the marker).
+    pub fn wrappers(&self) -> usize {
+        self.rewrite.summary().wrappers
     }
 
     /// The archive path for `target`.
@@ -451,8 +600,8 @@ impl<'a> Plan<'a> {
         path: &Path,
         mode: Option<std::fs::Permissions>,
     ) -> Result<(), TransformError> {
-        let map = crate::write_rewrite(self.input, &self.rewrite, &mut std::io::empty(), path)?;
-        kpack_elf::verify(&map).map_err(TransformError::Verify)?;
+        let map = crate::write_rewrite(path, |out| self.rewrite.write_to(self.input, out))?;
+        verify_binary(&map).map_err(TransformError::Verify)?;
         if let Some(mode) = mode {
             std::fs::set_permissions(path, mode).map_err(io_error(path))?;
         }
@@ -460,7 +609,7 @@ impl<'a> Plan<'a> {
     }
 
     fn summary(&self, archives: Vec<WrittenArchive>) -> TransformSummary {
-        let s = &self.rewrite.summary;
+        let s = self.rewrite.summary();
         TransformSummary {
             code_objects: archives.iter().map(|a| a.entries).sum(),
             input_size: s.input_len,
@@ -481,7 +630,10 @@ pub fn transform(input: &Path, opts: &TransformOptions) -> Result<Outcome, Trans
     let mode = file.metadata().map_err(io_error(input))?.permissions();
     let map = crate::map_file(&file, input)?;
     let plan = match plan(&map, opts).map(|p| p.releasing(&map)) {
-        Err(TransformError::Rewrite(RewriteError::AlreadyKpacked)) => {
+        Err(
+            TransformError::Rewrite(RewriteError::AlreadyKpacked)
+            | TransformError::PeRewrite(PeRewriteError::AlreadyKpacked),
+        ) => {
             return Ok(Outcome::AlreadyKpacked);
         }
         other => other?,

@@ -8,46 +8,12 @@
 
 use std::path::Path;
 
-use kpack_archive::marker::MarkerMetadata;
-use kpack_archive::{Archive, Compression};
-use kpack_pipeline::source::{OwnedDeviceCode, device_code_objects};
+use kpack_archive::Compression;
+use kpack_pipeline::source::device_code_objects;
 use kpack_testkit::{
-    AARCH64, Foreign, PLATFORM_FIXTURES, Registration, fixture, foreign_standin, librocrand_arm64,
-    run_tool,
+    AARCH64, Foreign, PLATFORM_FIXTURES, fetch_through_markers, fixture, foreign_standin,
+    librocrand_arm64, run_tool,
 };
-
-/// The code objects a kpacked binary's registrations lead to: for each one, the marker's
-/// search paths (relative to the binary's directory, `@GFXARCH@` per target) name the
-/// archive, and `kernel_name#reserved1` the entry. Returns them with their wrapper index.
-fn fetch_through_markers(
-    regs: &[Registration],
-    binary: &Path,
-    objects: &[OwnedDeviceCode],
-) -> Vec<(u64, String, Vec<u8>)> {
-    let dir = binary.parent().unwrap();
-    let mut fetched = Vec::new();
-    for r in regs {
-        let (meta, used) = MarkerMetadata::decode(&r.bytes).unwrap();
-        assert_eq!(used, r.bytes.len());
-        let key = format!("{}#{}", meta.kernel_name, r.reserved1);
-        for obj in objects
-            .iter()
-            .filter(|o| o.wrappers.contains(&(r.reserved1 as usize)))
-        {
-            let target = obj.bundle_id.target().unwrap().to_string();
-            let archive = meta
-                .search_paths
-                .iter()
-                .map(|p| dir.join(p.replace("@GFXARCH@", &target)))
-                .find(|p| p.exists())
-                .unwrap_or_else(|| panic!("no archive for {target} in {:?}", meta.search_paths));
-            let archive = Archive::open(&archive).unwrap();
-            let data = archive.get(&key, &target).unwrap().into_owned();
-            fetched.push((r.reserved1, target, data));
-        }
-    }
-    fetched
-}
 
 /// Loads `input` (HIPF), transforms and verifies it, loads the output (HIPK), fetches every
 /// code object through the markers the stand-in saw (byte for byte the original's), then
@@ -108,20 +74,7 @@ fn transform_load_and_fetch(input: &Path, machine: &'static Foreign) {
         registered > 0 && registered <= summary.code_objects,
         "{what}"
     );
-    for (wrapper, target, data) in &fetched {
-        let want = objects
-            .iter()
-            .find(|o| {
-                o.wrappers.contains(&(*wrapper as usize))
-                    && o.bundle_id.target().unwrap().to_string() == *target
-            })
-            .unwrap();
-        assert_eq!(
-            data[..],
-            want.data[..],
-            "{what}: wrapper {wrapper} {target}"
-        );
-    }
+    kpack_testkit::assert_fetched_are_the_originals(&fetched, &objects, &what.to_string());
 
     // The machine's own GNU strip re-lays the file out; it still loads and hands the
     // runtime the same wrappers and marker.
@@ -172,7 +125,7 @@ fn aarch64_and_ppc64le_code_objects_round_trip_uncompressed_and_zstd() {
                     .path()
                     .join(".kpack")
                     .join(format!("{group}_{target}.kpack"));
-                let archive = Archive::open(&path).unwrap();
+                let archive = kpack_archive::Archive::open(&path).unwrap();
                 for w in &obj.wrappers {
                     let got = archive
                         .get(&format!("{}#{w}", summary.kernel_name), &target)

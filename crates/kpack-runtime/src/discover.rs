@@ -8,9 +8,10 @@ use crate::ErrorCode;
 /// The mapping an address falls in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MappedAddress {
-    /// The mapped file's path as `/proc/self/maps` prints it (a ` (deleted)` suffix kept).
+    /// The mapped file's path as `/proc/self/maps` prints it (a ` (deleted)` suffix kept); on
+    /// Windows, the module's path as `GetModuleFileNameW` gives it.
     pub path: OsString,
-    /// The address's offset in that file.
+    /// The address's offset in that file (on Windows, its RVA in the module).
     pub offset: u64,
 }
 
@@ -24,8 +25,11 @@ pub enum DiscoverError {
     /// The address is not in a mapping of a file.
     #[error("address {0:#x} is not in a file-backed mapping")]
     NotMapped(usize),
-    /// Not Linux: there is no `/proc/self/maps`.
-    #[error("binary path discovery is only implemented on Linux")]
+    /// `GetModuleFileNameW` failed (Windows).
+    #[error("GetModuleFileNameW: {0}")]
+    ModuleName(std::io::Error),
+    /// Neither Linux nor Windows.
+    #[error("binary path discovery is only implemented on Linux and Windows")]
     Unsupported,
 }
 
@@ -33,7 +37,9 @@ impl DiscoverError {
     /// The C error code: `PATH_DISCOVERY_FAILED`, or `NOT_IMPLEMENTED` off Linux.
     pub fn code(&self) -> ErrorCode {
         match self {
-            DiscoverError::Maps(_) | DiscoverError::NotMapped(_) => ErrorCode::PathDiscoveryFailed,
+            DiscoverError::Maps(_) | DiscoverError::NotMapped(_) | DiscoverError::ModuleName(_) => {
+                ErrorCode::PathDiscoveryFailed
+            }
             DiscoverError::Unsupported => ErrorCode::NotImplemented,
         }
     }
@@ -41,6 +47,7 @@ impl DiscoverError {
 
 /// The file mapped at `address` in this process, from `/proc/self/maps` (Linux; `dladdr`
 /// cannot name data addresses such as a wrapper's).
+#[cfg(not(windows))]
 pub fn discover_binary_path(address: usize) -> Result<MappedAddress, DiscoverError> {
     if cfg!(target_os = "linux") {
         let maps = std::fs::read("/proc/self/maps").map_err(DiscoverError::Maps)?;
@@ -48,6 +55,64 @@ pub fn discover_binary_path(address: usize) -> Result<MappedAddress, DiscoverErr
     } else {
         Err(DiscoverError::Unsupported)
     }
+}
+
+/// The module (DLL or EXE) holding `address` in this process: `GetModuleHandleExW` with
+/// `GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS` finds it from any address inside its image (a
+/// wrapper in `.hipFatB` included), `GetModuleFileNameW` names it. The offset is the
+/// address's RVA. Written against the Win32 documentation; no Windows Rust target can be
+/// installed where kpack is developed, so this is compiled only by Windows builds.
+#[cfg(windows)]
+#[allow(unsafe_code)]
+pub fn discover_binary_path(address: usize) -> Result<MappedAddress, DiscoverError> {
+    use std::os::windows::ffi::OsStringExt;
+    type Module = *mut std::ffi::c_void;
+    const FROM_ADDRESS: u32 = 0x4;
+    const UNCHANGED_REFCOUNT: u32 = 0x2;
+    /// Longest path `GetModuleFileNameW` can return (`\\?\` paths).
+    const MAX_PATH_UNITS: usize = 32_768;
+    #[link(name = "kernel32")]
+    unsafe extern "system" {
+        fn GetModuleHandleExW(flags: u32, name: *const u16, module: *mut Module) -> i32;
+        fn GetModuleFileNameW(module: Module, name: *mut u16, size: u32) -> u32;
+    }
+    let mut module: Module = std::ptr::null_mut();
+    // SAFETY: with FROM_ADDRESS the name argument is only compared with module ranges, never
+    // read; `module` is a valid out-pointer; UNCHANGED_REFCOUNT takes no reference to release.
+    let found = unsafe {
+        GetModuleHandleExW(
+            FROM_ADDRESS | UNCHANGED_REFCOUNT,
+            address as *const u16,
+            &mut module,
+        )
+    };
+    if found == 0 || module.is_null() {
+        return Err(DiscoverError::NotMapped(address));
+    }
+    let mut name = vec![0u16; 260];
+    loop {
+        // SAFETY: `name` holds `name.len()` units; the call writes at most that many.
+        let len = unsafe { GetModuleFileNameW(module, name.as_mut_ptr(), name.len() as u32) };
+        let len = len as usize;
+        if len == 0 {
+            return Err(DiscoverError::ModuleName(std::io::Error::last_os_error()));
+        }
+        // A full buffer means the name was cut: grow and ask again.
+        if len < name.len() {
+            name.truncate(len);
+            break;
+        }
+        if name.len() >= MAX_PATH_UNITS {
+            return Err(DiscoverError::ModuleName(std::io::Error::other(
+                "module path longer than 32767 UTF-16 units",
+            )));
+        }
+        name.resize(name.len() * 2, 0);
+    }
+    Ok(MappedAddress {
+        path: OsString::from_wide(&name),
+        offset: (address - module as usize) as u64,
+    })
 }
 
 /// The first line of a `/proc/<pid>/maps` text whose range holds `address` and that names a

@@ -6,11 +6,13 @@
 //! promises or fails.
 
 mod standin;
+mod wine;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use standin::{AARCH64, Foreign, PPC64LE, Registration, Standin, foreign_standin, standin};
+pub use wine::{Wine, WineRegistration};
 
 /// The repository's `fixtures/` directory.
 pub fn fixtures() -> PathBuf {
@@ -86,6 +88,68 @@ pub const PLATFORM_FIXTURES: &[(&str, &Foreign)] = &[
     ("platforms/libmodern_ppc64le_lld_4k.so", &PPC64LE),
     ("platforms/librdc_aarch64_lld.so", &AARCH64),
     ("platforms/librdc_ppc64le_lld.so", &PPC64LE),
+];
+
+/// A Windows PE32+ fat image in `fixtures/platforms` (`build_platforms.sh OUT pe`).
+#[derive(Debug, Clone, Copy)]
+pub struct PeFixture {
+    /// Path under `fixtures/`.
+    pub path: &'static str,
+    /// A DLL (loaded by `platforms/loader.exe`), else an EXE run directly.
+    pub dll: bool,
+    /// Its wrappers (one per HIP translation unit).
+    pub wrappers: usize,
+    /// Whether it has base relocations (every fixture but the `/fixed` EXE).
+    pub relocatable: bool,
+    /// The long section names `.hip_fatbin` / `.hipFatBinSegment` (mingw GNU ld), else
+    /// lld-link's `.hip_fat` / `.hipFatB`.
+    pub long_names: bool,
+    /// Whether the loader finds its preferred base taken and rebases it.
+    pub rebased: bool,
+}
+
+/// Every PE fixture.
+pub const PE_FIXTURES: &[PeFixture] = &[
+    PeFixture {
+        path: "platforms/hipapp.dll",
+        dll: true,
+        wrappers: 1,
+        relocatable: true,
+        long_names: false,
+        rebased: false,
+    },
+    PeFixture {
+        path: "platforms/hipapp2.dll",
+        dll: true,
+        wrappers: 2,
+        relocatable: true,
+        long_names: false,
+        rebased: true,
+    },
+    PeFixture {
+        path: "platforms/hipapp_mingw.dll",
+        dll: true,
+        wrappers: 1,
+        relocatable: true,
+        long_names: true,
+        rebased: false,
+    },
+    PeFixture {
+        path: "platforms/hipexe.exe",
+        dll: false,
+        wrappers: 1,
+        relocatable: true,
+        long_names: false,
+        rebased: false,
+    },
+    PeFixture {
+        path: "platforms/hipexe_fixed.exe",
+        dll: false,
+        wrappers: 1,
+        relocatable: false,
+        long_names: false,
+        rebased: false,
+    },
 ];
 
 /// Every ELF fixture, sorted.
@@ -489,6 +553,64 @@ pub fn transform_into(
     match transform(input, &opts).unwrap_or_else(|e| panic!("{}: {e}", input.display())) {
         Outcome::Transformed(summary) => (output, summary),
         Outcome::AlreadyKpacked => panic!("{}: already kpacked", input.display()),
+    }
+}
+
+#[cfg(feature = "transform")]
+/// The code objects a kpacked binary's registrations lead to: for each one, the marker's
+/// search paths (relative to the binary's directory, `@GFXARCH@` per target) name the
+/// archive, and `kernel_name#reserved1` the entry. Returns them with their wrapper index.
+pub fn fetch_through_markers(
+    regs: &[Registration],
+    binary: &Path,
+    objects: &[kpack_pipeline::source::OwnedDeviceCode],
+) -> Vec<(u64, String, Vec<u8>)> {
+    let dir = binary.parent().unwrap();
+    let mut fetched = Vec::new();
+    for r in regs {
+        let (meta, used) = kpack_archive::marker::MarkerMetadata::decode(&r.bytes).unwrap();
+        assert_eq!(used, r.bytes.len());
+        let key = format!("{}#{}", meta.kernel_name, r.reserved1);
+        for obj in objects
+            .iter()
+            .filter(|o| o.wrappers.contains(&(r.reserved1 as usize)))
+        {
+            let target = obj.bundle_id.target().unwrap().to_string();
+            let archive = meta
+                .search_paths
+                .iter()
+                .map(|p| dir.join(p.replace("@GFXARCH@", &target)))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| panic!("no archive for {target} in {:?}", meta.search_paths));
+            let archive = kpack_archive::Archive::open(&archive).unwrap();
+            let data = archive.get(&key, &target).unwrap().into_owned();
+            fetched.push((r.reserved1, target, data));
+        }
+    }
+    fetched
+}
+
+/// Checks that every code object fetched through markers ([`fetch_through_markers`]) is byte
+/// for byte the original's of the same wrapper and target (`what` names the binary).
+#[cfg(feature = "transform")]
+pub fn assert_fetched_are_the_originals(
+    fetched: &[(u64, String, Vec<u8>)],
+    objects: &[kpack_pipeline::source::OwnedDeviceCode],
+    what: &str,
+) {
+    for (wrapper, target, data) in fetched {
+        let want = objects
+            .iter()
+            .find(|o| {
+                o.wrappers.contains(&(*wrapper as usize))
+                    && o.bundle_id.target().unwrap().to_string() == *target
+            })
+            .unwrap_or_else(|| panic!("{what}: no original for wrapper {wrapper} {target}"));
+        assert_eq!(
+            data[..],
+            want.data[..],
+            "{what}: wrapper {wrapper} {target}"
+        );
     }
 }
 

@@ -713,7 +713,10 @@ fn find_fat<'a>(
         let path = root.join(&f.path);
         let file = std::fs::File::open(&path).map_err(io(&path))?;
         let mut magic = [0u8; 4];
-        if (&file).read_exact(&mut magic).is_err() || magic != *b"\x7fELF" {
+        // ELF files and PE images (`MZ`: Windows DLLs and EXEs) can be fat binaries.
+        if (&file).read_exact(&mut magic).is_err()
+            || (magic != *b"\x7fELF" && !magic.starts_with(b"MZ"))
+        {
             continue;
         }
         let bytes = kpack_pipeline::map_file(&file, &path).map_err(|e| WheelError::Entry {
@@ -721,7 +724,7 @@ fn find_fat<'a>(
             entry: f.path.clone(),
             problem: e.to_string(),
         })?;
-        // An ELF file kpack cannot read is not a fat binary kpack can split: it stays as is.
+        // A binary kpack cannot read is not a fat binary kpack can split: it stays as is.
         if let Ok(HostState::Fat) = transform::check(&bytes) {
             fat.push(f.path.as_str());
         }

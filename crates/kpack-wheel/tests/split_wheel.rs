@@ -447,10 +447,9 @@ fn zips_that_are_not_wheels_are_refused() {
     assert!(matches!(err, WheelError::NoFatBinaries { .. }), "{err}");
 }
 
-#[test]
-fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let unpacked = dir.path().join("unpacked");
+/// The fixture wheel unzipped into `dir/unpacked`.
+fn unpack_demo(dir: &Path) -> PathBuf {
+    let unpacked = dir.join("unpacked");
     run_tool(
         "unzip",
         &[
@@ -460,6 +459,13 @@ fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_ref
             unpacked.to_str().unwrap(),
         ],
     );
+    unpacked
+}
+
+#[test]
+fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let unpacked = unpack_demo(dir.path());
     let from_zip = split(&fixture(DEMO), &dir.path().join("a"), |_| {});
     let from_dir = split(&unpacked, &dir.path().join("b"), |_| {});
     let names = |s: &Summary| {
@@ -566,4 +572,55 @@ fn multi_target_archives_hold_each_device_wheels_targets_and_the_host_indexes_th
             ),
         ]
     );
+}
+
+#[test]
+fn a_windows_dll_in_a_wheel_is_split_like_a_shared_library() {
+    // The fixture wheel, unpacked, with a PE32+ DLL (fixtures/platforms) added to its payload
+    // and RECORD.
+    let dir = tempfile::tempdir().unwrap();
+    let unpacked = unpack_demo(dir.path());
+    let dll = std::fs::read(fixture("platforms/hipapp2.dll")).unwrap();
+    std::fs::write(unpacked.join("kpack_demo/hipapp2.dll"), &dll).unwrap();
+    let record = unpacked.join("kpack_demo-1.0.dist-info/RECORD");
+    let mut text = std::fs::read_to_string(&record).unwrap();
+    let hash = kpack_wheel::metadata::record_hash(&sha2_digest(&dll));
+    text.insert_str(0, &format!("kpack_demo/hipapp2.dll,{hash},{}\n", dll.len()));
+    std::fs::write(&record, text).unwrap();
+
+    let s = split(&unpacked, &dir.path().join("out"), |_| {});
+    assert!(
+        s.fat_binaries
+            .iter()
+            .any(|f| f.path == "kpack_demo/hipapp2.dll"),
+        "{:?}",
+        s.fat_binaries
+    );
+    let host = zip_entries(&s.host.path);
+    let out = &host["kpack_demo/hipapp2.dll"];
+    kpack_pe::verify(out).unwrap_or_else(|i| panic!("{i:?}"));
+    assert_eq!(
+        kpack_pipeline::transform::check(out).unwrap(),
+        kpack_pipeline::transform::HostState::Kpacked
+    );
+    // Its code objects are in the device wheels of their targets.
+    let gfx1100 = s
+        .devices
+        .iter()
+        .find(|d| d.key.as_str() == "gfx1100")
+        .unwrap();
+    let device = zip_entries(&gfx1100.wheel.path);
+    assert!(
+        device
+            .keys()
+            .any(|k| k.contains("hipapp2") && k.ends_with(".kpack")),
+        "{:?}",
+        device.keys().collect::<Vec<_>>()
+    );
+    let all: Vec<PathBuf> = std::iter::once(s.host.path.clone())
+        .chain(s.devices.iter().map(|d| d.wheel.path.clone()))
+        .collect();
+    for report in check(&all) {
+        assert_eq!(report["record_ok"], true, "{report}");
+    }
 }

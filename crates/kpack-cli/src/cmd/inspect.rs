@@ -53,7 +53,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
 fn print_human(r: &FileReport) {
     match &r.details {
         Details::Elf(elf) => {
-            println!("{}: ELF {}, {}", r.path, elf.elf_type, elf.state);
+            let format = if r.kind == "pe" { "PE" } else { "ELF" };
+            println!("{}: {format} {}, {}", r.path, elf.elf_type, elf.state);
             print_elf(elf, "  ");
         }
         Details::Ar { members } => {

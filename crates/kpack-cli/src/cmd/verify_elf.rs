@@ -1,4 +1,5 @@
-//! `kpack verify-elf FILE...`: the structural checks every rewrite output passes.
+//! `kpack verify-elf FILE...` (alias `verify-binary`): the structural checks every rewrite
+//! output passes, ELF or PE.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,7 +10,7 @@ use crate::output::{self, Error};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// ELF files to check.
+    /// ELF files or PE images to check.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Print the result as JSON.
@@ -28,7 +29,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     for path in &args.files {
         let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let map = kpack_pipeline::map_file(&file, path)?;
-        let issues = match kpack_elf::verify(&map) {
+        let issues = match kpack_pipeline::transform::verify_binary(&map) {
             Ok(()) => Vec::new(),
             Err(issues) => issues.iter().map(ToString::to_string).collect(),
         };
