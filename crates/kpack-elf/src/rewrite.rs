@@ -59,7 +59,7 @@
 //! writes `.hip_fatbin` (the code would see zero pages).
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::ops::Range;
 
 use object::LittleEndian as LE;
@@ -88,6 +88,10 @@ use crate::verify::{VerifyIssue, verify};
 /// table (see [`plan`]); beyond it the input is refused rather than bloated.
 pub const MAX_PADDING: u64 = 64 << 20;
 
+/// The marker's alignment in its segment (msgpack needs none; 8 keeps the records after it
+/// aligned).
+const MARKER_ALIGN: u64 = 8;
+
 /// Why a file cannot be rewritten. The input is never modified.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -109,6 +113,9 @@ pub enum RewriteError {
     /// Already transformed by kpack.
     #[error("already kpacked: the file has HIPK wrappers or a .rocm_kpack_ref section")]
     AlreadyKpacked,
+    /// A restore of a file that is not kpacked.
+    #[error("not kpacked: the file has no HIPK wrappers or .rocm_kpack_ref section to restore")]
+    NotKpacked,
     /// No `.hip_fatbin` with contents.
     #[error("no device code: the file has no .hip_fatbin section with contents")]
     NotFat,
@@ -160,9 +167,10 @@ pub struct RewriteSummary {
     pub output_len: u64,
     /// File bytes of `.hip_fatbin` removed (whole pages).
     pub removed: u64,
-    /// Address of `.rocm_kpack_ref`, where every wrapper now points.
+    /// Address of `.rocm_kpack_ref`, where every wrapper now points (for a restore, of
+    /// the re-created `.hip_fatbin`).
     pub marker_vaddr: u64,
-    /// File offset of `.rocm_kpack_ref` in the output.
+    /// File offset of `.rocm_kpack_ref` in the output (for a restore, of `.hip_fatbin`).
     pub marker_offset: u64,
     /// Whether the program header table was moved into the new segment.
     pub phdr_moved: bool,
@@ -172,28 +180,42 @@ pub struct RewriteSummary {
 
 /// One run of output bytes.
 #[derive(Debug, Clone)]
-enum Piece {
+pub(crate) enum Piece {
     /// Input bytes `start..end`, with the patches that fall inside applied.
     Input { start: u64, end: u64 },
     /// This many zero bytes.
     Zeros(u64),
     /// These bytes.
     Bytes(Vec<u8>),
+    /// This many bytes of the payload stream given to [`Rewrite::write_with`] (a restore's
+    /// bundles, too large to hold in memory).
+    Payload(u64),
 }
 
 /// A computed rewrite: apply it with [`Rewrite::write_to`] to the same input bytes.
 #[derive(Debug, Clone)]
 pub struct Rewrite {
-    pieces: Vec<Piece>,
+    pub(crate) pieces: Vec<Piece>,
     /// Replacement bytes keyed by input offset; never overlapping, always inside a kept range.
-    patches: BTreeMap<u64, Vec<u8>>,
+    pub(crate) patches: BTreeMap<u64, Vec<u8>>,
     /// What the rewrite does, in numbers.
     pub summary: RewriteSummary,
 }
 
 impl Rewrite {
     /// Streams the output; `input` must be the bytes given to [`plan`].
-    pub fn write_to<W: Write>(&self, input: &[u8], mut w: W) -> io::Result<()> {
+    pub fn write_to<W: Write>(&self, input: &[u8], w: W) -> io::Result<()> {
+        self.write_with(input, &mut io::empty(), w)
+    }
+
+    /// Streams the output, taking the payload bytes (a restore's bundles, see
+    /// [`crate::restore::plan`]) from `payload`; `input` must be the bytes given to the plan.
+    pub fn write_with<W: Write>(
+        &self,
+        input: &[u8],
+        payload: &mut dyn Read,
+        mut w: W,
+    ) -> io::Result<()> {
         static ZEROS: [u8; 65536] = [0; 65536];
         for piece in &self.pieces {
             match piece {
@@ -215,6 +237,15 @@ impl Rewrite {
                     }
                 }
                 Piece::Bytes(b) => w.write_all(b)?,
+                Piece::Payload(len) => {
+                    let copied = io::copy(&mut payload.take(*len), &mut w)?;
+                    if copied != *len {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("the payload ended after {copied} of {len} bytes"),
+                        ));
+                    }
+                }
             }
         }
         w.flush()
@@ -229,17 +260,17 @@ impl Rewrite {
     }
 }
 
-fn align_up(x: u64, a: u64) -> u64 {
+pub(crate) fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-fn layout(msg: impl Into<String>) -> RewriteError {
+pub(crate) fn layout(msg: impl Into<String>) -> RewriteError {
     RewriteError::Layout(msg.into())
 }
 
 /// Where the removed range is and how offsets move.
 #[derive(Clone, Copy)]
-struct Cut {
+pub(crate) struct Cut {
     /// Input offset of the first removed byte.
     at: u64,
     /// Bytes removed (multiple of the page, possibly 0).
@@ -247,6 +278,10 @@ struct Cut {
 }
 
 impl Cut {
+    /// Nothing removed; the program header table never grows in place (it starts at or
+    /// after the cut).
+    pub(crate) const NONE: Cut = Cut { at: 0, len: 0 };
+
     fn shift(&self, off: u64) -> u64 {
         if off >= self.at + self.len {
             off - self.len
@@ -263,10 +298,10 @@ impl Cut {
 
 /// Replacement bytes keyed by input offset, refused when two would overlap.
 #[derive(Default)]
-struct Patches(BTreeMap<u64, Vec<u8>>);
+pub(crate) struct Patches(pub(crate) BTreeMap<u64, Vec<u8>>);
 
 impl Patches {
-    fn add(&mut self, at: u64, bytes: Vec<u8>) -> Result<(), RewriteError> {
+    pub(crate) fn add(&mut self, at: u64, bytes: Vec<u8>) -> Result<(), RewriteError> {
         let end = at + bytes.len() as u64;
         let clash = self
             .0
@@ -280,7 +315,7 @@ impl Patches {
         Ok(())
     }
 
-    fn zero(&mut self, range: Range<u64>) -> Result<(), RewriteError> {
+    pub(crate) fn zero(&mut self, range: Range<u64>) -> Result<(), RewriteError> {
         self.add(range.start, vec![0; (range.end - range.start) as usize])
     }
 }
@@ -301,7 +336,7 @@ fn phdr_bytes(p: &ProgramHeader) -> [u8; PHDR_SIZE as usize] {
     out
 }
 
-fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
+pub(crate) fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
     let record = SectionHeader64::<LE> {
         sh_name: U32::new(LE, s.sh_name),
         sh_type: U32::new(LE, s.sh_type),
@@ -344,16 +379,53 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
         cut,
         &kept,
         marker.len() as u64,
+        MARKER_ALIGN,
         page,
         &mut patches,
     )?;
-    point_wrappers_at_marker(&elf, &fat, machine, segment.marker_vaddr(), &mut patches)?;
+    let marker_vaddr = segment.marker_vaddr();
+    point_wrappers(
+        &elf,
+        &fat,
+        machine,
+        WrapperMagic::Hipf,
+        |w| (HIPK_MAGIC, marker_vaddr, w.index as u64),
+        &mut patches,
+    )?;
     let sections =
         rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, marker.len() as u64)?;
-    patch_elf_header(data, &segment, &sections, &mut patches)?;
-    let pieces = assemble(&elf, cut, &kept, &segment, &sections, marker)?;
-    check_patches_in_kept_input(&patches, cut, kept.end)?;
+    finish(
+        &elf,
+        cut,
+        &kept,
+        &segment,
+        &sections,
+        patches,
+        Piece::Bytes(marker.to_vec()),
+        Some(MARKER_SECTION),
+        fat.wrappers.len(),
+    )
+}
 
+/// The last steps of a rewrite (and of a restore): the ELF header, the output as pieces
+/// around the new segment's `payload`, the check that every edit lies in kept input, and
+/// the summary.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish(
+    elf: &ElfFile<'_>,
+    cut: Cut,
+    kept: &KeptInput,
+    segment: &MarkerSegment,
+    sections: &SectionTable,
+    mut patches: Patches,
+    payload: Piece,
+    added_name: Option<&str>,
+    wrappers: usize,
+) -> Result<Rewrite, RewriteError> {
+    let data = elf.data();
+    patch_elf_header(data, segment, sections, &mut patches)?;
+    let pieces = assemble(elf, cut, kept, segment, sections, payload, added_name)?;
+    check_patches_in_kept_input(&patches, cut, kept.end)?;
     Ok(Rewrite {
         pieces,
         patches: patches.0,
@@ -364,7 +436,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<Rewrite, RewriteError> {
             marker_vaddr: segment.marker_vaddr(),
             marker_offset: segment.marker_offset(),
             phdr_moved: segment.moved_table.is_some(),
-            wrappers: fat.wrappers.len(),
+            wrappers,
         },
     })
 }
@@ -583,19 +655,19 @@ fn split_fatbin_segment(
 
 /// What of the input's end is kept: the old section name table (re-emitted at the end)
 /// and where the kept input ends.
-struct KeptInput {
+pub(crate) struct KeptInput {
     /// The section name table, as in the input.
-    shstr: SectionHeader,
+    pub(crate) shstr: SectionHeader,
     /// Input offset where the kept input ends (the old section header table and
     /// `.shstrtab` are dropped when they ended the file).
-    end: u64,
+    pub(crate) end: u64,
     /// Length of the kept input in the output (`end` less the cut).
-    len: u64,
+    pub(crate) len: u64,
 }
 
 /// Drops the old section header table and `.shstrtab` when they end the file, and zeroes
 /// them otherwise; both are re-emitted at the end.
-fn drop_trailing_tables(
+pub(crate) fn drop_trailing_tables(
     elf: &ElfFile<'_>,
     cut: Cut,
     patches: &mut Patches,
@@ -645,18 +717,18 @@ fn drop_trailing_tables(
 }
 
 /// The new read-only `PT_LOAD` after the kept input: the moved program header table (if
-/// it cannot grow in place), then the marker.
-struct MarkerSegment {
+/// it cannot grow in place), then the marker (or a restore's bundles).
+pub(crate) struct MarkerSegment {
     /// File offset of the segment in the output.
-    offset: u64,
+    pub(crate) offset: u64,
     /// Address of the segment.
-    vaddr: u64,
+    pub(crate) vaddr: u64,
     /// Offset of the marker inside the segment (after a moved table).
-    marker_in_segment: u64,
+    pub(crate) marker_in_segment: u64,
     /// File size of the segment.
-    len: u64,
+    pub(crate) len: u64,
     /// The program header table, when it moved into this segment.
-    moved_table: Option<Vec<u8>>,
+    pub(crate) moved_table: Option<Vec<u8>>,
     /// `e_phoff` of the output.
     phoff: u64,
     /// `e_phnum` of the output.
@@ -664,23 +736,26 @@ struct MarkerSegment {
 }
 
 impl MarkerSegment {
-    fn marker_vaddr(&self) -> u64 {
+    pub(crate) fn marker_vaddr(&self) -> u64 {
         self.vaddr + self.marker_in_segment
     }
-    fn marker_offset(&self) -> u64 {
+    pub(crate) fn marker_offset(&self) -> u64 {
         self.offset + self.marker_in_segment
     }
 }
 
 /// Places the marker's segment one free page above every segment (see Stripping in the
 /// module doc), adds it to `phdrs`, and writes the program header table: grown in place
-/// when it fits, else moved to the segment's start (the old one zeroed).
-fn place_marker_segment(
+/// when it fits, else moved to the segment's start (the old one zeroed). The marker starts
+/// at an address aligned to `marker_align`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn place_marker_segment(
     elf: &ElfFile<'_>,
     mut phdrs: Vec<ProgramHeader>,
     cut: Cut,
     kept: &KeptInput,
     marker_len: u64,
+    marker_align: u64,
     page: u64,
     patches: &mut Patches,
 ) -> Result<MarkerSegment, RewriteError> {
@@ -701,9 +776,10 @@ fn place_marker_segment(
 
     // The moved table comes first (where linkers put it, and where objcopy/strip expect a
     // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
-    let marker_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
-    let len = marker_in_segment + marker_len;
     let (offset, vaddr) = segment_position(elf, kept.len, max_end, in_place, page)?;
+    let table_in_segment = if in_place { 0 } else { table_len };
+    let marker_in_segment = align_up(vaddr + table_in_segment, marker_align) - vaddr;
+    let len = marker_in_segment + marker_len;
     phdrs.insert(
         last_load + 1,
         ProgramHeader {
@@ -801,13 +877,16 @@ fn segment_position(
     Ok((offset, vaddr))
 }
 
-/// Each wrapper gets magic HIPK, version 1, `reserved1` = its index (B4) and its pointer
-/// set to the marker, in the file and in the relocation that fills it at load time (B2).
-fn point_wrappers_at_marker(
+/// Each wrapper (all of magic `expected`) gets the `(magic, pointer, reserved1)` that
+/// `new_record` gives it, version 1, and its pointer set in the file and in the relocation that
+/// fills it at load time (B2). A transform points them at the marker (magic HIPK,
+/// `reserved1` = the index, B4), a restore back at bundles.
+pub(crate) fn point_wrappers(
     elf: &ElfFile<'_>,
     fat: &FatBinary,
     machine: &Machine,
-    marker_vaddr: u64,
+    expected: WrapperMagic,
+    new_record: impl Fn(&crate::Wrapper) -> (u32, u64, u64),
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
     let h = elf.header();
@@ -818,14 +897,20 @@ fn point_wrappers_at_marker(
             offset: w.offset,
             problem: m.to_owned(),
         };
-        if w.magic != WrapperMagic::Hipf {
-            return Err(problem("magic is not HIPF"));
+        if w.magic != expected {
+            let name = if expected == WrapperMagic::Hipf {
+                "HIPF"
+            } else {
+                "HIPK"
+            };
+            return Err(problem(&format!("magic is not {name}")));
         }
+        let (magic, pointer, reserved1) = new_record(w);
         let mut rec = Vec::with_capacity(24);
-        rec.extend_from_slice(&HIPK_MAGIC.to_le_bytes());
+        rec.extend_from_slice(&magic.to_le_bytes());
         rec.extend_from_slice(&1u32.to_le_bytes());
-        rec.extend_from_slice(&marker_vaddr.to_le_bytes());
-        rec.extend_from_slice(&(w.index as u64).to_le_bytes());
+        rec.extend_from_slice(&pointer.to_le_bytes());
+        rec.extend_from_slice(&reserved1.to_le_bytes());
         patches.add(w.offset, rec)?;
         match &w.pointer {
             PointerSource::InPlace(_) => {
@@ -845,7 +930,7 @@ fn point_wrappers_at_marker(
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE;
                 let mut rela: Rela64<LE> = *record(elf.data(), at, "wrapper relocation")?;
                 rela.r_info = Rela64::r_info(LE, false, 0, machine.relative);
-                rela.r_addend.set(LE, marker_vaddr as i64);
+                rela.r_addend.set(LE, pointer as i64);
                 patches.add(at, bytes_of(&rela).to_vec())?;
             }
             PointerSource::Rel {
@@ -867,12 +952,12 @@ fn point_wrappers_at_marker(
 }
 
 /// The output's section headers and where they and their names go.
-struct SectionTable {
-    headers: Vec<SectionHeader>,
+pub(crate) struct SectionTable {
+    pub(crate) headers: Vec<SectionHeader>,
     /// Output offset of the re-emitted `.shstrtab`.
-    names_offset: u64,
+    pub(crate) names_offset: u64,
     /// Output offset of the section header table (`e_shoff`).
-    table_offset: u64,
+    pub(crate) table_offset: u64,
 }
 
 /// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS`, offsets move by the
@@ -945,14 +1030,16 @@ fn patch_elf_header(
 }
 
 /// The output as pieces: the kept input around the cut, zero padding up to the marker's
-/// segment, the segment, the re-emitted `.shstrtab` and the section header table.
+/// segment, the segment (its `payload`: the marker or a restore's bundles), the re-emitted
+/// `.shstrtab` (with `added_name`) and the section header table.
 fn assemble(
     elf: &ElfFile<'_>,
     cut: Cut,
     kept: &KeptInput,
     segment: &MarkerSegment,
     sections: &SectionTable,
-    marker: &[u8],
+    payload: Piece,
+    added_name: Option<&str>,
 ) -> Result<Vec<Piece>, RewriteError> {
     let mut pieces = Vec::new();
     if cut.len > 0 {
@@ -971,16 +1058,19 @@ fn assemble(
         });
     }
     pieces.push(Piece::Zeros(segment.offset - kept.len));
-    let mut segment_bytes = Vec::with_capacity(segment.len as usize);
-    if let Some(table) = &segment.moved_table {
-        segment_bytes.extend_from_slice(table);
-        segment_bytes.resize(segment.marker_in_segment as usize, 0);
+    let mut table = Vec::new();
+    if let Some(moved) = &segment.moved_table {
+        table.extend_from_slice(moved);
     }
-    segment_bytes.extend_from_slice(marker);
-    pieces.push(Piece::Bytes(segment_bytes));
+    pieces.push(Piece::Bytes(table));
+    let table_len = segment.moved_table.as_ref().map_or(0, Vec::len) as u64;
+    pieces.push(Piece::Zeros(segment.marker_in_segment - table_len));
+    pieces.push(payload);
     let mut names = elf.section_data(&kept.shstr)?.to_vec();
-    names.extend_from_slice(MARKER_SECTION.as_bytes());
-    names.push(0);
+    if let Some(name) = added_name {
+        names.extend_from_slice(name.as_bytes());
+        names.push(0);
+    }
     let names_end = sections.names_offset + names.len() as u64;
     pieces.push(Piece::Bytes(names));
     pieces.push(Piece::Zeros(sections.table_offset - names_end));

@@ -115,6 +115,29 @@ pub struct WrapperReport {
     pub bundle: Option<usize>,
     /// The `reserved1` field.
     pub reserved1: u64,
+    /// For a kpacked file, the marker the wrapper points at (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marker: Option<MarkerReport>,
+}
+
+/// The `.rocm_kpack_ref` metadata a HIPK wrapper points at, decoded.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum MarkerReport {
+    /// What the runtime reads.
+    Decoded {
+        /// The archives' TOC key prefix.
+        kernel_name: String,
+        /// The archive paths searched, relative to the binary's directory.
+        search_paths: Vec<String>,
+        /// The TOC key of this wrapper's code objects (`kernel_name#reserved1`).
+        key: String,
+    },
+    /// Why it cannot be read.
+    Error {
+        /// The problem.
+        error: String,
+    },
 }
 
 /// One offload bundle.
@@ -318,12 +341,14 @@ fn inspect_with(
                 None => source::walk(bytes, &mut collector)?,
             };
             let details = match kind {
-                FileKind::Elf => Details::Elf(
-                    collector
+                FileKind::Elf => {
+                    let mut elf = collector
                         .elves
                         .pop()
-                        .expect("walking an ELF reports the ELF"),
-                ),
+                        .expect("walking an ELF reports the ELF");
+                    describe_markers(bytes, &mut elf)?;
+                    Details::Elf(elf)
+                }
                 FileKind::Ar => Details::Ar {
                     members: collector.elves,
                 },
@@ -339,6 +364,31 @@ fn inspect_with(
             })
         }
     }
+}
+
+/// Decodes the marker of each wrapper of a kpacked file.
+fn describe_markers(bytes: &[u8], elf: &mut ElfReport) -> Result<(), SourceError> {
+    if elf.state != "kpacked" {
+        return Ok(());
+    }
+    let fat = kpack_elf::inspect(bytes)?;
+    for (w, m) in elf
+        .wrappers
+        .iter_mut()
+        .zip(crate::kpacked::wrapper_markers(bytes, &fat))
+    {
+        w.marker = Some(match m {
+            Ok(m) => MarkerReport::Decoded {
+                key: kpack_archive::binary_key(&m.metadata.kernel_name, m.co_index),
+                kernel_name: m.metadata.kernel_name,
+                search_paths: m.metadata.search_paths,
+            },
+            Err(e) => MarkerReport::Error {
+                error: e.to_string(),
+            },
+        });
+    }
+    Ok(())
 }
 
 fn totals(map: BTreeMap<String, (u64, u64)>) -> Vec<TargetTotal> {
@@ -474,6 +524,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
                 target_vaddr: w.target,
                 bundle: w.bundle,
                 reserved1: w.reserved1,
+                marker: None,
             })
             .collect(),
         bundles: Vec::new(),

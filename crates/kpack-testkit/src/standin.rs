@@ -169,6 +169,13 @@ pub struct Registration {
 }
 
 impl Standin {
+    /// The bundle that registration `n` of the last [`Standin::load`] into `work` handed the
+    /// runtime through a HIPF wrapper, as the runtime reads it (its length from its header),
+    /// or `None` for a HIPK wrapper.
+    pub fn registered_bundle(&self, work: &Path, n: usize) -> Option<Vec<u8>> {
+        std::fs::read(work.join("objects").join(format!("{n}.bundle"))).ok()
+    }
+
     /// Loads `binary` under the stand-in (runs it if it is an executable, else `dlopen`s it
     /// with `RTLD_LAZY` from the `load` driver) and returns its registrations in order.
     /// `arches` is the agent's ISA list for the runtime (`amdgcn-amd-amdhsa--gfx90a:xnack-`,

@@ -16,6 +16,10 @@
  * code object is written to $KPACK_STANDIN_OBJECTS/<n>.co, n counting registrations from
  * 0 (so it is the line's index in a fresh log).
  *
+ * For a HIPF wrapper, as a stock HIP runtime reads the bundle behind the pointer, the
+ * stand-in saves that bundle (its length from its header: the furthest entry end of an
+ * uncompressed bundle, the total size of a CCOB v2/v3) to $KPACK_STANDIN_OBJECTS/<n>.bundle.
+ *
  * Every other entry point only reports "no device". */
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +74,52 @@ static size_t msgpack_len(const unsigned char *p, size_t avail) {
   return len <= avail ? len : 0;
 }
 
+/* Length of the offload bundle at p, from its header (little-endian hosts), or 0. */
+static size_t bundle_len(const unsigned char *p) {
+  if (memcmp(p, "__CLANG_OFFLOAD_BUNDLE__", 24) == 0) {
+    uint64_t count, end = 0;
+    memcpy(&count, p + 24, 8);
+    const unsigned char *e = p + 32;
+    for (uint64_t i = 0; i < count && i < 4096; i++) {
+      uint64_t offset, size, triple_len;
+      memcpy(&offset, e, 8);
+      memcpy(&size, e + 8, 8);
+      memcpy(&triple_len, e + 16, 8);
+      if (offset + size > end) end = offset + size;
+      e += 24 + triple_len;
+    }
+    return end;
+  }
+  if (memcmp(p, "CCOB", 4) == 0) {
+    uint16_t version;
+    memcpy(&version, p + 4, 2);
+    if (version == 2) {
+      uint32_t total;
+      memcpy(&total, p + 8, 4);
+      return total;
+    }
+    if (version >= 3) {
+      uint64_t total;
+      memcpy(&total, p + 8, 8);
+      return total;
+    }
+  }
+  return 0;
+}
+
+/* Saves the bundle a HIPF wrapper points at as $KPACK_STANDIN_OBJECTS/<n>.bundle. */
+static void save_bundle(const unsigned char *bundle, unsigned n) {
+  const char *dir = getenv("KPACK_STANDIN_OBJECTS");
+  size_t len = bundle_len(bundle);
+  char file[4096];
+  if (!dir || len == 0 || snprintf(file, sizeof file, "%s/%u.bundle", dir, n) >= (int)sizeof file)
+    return;
+  FILE *f = fopen(file, "wb");
+  if (!f) return;
+  fwrite(bundle, 1, len, f);
+  fclose(f);
+}
+
 #ifdef KPACK_STANDIN_RUNTIME
 #define MAX_ARCHES 16
 
@@ -122,11 +172,10 @@ static void record(const struct wrapper *w) {
   /* The marker is mapped; its page ends the object, so walk no further than needed. */
   if (w->magic == HIPK) len = msgpack_len(w->binary, MAX_MARKER);
   for (size_t i = 0; i < len; i++) fprintf(f, "%02x", w->binary[i]);
+  if (w->magic == HIPF) save_bundle(w->binary, n);
 #ifdef KPACK_STANDIN_RUNTIME
   /* The CLR goes on only for version 1 HIPK wrappers. */
   if (w->magic == HIPK && w->version == 1) fprintf(f, " %d", load_code_object(w, n));
-#else
-  (void)n;
 #endif
   fprintf(f, "\n");
   fclose(f);

@@ -7,6 +7,7 @@ pub mod list;
 pub mod pack;
 pub mod recombine;
 pub mod report;
+pub mod restore;
 pub mod split;
 pub mod split_wheel;
 pub mod transform;
