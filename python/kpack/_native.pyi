@@ -40,6 +40,13 @@ def transform(
     compression: str,
     level: int,
 ) -> str: ...
+def restore(
+    input: _Path,
+    output: _Path,
+    kpack_dirs: List[_Path],
+    targets: List[str],
+    compress: bool,
+) -> str: ...
 def split_wheel(
     wheel: _Path,
     output: _Path,
