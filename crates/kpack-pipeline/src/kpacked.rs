@@ -167,6 +167,15 @@ pub struct Resolver {
 }
 
 impl Resolver {
+    /// Closes every archive the lookups opened (and drops their decoded code objects), so
+    /// that the mapped archive pages read so far leave this process's resident set: a
+    /// restore reads whole archives, one wrapper at a time, and calls this after each.
+    pub fn close_archives(&mut self) {
+        self.cache = Cache::new(self.cache.config().clone());
+    }
+}
+
+impl Resolver {
     /// A resolver for the binary at `binary` (made absolute: the runtime resolves search paths
     /// against the directory it was loaded from). With `kpack_dirs`, those directories replace
     /// every search path (as `ROCM_KPACK_PATH` does), each searched for the file names of

@@ -13,8 +13,8 @@
 //!    of 4096 ([`kpack_bundle::write_uncompressed`]), or that bundle as a CCOB v3 (zstd
 //!    level 3, as clang) with `compress`. Wrappers whose bundles come out identical (the
 //!    `-fgpu-rdc` layout, where several wrappers share one) share one copy. Bundles are
-//!    built one at a time into a temporary file (memory follows one bundle, not the
-//!    library) at 4096-aligned offsets.
+//!    built one at a time into a temporary file at 4096-aligned offsets, and the archives
+//!    are closed after each, so memory follows one bundle, not the library or its archives.
 //! 4. The host rewrite ([`kpack_elf::restore`]) streams the input and the bundles into the
 //!    output, written atomically ([`kpack_fs::write_atomic`]) with the input's mode and
 //!    checked before it is published: [`kpack_elf::verify()`], and every wrapper HIPF and
@@ -172,14 +172,14 @@ pub fn restore(
     let markers: Vec<WrapperMarker> = wrapper_markers(&map, &fat)
         .into_iter()
         .collect::<Result<_, _>>()?;
-    let resolver = Resolver::new(input, &opts.kpack_dirs, &markers)?;
+    let mut resolver = Resolver::new(input, &opts.kpack_dirs, &markers)?;
     let targets = choose_targets(&resolver, &markers, &opts.targets)?;
 
     let mut payload_file = kpack_fs::temp_file_beside(&opts.output)
         .map_err(io_error(kpack_fs::parent_dir(&opts.output)))?;
     let tmp_path = payload_file.path().to_owned();
     let built = build_bundles(
-        &resolver,
+        &mut resolver,
         &markers,
         &targets,
         host_bundle_id(fat.machine),
@@ -285,7 +285,7 @@ struct Built {
 /// Builds each wrapper's bundle and appends it to `out` (identical bundles once), at
 /// offsets aligned to [`FATBIN_ALIGN`].
 fn build_bundles(
-    resolver: &Resolver,
+    resolver: &mut Resolver,
     markers: &[WrapperMarker],
     targets: &[(String, String)],
     host_id: &str,
@@ -353,6 +353,7 @@ fn build_bundles(
             }
         };
         wrapper_bundles.push(offset);
+        resolver.close_archives();
         progress(wrapper_bundles.len(), markers.len());
     }
     out.flush().map_err(write_error)?;

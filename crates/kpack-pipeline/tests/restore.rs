@@ -17,7 +17,10 @@ use kpack_pipeline::kpacked::{Outcome, resolve_file};
 use kpack_pipeline::restore::{RestoreError, RestoreOptions, RestoreSummary, restore};
 use kpack_pipeline::source::{self, DeviceCode, Visitor};
 use kpack_target::TargetId;
-use kpack_testkit::{LINKED_FAT, fixture, run_llvm22, run_tool, sha256_hex, standin};
+use kpack_testkit::{
+    LINKED_FAT, PLATFORM_FIXTURES, Standin, fixture, foreign_standin, run_llvm22, run_tool,
+    sha256_hex, standin,
+};
 
 /// `(wrapper, target)` → SHA-256 of the code object the wrapper's bundle holds for it, read
 /// by the walk every command uses (streamed: fit for 1.3 GB libraries).
@@ -296,8 +299,12 @@ fn bundle_contents(bundle: &[u8], work: &Path, what: &str) -> BTreeMap<String, S
 /// What the stand-in HIP runtime reads through each HIPF wrapper of `binary`, registration
 /// by registration: the bundle's `target → SHA-256`; the first `witnessed` bundles are
 /// checked against clang-offload-bundler.
-fn registered_code(binary: &Path, work: &Path, witnessed: usize) -> Vec<BTreeMap<String, String>> {
-    let s = standin(None);
+fn registered_code(
+    s: &Standin,
+    binary: &Path,
+    work: &Path,
+    witnessed: usize,
+) -> Vec<BTreeMap<String, String>> {
     let regs = s.load(binary, &[], work);
     assert!(!regs.is_empty(), "{}: registers nothing", binary.display());
     let witness_dir = work.join("witness");
@@ -334,7 +341,8 @@ fn restore_of_transform_holds_the_original_device_code_and_host_bytes_and_loads(
         let original = std::fs::read(&original_path).unwrap();
         let original_code = code_by_wrapper(&original_path);
         let work = tempfile::tempdir().unwrap();
-        let original_loaded = registered_code(&original_path, &work.path().join("o"), 0);
+        let original_loaded =
+            registered_code(standin(None), &original_path, &work.path().join("o"), 0);
         for compress in [false, true] {
             let root = tempfile::tempdir().unwrap();
             let (kpacked, _) =
@@ -352,7 +360,7 @@ fn restore_of_transform_holds_the_original_device_code_and_host_bytes_and_loads(
             let restored = std::fs::read(&out).unwrap();
             kpack_elf::verify(&restored).unwrap();
             assert_same_host(&original, &restored, &what);
-            let loaded = registered_code(&out, &work.path().join("r"), usize::MAX);
+            let loaded = registered_code(standin(None), &out, &work.path().join("r"), usize::MAX);
             assert_eq!(
                 loaded, original_loaded,
                 "{what}: what the HIP runtime reads"
@@ -626,8 +634,8 @@ fn realworld_round_trip(lib: &Path, compress: bool, load: bool) {
     drop((original, restored));
     if load {
         let work = dir.path().join("standin");
-        let before = registered_code(lib, &work.join("o"), 0);
-        let after = registered_code(&out, &work.join("r"), 0);
+        let before = registered_code(standin(None), lib, &work.join("o"), 0);
+        let after = registered_code(standin(None), &out, &work.join("r"), 0);
         assert_eq!(after, before, "{what}: what the HIP runtime reads");
     }
 }
@@ -650,4 +658,56 @@ fn librocblas_7_2_4_restores_to_ccob_v3_bundles_and_its_host_bytes() {
         lib.display()
     );
     realworld_round_trip(&lib, true, false);
+}
+
+#[test]
+fn aarch64_and_ppc64le_libraries_restore_and_load_under_qemu() {
+    for (rel, machine) in PLATFORM_FIXTURES {
+        let original_path = fixture(rel);
+        let root = tempfile::tempdir().unwrap();
+        let (kpacked, _) =
+            kpack_testkit::transform_into(&original_path, root.path(), Compression::zstd());
+        let out = root
+            .path()
+            .join("restored")
+            .join(original_path.file_name().unwrap());
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        run_restore(&kpacked, &options(out.clone(), false));
+        assert_eq!(
+            code_by_wrapper(&out),
+            code_by_wrapper(&original_path),
+            "{rel}"
+        );
+        let restored = std::fs::read(&out).unwrap();
+        kpack_elf::verify(&restored).unwrap();
+        assert_same_host(&std::fs::read(&original_path).unwrap(), &restored, rel);
+        let s = foreign_standin(machine);
+        let work = root.path().join("standin");
+        let before = registered_code(s, &original_path, &work.join("o"), 0);
+        let after = registered_code(s, &out, &work.join("r"), 0);
+        assert_eq!(after, before, "{rel}: what the HIP runtime reads");
+    }
+}
+
+/// The host-byte comparison is not vacuous: one changed byte of `.text` or of a
+/// non-allocated section fails it.
+#[test]
+fn the_host_comparison_catches_a_changed_host_byte() {
+    let original_path = fixture("bin/libone.so");
+    let original = std::fs::read(&original_path).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let (kpacked, _) =
+        kpack_testkit::transform_into(&original_path, root.path(), Compression::zstd());
+    let out = root.path().join("r.so");
+    run_restore(&kpacked, &options(out.clone(), false));
+    let restored = std::fs::read(&out).unwrap();
+    assert_same_host(&original, &restored, "unchanged");
+    let elf = ElfFile::parse(&restored).unwrap();
+    for name in [".text", ".comment"] {
+        let s = elf.section_by_name(name).unwrap();
+        let mut changed = restored.clone();
+        changed[s.sh_offset as usize + 1] ^= 0xff;
+        let caught = std::panic::catch_unwind(|| assert_same_host(&original, &changed, name));
+        assert!(caught.is_err(), "a changed byte of {name} went unnoticed");
+    }
 }
