@@ -18,7 +18,8 @@
 //! 4. The host rewrite ([`kpack_elf::restore`]) streams the input and the bundles into the
 //!    output, written atomically ([`kpack_fs::write_atomic`]) with the input's mode and
 //!    checked before it is published: [`kpack_elf::verify()`], and every wrapper HIPF and
-//!    pointing at its bundle.
+//!    pointing at its bundle. After `kill -9` only temporaries remain beside the output,
+//!    which the next restore there sweeps first.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -175,6 +176,9 @@ pub fn restore(
     let mut resolver = Resolver::new(input, &opts.kpack_dirs, &markers)?;
     let targets = choose_targets(&resolver, &markers, &opts.targets)?;
 
+    // What killed runs left beside the output goes first.
+    let out_dir = kpack_fs::parent_dir(&opts.output);
+    kpack_fs::sweep(out_dir).map_err(io_error(out_dir))?;
     let mut payload_file = kpack_fs::temp_file_beside(&opts.output)
         .map_err(io_error(kpack_fs::parent_dir(&opts.output)))?;
     let tmp_path = payload_file.path().to_owned();
@@ -187,6 +191,7 @@ pub fn restore(
         &mut BufWriter::new(payload_file.as_file_mut()),
         progress,
     )?;
+    kpack_fs::fault_point("restore-bundles-written");
     let layout = kpack_elf::restore::plan(&map, &built.payload)?;
     let payload = payload_file.as_file_mut();
     payload
