@@ -171,7 +171,7 @@ impl Resolver {
     /// that the mapped archive pages read so far leave this process's resident set: a
     /// restore reads whole archives, one wrapper at a time, and calls this after each.
     pub fn close_archives(&mut self) {
-        self.cache = Cache::new(self.cache.config().clone());
+        self.cache = Cache::with_decoded_budget(self.cache.config().clone(), 0);
     }
 }
 
@@ -204,9 +204,10 @@ impl Resolver {
                 .flat_map(|d| names.iter().map(move |n| d.join(n)))
                 .collect();
         }
+        // Each code object is looked up once: keeping decoded ones would only cost memory.
         Ok(Resolver {
             binary,
-            cache: Cache::new(config),
+            cache: Cache::with_decoded_budget(config, 0),
         })
     }
 

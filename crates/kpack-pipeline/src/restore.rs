@@ -10,7 +10,7 @@
 //!    nothing is written.
 //! 3. Each wrapper's bundle is rebuilt as clang-offload-bundler lays one out: the (empty)
 //!    host entry first, then one entry per target in target order, each at the next multiple
-//!    of 4096 ([`kpack_bundle::write_uncompressed`]), or that bundle as a CCOB v3 (zstd
+//!    of 4096 ([`kpack_bundle::BundleBuilder`], each code object copied in as it is decoded), or that bundle as a CCOB v3 (zstd
 //!    level 3, as clang) with `compress`. Wrappers whose bundles come out identical (the
 //!    `-fgpu-rdc` layout, where several wrappers share one) share one copy. Bundles are
 //!    built one at a time into a temporary file at 4096-aligned offsets, and the archives
@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use kpack_bundle::CompressionMethod;
+use kpack_bundle::{BundleBuilder, CompressionMethod};
 use kpack_elf::restore::{FATBIN_ALIGN, Payload};
 use kpack_elf::rewrite::RewriteError;
 use kpack_elf::{FatBinaryKind, VerifyIssue, WrapperMagic};
@@ -307,9 +307,20 @@ fn build_bundles(
         source: e,
     };
     for m in markers {
-        let mut objects: Vec<(String, Vec<u8>)> = Vec::with_capacity(targets.len());
+        let ids: Vec<String> = std::iter::once(host_id.to_owned())
+            .chain(
+                targets
+                    .iter()
+                    .map(|(_, t)| format!("hipv4-amdgcn-amd-amdhsa--{t}")),
+            )
+            .collect();
+        let mut builder = BundleBuilder::new(
+            &ids.iter().map(String::as_str).collect::<Vec<_>>(),
+            FATBIN_ALIGN,
+        );
+        builder.push(&[]);
         for (canonical, target) in targets {
-            let (resolution, bytes) = resolver.lookup(m, target, <[u8]>::to_vec);
+            let (resolution, pushed) = resolver.lookup(m, target, |bytes| builder.push(bytes));
             let key = kpack_archive::binary_key(&m.metadata.kernel_name, m.co_index);
             let missing = |reason: String| RestoreError::Missing {
                 wrapper: m.wrapper,
@@ -318,8 +329,8 @@ fn build_bundles(
                 reason,
                 tried: resolution.tried.clone(),
             };
-            match (&resolution.outcome, bytes) {
-                (Outcome::Found { archive, arch }, Some(bytes)) => {
+            match (&resolution.outcome, pushed) {
+                (Outcome::Found { archive, arch }, Some(())) => {
                     if kpack_runtime::target::canonical(arch) != *canonical {
                         return Err(missing(format!(
                             "no archive holds it for exactly this target (the runtime would \
@@ -330,15 +341,11 @@ fn build_bundles(
                     if !archives.contains(archive) {
                         archives.push(archive.clone());
                     }
-                    objects.push((format!("hipv4-amdgcn-amd-amdhsa--{target}"), bytes));
                 }
                 (outcome, _) => return Err(missing(outcome.to_string())),
             }
         }
-        let mut entries: Vec<(&str, &[u8])> = vec![(host_id, &[])];
-        entries.extend(objects.iter().map(|(id, b)| (id.as_str(), b.as_slice())));
-        let plain = kpack_bundle::write_uncompressed(&entries, FATBIN_ALIGN);
-        drop(objects);
+        let plain = builder.finish();
         let bundle = if compress {
             kpack_bundle::write_compressed(&plain, 3, CompressionMethod::Zstd, CCOB_LEVEL)?
         } else {

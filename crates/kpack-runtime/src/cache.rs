@@ -165,6 +165,15 @@ impl Cache {
         }
     }
 
+    /// An empty cache that keeps at most `bytes` of decoded code objects (a tool that loads
+    /// each object once, such as `kpack restore`, keeps none).
+    pub fn with_decoded_budget(config: Config, bytes: usize) -> Cache {
+        Cache {
+            decoded: Mutex::new(DecodedObjects::with_budget(bytes)),
+            ..Cache::new(config)
+        }
+    }
+
     /// A cache configured from the process environment, read now and never again.
     pub fn from_env() -> Cache {
         Self::new(Config::from_env())
