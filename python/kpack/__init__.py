@@ -229,6 +229,29 @@ def prune(
     return cast(Dict[str, Any], report)
 
 
+def restore(
+    input: PathArg,
+    output: PathArg,
+    *,
+    kpack_dirs: Iterable[PathArg] = (),
+    targets: Iterable[str] = (),
+    compress: bool = False,
+) -> Dict[str, Any]:
+    """Turns a kpacked binary back into a fat binary at ``output`` (``kpack restore``): each
+    wrapper points again at a bundle rebuilt from the archives its marker finds (as the
+    runtime looks them up), or in ``kpack_dirs`` instead; ``targets`` narrows the targets
+    (``gfx90a`` selects every variant; default: every target found); ``compress`` writes
+    CCOB v3 bundles. A missing archive or entry raises :class:`ArchiveError` naming the
+    wrapper, the target and the paths searched, and nothing is written.
+
+    Returns the summary ``kpack restore --json`` prints.
+    """
+    summary = json.loads(
+        _native.restore(input, output, list(kpack_dirs), list(targets), compress)
+    )
+    return cast(Dict[str, Any], summary)
+
+
 def split_wheel(
     wheel: PathArg,
     output: PathArg,
@@ -290,6 +313,7 @@ __all__ = [
     "inspect",
     "prune",
     "recombine",
+    "restore",
     "split",
     "split_wheel",
     "transform",

@@ -50,6 +50,13 @@ def prune(
     drop: List[str],
     allow_empty: bool,
 ) -> str: ...
+def restore(
+    input: _Path,
+    output: _Path,
+    kpack_dirs: List[_Path],
+    targets: List[str],
+    compress: bool,
+) -> str: ...
 def split_wheel(
     wheel: _Path,
     output: _Path,

@@ -66,7 +66,7 @@ use std::borrow::Cow;
 
 pub use ccob::{CompressionMethod, MAX_DECOMPRESSED, ccob_hash, write_compressed};
 pub use error::BundleError;
-pub use plain::{Bundle, Entry, write_uncompressed};
+pub use plain::{Bundle, BundleBuilder, Entry, write_uncompressed};
 
 use ccob::CcobHeader;
 use plain::check_magic;

@@ -178,33 +178,72 @@ impl<'a> Bundle<'a> {
 /// treated as 1). Entries are written in the given order, so the caller puts the host entry
 /// first, as clang does.
 pub fn write_uncompressed(entries: &[(&str, &[u8])], align: u64) -> Vec<u8> {
-    let align = align.max(1);
-    let header_len: u64 = FIXED_HEADER_LEN
-        + entries
-            .iter()
-            .map(|(triple, _)| ENTRY_HEADER_LEN + triple.len() as u64)
-            .sum::<u64>();
-    let mut offsets = Vec::with_capacity(entries.len());
-    let mut end = header_len;
+    let ids: Vec<&str> = entries.iter().map(|(id, _)| *id).collect();
+    let mut builder = BundleBuilder::new(&ids, align);
     for (_, data) in entries {
-        let offset = end.div_ceil(align) * align;
-        offsets.push(offset);
-        end = offset + data.len() as u64;
+        builder.push(data);
     }
-    let mut out = Vec::with_capacity(end as usize);
-    out.extend_from_slice(BUNDLE_MAGIC);
-    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    for ((triple, data), offset) in entries.iter().zip(&offsets) {
-        out.extend_from_slice(&offset.to_le_bytes());
-        out.extend_from_slice(&(data.len() as u64).to_le_bytes());
-        out.extend_from_slice(&(triple.len() as u64).to_le_bytes());
-        out.extend_from_slice(triple.as_bytes());
+    builder.finish()
+}
+
+/// [`write_uncompressed`] one entry at a time, so that no entry needs to outlive its
+/// [`BundleBuilder::push`]: the bundle's buffer is all the memory it takes (`kpack restore`
+/// copies each code object in from an archive as it is decoded).
+pub struct BundleBuilder {
+    out: Vec<u8>,
+    align: u64,
+    header_len: u64,
+    /// Each entry's id, with its offset and size once pushed.
+    entries: Vec<(String, u64, u64)>,
+    /// How many entries are pushed.
+    pushed: usize,
+}
+
+impl BundleBuilder {
+    /// A bundle of entries with these ids, in this order, aligned to `align`.
+    pub fn new(ids: &[&str], align: u64) -> BundleBuilder {
+        let header_len: u64 = FIXED_HEADER_LEN
+            + ids
+                .iter()
+                .map(|id| ENTRY_HEADER_LEN + id.len() as u64)
+                .sum::<u64>();
+        BundleBuilder {
+            out: vec![0; header_len as usize],
+            align: align.max(1),
+            header_len,
+            entries: ids.iter().map(|id| ((*id).to_owned(), 0, 0)).collect(),
+            pushed: 0,
+        }
     }
-    for ((_, data), &offset) in entries.iter().zip(&offsets) {
-        out.resize(offset as usize, 0);
-        out.extend_from_slice(data);
+
+    /// Appends the next entry's data.
+    ///
+    /// # Panics
+    /// When every entry named in [`BundleBuilder::new`] is already pushed.
+    pub fn push(&mut self, data: &[u8]) {
+        let end = self.out.len() as u64;
+        let offset = end.div_ceil(self.align) * self.align;
+        self.out.resize(offset as usize, 0);
+        self.out.extend_from_slice(data);
+        let entry = &mut self.entries[self.pushed];
+        (entry.1, entry.2) = (offset, data.len() as u64);
+        self.pushed += 1;
     }
-    out
+
+    /// The bundle (entries never pushed are empty, at offset 0).
+    pub fn finish(mut self) -> Vec<u8> {
+        let mut header = Vec::with_capacity(self.header_len as usize);
+        header.extend_from_slice(BUNDLE_MAGIC);
+        header.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
+        for (id, offset, size) in &self.entries {
+            header.extend_from_slice(&offset.to_le_bytes());
+            header.extend_from_slice(&size.to_le_bytes());
+            header.extend_from_slice(&(id.len() as u64).to_le_bytes());
+            header.extend_from_slice(id.as_bytes());
+        }
+        self.out[..header.len()].copy_from_slice(&header);
+        self.out
+    }
 }
 
 /// Whether `bytes` starts with `magic`: `BadMagic` if not, `Truncated` if `bytes` is a

@@ -186,6 +186,21 @@ fn main() {
                 ],
             ),
         );
+        // And back: the transformed library made fat again, as CCOB v3 like the original.
+        report.add(
+            name,
+            measure(
+                "kpack restore --compress".into(),
+                kpack,
+                &[
+                    Path::new("restore"),
+                    &out.join(name),
+                    Path::new("-o"),
+                    &out.join("restored"),
+                    Path::new("--compress"),
+                ],
+            ),
+        );
         std::fs::remove_dir_all(&out).unwrap();
     }
 

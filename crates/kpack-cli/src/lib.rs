@@ -39,6 +39,8 @@ enum Command {
     Extract(cmd::extract::Args),
     /// Turn a fat binary into a host-only binary plus one .kpack archive per GPU target.
     Transform(cmd::transform::Args),
+    /// Turn a kpacked binary back into a fat binary (bundles rebuilt from its archives).
+    Restore(cmd::restore::Args),
     /// Check the structure of an ELF file or PE image (as every transform output is checked).
     #[command(visible_alias = "verify-binary")]
     VerifyElf(cmd::verify_elf::Args),
@@ -81,6 +83,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::List(args) => cmd::list::run(args),
         Command::Extract(args) => cmd::extract::run(args),
         Command::Transform(args) => cmd::transform::run(args),
+        Command::Restore(args) => cmd::restore::run(args),
         Command::VerifyElf(args) => cmd::verify_elf::run(args),
         Command::Split(args) => cmd::split::run(args),
         Command::Recombine(args) => cmd::recombine::run(args),

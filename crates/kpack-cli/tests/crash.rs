@@ -664,3 +664,43 @@ fn a_full_disk_is_a_clear_error_and_leaves_nothing_partial() {
         "split-wheel left something"
     );
 }
+
+#[test]
+fn restore_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib/libtwo.so");
+    kpack_ok(&[
+        "transform",
+        s(&fixture("bin/libtwo.so")),
+        "-o",
+        s(&lib),
+        "--kpack-dir",
+        s(&dir.path().join(".kpack")),
+    ]);
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let out = out_dir.join("libtwo.so");
+    let args = ["restore", s(&lib), "-o", s(&out)];
+    kpack_ok(&args);
+    let reference = std::fs::read(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    for point in ["restore-bundles-written", "atomic-written"] {
+        killed_at(point, &args);
+        assert!(
+            !out.exists(),
+            "killed at {point}: a restored binary was published"
+        );
+        assert!(!temporaries(&out_dir).is_empty(), "killed at {point}");
+        kpack_ok(&args);
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            reference,
+            "after a kill at {point}"
+        );
+        assert!(
+            temporaries(&out_dir).is_empty(),
+            "killed at {point}: not swept"
+        );
+        std::fs::remove_file(&out).unwrap();
+    }
+}

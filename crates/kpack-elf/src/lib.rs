@@ -62,6 +62,7 @@ mod error;
 mod fatbin;
 pub mod machine;
 pub mod relr;
+pub mod restore;
 pub mod rewrite;
 pub mod splice;
 pub mod verify;

@@ -118,6 +118,9 @@ pub enum RewriteError {
     /// Already transformed by kpack.
     #[error("already kpacked: the file has HIPK wrappers or a .rocm_kpack_ref section")]
     AlreadyKpacked,
+    /// A restore of a file that is not kpacked.
+    #[error("not kpacked: the file has no HIPK wrappers or .rocm_kpack_ref section to restore")]
+    NotKpacked,
     /// No `.hip_fatbin` with contents.
     #[error("no device code: the file has no .hip_fatbin section with contents")]
     NotFat,
@@ -260,17 +263,17 @@ impl Rewrite {
     }
 }
 
-fn align_up(x: u64, a: u64) -> u64 {
+pub(crate) fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-fn layout(msg: impl Into<String>) -> RewriteError {
+pub(crate) fn layout(msg: impl Into<String>) -> RewriteError {
     RewriteError::Layout(msg.into())
 }
 
 /// Where the removed range is and how offsets move.
 #[derive(Clone, Copy)]
-struct Cut {
+pub(crate) struct Cut {
     /// Input offset of the first removed byte.
     at: u64,
     /// Bytes removed (multiple of the page, possibly 0).
@@ -278,6 +281,10 @@ struct Cut {
 }
 
 impl Cut {
+    /// Nothing removed; the program header table never grows in place (it starts at or
+    /// after the cut).
+    pub(crate) const NONE: Cut = Cut { at: 0, len: 0 };
+
     fn shift(&self, off: u64) -> u64 {
         if off >= self.at + self.len {
             off - self.len
@@ -314,7 +321,7 @@ fn phdr_bytes(p: &ProgramHeader) -> [u8; PHDR_SIZE as usize] {
     out
 }
 
-fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
+pub(crate) fn shdr_bytes(s: &SectionHeader) -> [u8; SHDR_SIZE as usize] {
     let record = SectionHeader64::<LE> {
         sh_name: U32::new(LE, s.sh_name),
         sh_type: U32::new(LE, s.sh_type),
@@ -399,6 +406,7 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
             &elf,
             &fat,
             machine,
+            WrapperMagic::Hipf,
             |w| (HIPK_MAGIC, 1, to, w.index as u64),
             &mut patches,
         )?,
@@ -407,10 +415,36 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
         }
     }
     let sections = rewrite_section_headers(&elf, &fatbin, cut, &kept, &segment, edit)?;
-    patch_elf_header(data, &segment, &sections, &mut patches)?;
-    let pieces = assemble(&elf, cut, &kept, &segment, &sections, edit)?;
-    check_patches_in_kept_input(&patches, cut, kept.end)?;
+    let payload = match edit {
+        FatbinEdit::Kpack { marker } => Piece::Bytes(marker.to_vec()),
+        FatbinEdit::Move { contents_len, .. } | FatbinEdit::Replace { contents_len, .. } => {
+            Piece::Contents(*contents_len)
+        }
+    };
+    let wrappers = fat.wrappers.len();
+    finish(
+        &elf, cut, &kept, &segment, &sections, patches, payload, wrappers,
+    )
+}
 
+/// The last steps of a rewrite (and of a restore, [`crate::restore`]): the ELF header, the
+/// output as pieces around the new segment's `payload`, the check that every edit lies in
+/// kept input, and the summary.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish(
+    elf: &ElfFile<'_>,
+    cut: Cut,
+    kept: &KeptInput,
+    segment: &MarkerSegment,
+    sections: &SectionTable,
+    mut patches: Patches,
+    payload: Piece,
+    wrappers: usize,
+) -> Result<Rewrite, RewriteError> {
+    let data = elf.data();
+    patch_elf_header(data, segment, sections, &mut patches)?;
+    let pieces = assemble(elf, cut, kept, segment, sections, payload)?;
+    check_patches_in_kept_input(&patches, cut, kept.end)?;
     Ok(Rewrite {
         splice: Splice { pieces, patches },
         summary: RewriteSummary {
@@ -420,7 +454,7 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
             marker_vaddr: segment.marker_vaddr(),
             marker_offset: segment.marker_offset(),
             phdr_moved: segment.moved_table.is_some(),
-            wrappers: fat.wrappers.len(),
+            wrappers,
         },
     })
 }
@@ -728,19 +762,19 @@ fn split_fatbin_segment(
 
 /// What of the input's end is kept: the old section name table (re-emitted at the end)
 /// and where the kept input ends.
-struct KeptInput {
+pub(crate) struct KeptInput {
     /// The section name table, as in the input.
-    shstr: SectionHeader,
+    pub(crate) shstr: SectionHeader,
     /// Input offset where the kept input ends (the old section header table and
     /// `.shstrtab` are dropped when they ended the file).
-    end: u64,
+    pub(crate) end: u64,
     /// Length of the kept input in the output (`end` less the cut).
-    len: u64,
+    pub(crate) len: u64,
 }
 
 /// Drops the old section header table and `.shstrtab` when they end the file, and zeroes
 /// them otherwise; both are re-emitted at the end.
-fn drop_trailing_tables(
+pub(crate) fn drop_trailing_tables(
     elf: &ElfFile<'_>,
     cut: Cut,
     patches: &mut Patches,
@@ -791,15 +825,15 @@ fn drop_trailing_tables(
 
 /// The new read-only `PT_LOAD` after the kept input: the moved program header table (if
 /// it cannot grow in place), then the marker or the new `.hip_fatbin` contents.
-struct MarkerSegment {
+pub(crate) struct MarkerSegment {
     /// File offset of the segment in the output.
-    offset: u64,
+    pub(crate) offset: u64,
     /// Address of the segment.
     vaddr: u64,
     /// Offset of the marker (or new contents) inside the segment (after a moved table).
     marker_in_segment: u64,
     /// File size of the segment.
-    len: u64,
+    pub(crate) len: u64,
     /// The program header table, when it moved into this segment.
     moved_table: Option<Vec<u8>>,
     /// `e_phoff` of the output.
@@ -809,10 +843,10 @@ struct MarkerSegment {
 }
 
 impl MarkerSegment {
-    fn marker_vaddr(&self) -> u64 {
+    pub(crate) fn marker_vaddr(&self) -> u64 {
         self.vaddr + self.marker_in_segment
     }
-    fn marker_offset(&self) -> u64 {
+    pub(crate) fn marker_offset(&self) -> u64 {
         self.offset + self.marker_in_segment
     }
 }
@@ -820,7 +854,7 @@ impl MarkerSegment {
 /// Places the marker's segment one free page above every segment (see Stripping in the
 /// module doc), adds it to `phdrs`, and writes the program header table: grown in place
 /// when it fits, else moved to the segment's start (the old one zeroed).
-fn place_marker_segment(
+pub(crate) fn place_marker_segment(
     elf: &ElfFile<'_>,
     mut phdrs: Vec<ProgramHeader>,
     cut: Cut,
@@ -971,16 +1005,17 @@ fn point_wrappers_at_bundles(
         let pointer = contents + bundle_offsets[w.index];
         (HIPF_MAGIC, w.version, pointer, w.reserved1)
     };
-    point_wrappers(elf, fat, machine, record, patches)
+    point_wrappers(elf, fat, machine, WrapperMagic::Hipf, record, patches)
 }
 
 /// Each (HIPF) wrapper gets the `(magic, version, pointer, reserved1)` that `new_record`
 /// gives it (for transform: HIPK, 1, the marker, its index, B4), the pointer set in the file
 /// and in the relocation that fills it at load time (B2).
-fn point_wrappers(
+pub(crate) fn point_wrappers(
     elf: &ElfFile<'_>,
     fat: &FatBinary,
     machine: &Machine,
+    expected: WrapperMagic,
     new_record: impl Fn(&Wrapper) -> (u32, u32, u64, u64),
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
@@ -992,8 +1027,13 @@ fn point_wrappers(
             offset: w.offset,
             problem: m.to_owned(),
         };
-        if w.magic != WrapperMagic::Hipf {
-            return Err(problem("magic is not HIPF"));
+        if w.magic != expected {
+            let name = if expected == WrapperMagic::Hipk {
+                "HIPK"
+            } else {
+                "HIPF"
+            };
+            return Err(problem(&format!("magic is not {name}")));
         }
         let (magic, version, pointer, reserved1) = new_record(w);
         let mut rec = Vec::with_capacity(24);
@@ -1042,14 +1082,14 @@ fn point_wrappers(
 }
 
 /// The output's section headers and where they and their names go.
-struct SectionTable {
-    headers: Vec<SectionHeader>,
+pub(crate) struct SectionTable {
+    pub(crate) headers: Vec<SectionHeader>,
     /// Output offset of the re-emitted `.shstrtab`.
-    names_offset: u64,
+    pub(crate) names_offset: u64,
     /// Whether `.rocm_kpack_ref` was added (its name ends the re-emitted `.shstrtab`).
-    marker_added: bool,
+    pub(crate) marker_added: bool,
     /// Output offset of the section header table (`e_shoff`).
-    table_offset: u64,
+    pub(crate) table_offset: u64,
 }
 
 /// The output's section headers: `.hip_fatbin` becomes `SHT_NOBITS` (or, moved, covers its
@@ -1144,7 +1184,7 @@ fn assemble(
     kept: &KeptInput,
     segment: &MarkerSegment,
     sections: &SectionTable,
-    edit: &FatbinEdit<'_>,
+    payload: Piece,
 ) -> Result<Vec<Piece>, RewriteError> {
     let mut pieces = Vec::new();
     if cut.len > 0 {
@@ -1168,16 +1208,8 @@ fn assemble(
         segment_bytes.extend_from_slice(table);
     }
     segment_bytes.resize(segment.marker_in_segment as usize, 0);
-    match edit {
-        FatbinEdit::Kpack { marker } => {
-            segment_bytes.extend_from_slice(marker);
-            pieces.push(Piece::Bytes(segment_bytes));
-        }
-        FatbinEdit::Move { contents_len, .. } | FatbinEdit::Replace { contents_len, .. } => {
-            pieces.push(Piece::Bytes(segment_bytes));
-            pieces.push(Piece::Contents(*contents_len));
-        }
-    }
+    pieces.push(Piece::Bytes(segment_bytes));
+    pieces.push(payload);
     let mut names = elf.section_data(&kept.shstr)?.to_vec();
     if sections.marker_added {
         names.extend_from_slice(MARKER_SECTION.as_bytes());

@@ -8,10 +8,12 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod kpacked;
 pub mod ordered;
 pub mod pack;
 pub mod prune;
 pub mod report;
+pub mod restore;
 pub mod source;
 pub mod transform;
 pub mod unbundle;

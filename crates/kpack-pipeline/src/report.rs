@@ -158,6 +158,29 @@ pub struct WrapperReport {
     pub bundle: Option<usize>,
     /// The `reserved1` field.
     pub reserved1: u64,
+    /// For a kpacked file, the marker the wrapper points at (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marker: Option<MarkerReport>,
+}
+
+/// The `.rocm_kpack_ref` metadata a HIPK wrapper points at, decoded.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum MarkerReport {
+    /// What the runtime reads.
+    Decoded {
+        /// The archives' TOC key prefix.
+        kernel_name: String,
+        /// The archive paths searched, relative to the binary's directory.
+        search_paths: Vec<String>,
+        /// The TOC key of this wrapper's code objects (`kernel_name#reserved1`).
+        key: String,
+    },
+    /// Why it cannot be read.
+    Error {
+        /// The problem.
+        error: String,
+    },
 }
 
 /// One offload bundle.
@@ -361,11 +384,19 @@ fn inspect_with(
                 None => source::walk(bytes, &mut collector)?,
             };
             let details = match kind {
-                FileKind::Elf | FileKind::Pe => Details::Elf(
+                FileKind::Elf => {
+                    let mut elf = collector
+                        .elves
+                        .pop()
+                        .expect("walking an ELF reports the ELF");
+                    describe_markers(bytes, &mut elf)?;
+                    Details::Elf(elf)
+                }
+                FileKind::Pe => Details::Elf(
                     collector
                         .elves
                         .pop()
-                        .expect("walking an ELF or PE reports it"),
+                        .expect("walking a PE image reports it"),
                 ),
                 FileKind::Ar => Details::Ar {
                     members: collector.elves,
@@ -385,6 +416,31 @@ fn inspect_with(
             })
         }
     }
+}
+
+/// Decodes the marker of each wrapper of a kpacked file.
+fn describe_markers(bytes: &[u8], elf: &mut ElfReport) -> Result<(), SourceError> {
+    if elf.state != "kpacked" {
+        return Ok(());
+    }
+    let fat = kpack_elf::inspect(bytes)?;
+    for (w, m) in elf
+        .wrappers
+        .iter_mut()
+        .zip(crate::kpacked::wrapper_markers(bytes, &fat))
+    {
+        w.marker = Some(match m {
+            Ok(m) => MarkerReport::Decoded {
+                key: kpack_archive::binary_key(&m.metadata.kernel_name, m.co_index),
+                kernel_name: m.metadata.kernel_name,
+                search_paths: m.metadata.search_paths,
+            },
+            Err(e) => MarkerReport::Error {
+                error: e.to_string(),
+            },
+        });
+    }
+    Ok(())
 }
 
 fn totals(map: BTreeMap<String, (u64, u64)>) -> Vec<TargetTotal> {
@@ -554,6 +610,8 @@ fn pe_report(fat: &PeFatBinary) -> ElfReport {
                 target_vaddr: Some(w.binary),
                 bundle: w.bundle,
                 reserved1: w.reserved1,
+                // Marker decoding (`describe_markers`) reads ELF markers only.
+                marker: None,
             })
             .collect(),
         bundles: Vec::new(),
@@ -596,6 +654,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
                 target_vaddr: w.target,
                 bundle: w.bundle,
                 reserved1: w.reserved1,
+                marker: None,
             })
             .collect(),
         bundles: Vec::new(),

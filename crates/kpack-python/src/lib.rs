@@ -22,6 +22,7 @@ use kpack_artifact::split::SplitOptions;
 use kpack_artifact::verify::VerifyOptions;
 use kpack_pipeline::SourceError;
 use kpack_pipeline::prune::{PruneError, Selection};
+use kpack_pipeline::restore::{RestoreError, RestoreOptions};
 use kpack_pipeline::transform::{TransformError, TransformOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -80,6 +81,18 @@ impl Class {
             TransformError::Source(s) => Class::of_source(s),
             TransformError::Archive(a) => Class::of_archive(a),
             TransformError::Options(_) => Class::Usage,
+            _ => Class::Transform,
+        }
+    }
+
+    fn of_restore(e: &RestoreError) -> Class {
+        match e {
+            RestoreError::Source(s) => Class::of_source(s),
+            RestoreError::Marker(_) | RestoreError::Bundle(_) => Class::Format,
+            RestoreError::Missing { .. }
+            | RestoreError::UnknownTarget { .. }
+            | RestoreError::NoArchives { .. } => Class::Archive,
+            RestoreError::Options(_) => Class::Usage,
             _ => Class::Transform,
         }
     }
@@ -356,6 +369,35 @@ fn prune(
     to_json(&report)
 }
 
+/// `kpack restore INPUT -o OUTPUT ... --json`: the JSON summary, as a string.
+#[pyfunction]
+fn restore(
+    py: Python<'_>,
+    input: PathBuf,
+    output: PathBuf,
+    kpack_dirs: Vec<PathBuf>,
+    targets: Vec<String>,
+    compress: bool,
+) -> PyResult<String> {
+    let targets = targets
+        .iter()
+        .map(|t| kpack_target::TargetId::parse(t).map_err(|e| usage(format!("target {t}: {e}"))))
+        .collect::<PyResult<Vec<_>>>()?;
+    let opts = RestoreOptions {
+        output,
+        kpack_dirs,
+        targets,
+        compress,
+    };
+    let summary = py.detach(|| kpack_pipeline::restore::restore(&input, &opts, &|_, _| {}));
+    // As `kpack restore` prints it: the input, then the error.
+    let summary = summary.map_err(|e| {
+        let message = format!("{}: {e}", input.display());
+        Python::attach(|py| exception(py, Class::of_restore(&e), message))
+    })?;
+    to_json(&summary)
+}
+
 /// `kpack split-wheel WHEEL -o OUTPUT ... --json`: the JSON summary, as a string.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)] // the command's options, one keyword each
@@ -545,6 +587,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(recombine, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(transform, m)?)?;
+    m.add_function(wrap_pyfunction!(restore, m)?)?;
     m.add_function(wrap_pyfunction!(split_wheel, m)?)?;
     m.add_function(wrap_pyfunction!(prune, m)?)?;
     m.add_class::<Archive>()?;

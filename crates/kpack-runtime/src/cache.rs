@@ -168,6 +168,15 @@ impl Cache {
         }
     }
 
+    /// An empty cache that keeps at most `bytes` of decoded code objects (a tool that loads
+    /// each object once, such as `kpack restore`, keeps none).
+    pub fn with_decoded_budget(config: Config, bytes: usize) -> Cache {
+        Cache {
+            decoded: Mutex::new(DecodedObjects::with_budget(bytes)),
+            ..Cache::new(config)
+        }
+    }
+
     /// A cache configured from the process environment, read now and never again.
     pub fn from_env() -> Cache {
         Self::new(Config::from_env())
@@ -207,13 +216,7 @@ impl Cache {
         }
         let key = binary_key(&metadata.kernel_name, co_index);
         let candidates: Vec<Vec<String>> = isas.iter().map(|isa| compatible_targets(isa)).collect();
-        let patterns = self.patterns(metadata, binary_path);
-        let mut paths = expand(&patterns, &candidates);
-        for p in self.indexed(&patterns, &candidates) {
-            if !paths.contains(&p) {
-                paths.push(p);
-            }
-        }
+        let paths = self.search_paths(metadata, binary_path, isas);
         let (archives, mut failure) = self.archives(&paths);
         if archives.is_empty() {
             self.log(format_args!(
@@ -305,10 +308,30 @@ impl Cache {
         Ok(Fetched::Decoded(object))
     }
 
+    /// The archive paths a load of `metadata`'s kernels for `isas` from the binary at
+    /// `binary_path` tries, in search order (`@GFXARCH@` expanded): what `kpack inspect
+    /// --resolve` and `kpack restore` report when nothing is found.
+    pub fn search_paths(
+        &self,
+        metadata: &MarkerMetadata,
+        binary_path: &Path,
+        isas: &[&str],
+    ) -> Vec<PathBuf> {
+        let candidates: Vec<Vec<String>> = isas.iter().map(|isa| compatible_targets(isa)).collect();
+        let patterns = self.patterns(metadata, binary_path);
+        let mut paths = expand(&patterns, &candidates);
+        for p in self.indexed(&patterns, &candidates) {
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
+        paths
+    }
+
     /// The search paths before expansion: the override list, or the prefix list followed by
     /// the embedded paths resolved against the binary's directory (cached per directory and
     /// path).
-    fn patterns(&self, metadata: &MarkerMetadata, binary_path: &Path) -> Vec<PathBuf> {
+    pub fn patterns(&self, metadata: &MarkerMetadata, binary_path: &Path) -> Vec<PathBuf> {
         if !self.config.override_paths.is_empty() {
             return self.config.override_paths.clone();
         }

@@ -65,6 +65,7 @@ pub use discover::{DiscoverError, MappedAddress, discover_binary_path};
 pub use kpack_archive::marker::MarkerMetadata;
 pub use kpack_archive::{Archive, ArchiveError, CompressionScheme};
 pub use metadata::{MAX_METADATA_LEN, MetadataReadError, read_metadata};
+pub use paths::{GFXARCH, files_matching};
 
 use std::path::PathBuf;
 

@@ -49,6 +49,53 @@ fn push_lexically(out: &mut PathBuf, components: &[Component<'_>]) {
     }
 }
 
+/// The files that `pattern` can name: itself when it has no `@GFXARCH@`, else the regular
+/// files of its directory whose names match with any text in place of the placeholder
+/// (sorted). Only a placeholder in the file name is matched; one in a directory name
+/// yields nothing. What the runtime would try for an unknown target: `kpack restore` and
+/// `kpack inspect --resolve` list the targets a binary's archives hold this way.
+pub fn files_matching(pattern: &Path) -> Vec<PathBuf> {
+    if !has_placeholder(pattern) {
+        return if pattern.is_file() {
+            vec![pattern.to_owned()]
+        } else {
+            Vec::new()
+        };
+    }
+    let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name()) else {
+        return Vec::new();
+    };
+    let name = name.as_encoded_bytes();
+    if has_placeholder(dir) {
+        return Vec::new();
+    }
+    let Some(at) = find(name, GFXARCH.as_bytes()) else {
+        return Vec::new();
+    };
+    let (prefix, suffix) = (&name[..at], &name[at + GFXARCH.len()..]);
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.as_encoded_bytes();
+            n.len() > prefix.len() + suffix.len() && n.starts_with(prefix) && n.ends_with(suffix)
+        })
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether `path` holds `@GFXARCH@`.
 pub fn has_placeholder(path: &Path) -> bool {
     find(path.as_os_str().as_encoded_bytes(), GFXARCH.as_bytes()).is_some()
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use kpack_pipeline::kpacked::{Outcome, ResolveReport};
 use kpack_pipeline::report::{self, Details, FileReport};
 
 use crate::output::{self, Error, grouped};
@@ -16,6 +17,23 @@ pub struct Args {
     /// Print JSON (one object per file; see the README for the schema).
     #[arg(long)]
     json: bool,
+    /// For kpacked binaries: per wrapper and target, which archive the runtime would load
+    /// the code object from, or why none.
+    #[arg(long)]
+    resolve: bool,
+    /// With --resolve: the targets to look up (the GPU's ISA, `gfx90a:xnack-`); default:
+    /// every target of the archives found.
+    #[arg(long = "target", requires = "resolve")]
+    targets: Vec<String>,
+}
+
+/// One file's JSON: the inspection, with `resolve` for kpacked binaries under `--resolve`.
+#[derive(serde::Serialize)]
+struct Resolved<'a> {
+    #[serde(flatten)]
+    inspection: &'a report::Inspection,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolve: Option<ResolveReport>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
@@ -26,8 +44,26 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     for path in &files {
         bar.inc(1);
         kpack_inputs::inspect(path, args.paths.contains(path), &mut |inspection| {
+            // A marker's search paths are relative to the installed binary: only a file
+            // given as itself (not a member of a wheel or tarball) resolves.
+            let mut resolve = None;
+            let itself = inspection.path == path.display().to_string();
+            if args.resolve && itself && inspection.result.is_ok() {
+                match kpack_pipeline::kpacked::resolve_file(path, &args.targets) {
+                    Ok(r) => resolve = r,
+                    Err(err) => {
+                        failed = true;
+                        bar.suspend(|| output::print_error(&err));
+                    }
+                }
+            }
             match &inspection.result {
-                Ok(r) if !args.json => bar.suspend(|| print_human(r)),
+                Ok(r) if !args.json => bar.suspend(|| {
+                    print_human(r);
+                    if let Some(res) = &resolve {
+                        print_resolve(res);
+                    }
+                }),
                 Ok(_) => {}
                 Err(err) => {
                     failed = true;
@@ -35,13 +71,20 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 }
             }
             if args.json {
-                json.push(inspection);
+                json.push((inspection, resolve));
             }
         });
     }
     bar.finish_and_clear();
     if args.json {
-        output::print_json(&json)?;
+        let files: Vec<Resolved<'_>> = json
+            .iter()
+            .map(|(inspection, resolve)| Resolved {
+                inspection,
+                resolve: resolve.clone(),
+            })
+            .collect();
+        output::print_json(&files)?;
     }
     Ok(if failed {
         ExitCode::FAILURE
@@ -112,6 +155,50 @@ fn print_human(r: &FileReport) {
     }
 }
 
+fn print_resolve(r: &ResolveReport) {
+    println!("  resolve (as the runtime, from {}):", r.binary.display());
+    for p in &r.patterns {
+        println!("    search path {}", p.display());
+    }
+    for a in &r.archives {
+        match &a.error {
+            None => println!(
+                "    archive {}: {}",
+                a.path.display(),
+                a.gfx_arches.join(", ")
+            ),
+            Some(e) => println!("    archive {}: unreadable: {e}", a.path.display()),
+        }
+    }
+    for w in &r.wrappers {
+        match (&w.key, &w.marker_error) {
+            (Some(key), _) => println!("    wrapper {} ({key}):", w.wrapper),
+            (None, e) => println!(
+                "    wrapper {}: {}",
+                w.wrapper,
+                e.as_deref().unwrap_or_default()
+            ),
+        }
+        if w.targets.is_empty() && w.key.is_some() {
+            println!("      no archive found at the search paths");
+        }
+        for t in &w.targets {
+            match &t.outcome {
+                Outcome::Found { .. } => println!("      {:<24} {}", t.target, t.outcome),
+                missing => {
+                    let tried: Vec<String> =
+                        t.tried.iter().map(|p| p.display().to_string()).collect();
+                    println!(
+                        "      {:<24} MISSING: {missing}; tried {}",
+                        t.target,
+                        tried.join(", ")
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn print_elf(elf: &report::ElfReport, indent: &str) {
     if let Some(s) = &elf.fatbin {
         println!(
@@ -137,6 +224,20 @@ fn print_elf(elf: &report::ElfReport, indent: &str) {
             "{indent}  wrapper {} {} v{} pointer {} -> {target}, reserved1 {}",
             w.index, w.magic, w.version, w.pointer, w.reserved1
         );
+        match &w.marker {
+            Some(report::MarkerReport::Decoded {
+                kernel_name,
+                search_paths,
+                key,
+            }) => println!(
+                "{indent}    marker: kernel {kernel_name:?} (key {key}), search paths {}",
+                search_paths.join(", ")
+            ),
+            Some(report::MarkerReport::Error { error }) => {
+                println!("{indent}    marker: unreadable: {error}")
+            }
+            None => {}
+        }
     }
     for b in &elf.bundles {
         print_bundle(b, indent);

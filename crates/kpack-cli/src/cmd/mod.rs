@@ -8,6 +8,7 @@ pub mod pack;
 pub mod prune;
 pub mod recombine;
 pub mod report;
+pub mod restore;
 pub mod split;
 pub mod split_wheel;
 pub mod transform;
