@@ -67,7 +67,7 @@ pub const MIN_SAVING: f64 = 0.10;
 pub const MIN_SAVING_FAR: f64 = 0.75;
 
 /// Bytes of candidate reference content the writer keeps in memory.
-pub const RETAINED_BUDGET: usize = 192 << 20;
+pub const RETAINED_BUDGET: usize = 96 << 20;
 
 /// The first bytes of a formatted zstd dictionary; a reference never starts with them.
 pub const DICTIONARY_MAGIC: [u8; 4] = [0x37, 0xa4, 0x30, 0xec];
