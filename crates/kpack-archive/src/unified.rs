@@ -42,8 +42,9 @@
 //! gfx1101 against gfx1100, gfx906 against gfx900), and the latest one of the same target
 //! (the kernels of one library resemble each other); failing either, the most alike of all. Trial compressions at level 1 pick the
 //! smallest; a reference is used if it saves at least [`MIN_SAVING`] of the standalone size
-//! ([`MIN_SAVING_FAR`] for a target of another sub-family), and the kernel is then compressed
-//! once at the archive's level. A kernel that is stored
+//! for the same processor, [`MIN_SAVING_SUBFAMILY`] for another processor of the sub-family
+//! and [`MIN_SAVING_FAR`] for another sub-family, and the kernel is then compressed once at
+//! the archive's level. A kernel that is stored
 //! standalone becomes a candidate itself. The choice depends only on the kernels and the
 //! order they are added in, never on timing: the output is the same for any thread count.
 //! The candidates are held in memory within [`RETAINED_BUDGET`] bytes (oldest dropped first),
@@ -61,9 +62,13 @@ pub const MAX_WINDOW_LOG: u32 = 27;
 /// stored standalone can in turn serve as a reference, which a delta cannot (the chain bound).
 pub const MIN_SAVING: f64 = 0.10;
 
-/// The saving a reference of another sub-family (gfx1030 for gfx1010, not gfx1031) must
-/// bring: short of it the kernel is stored standalone, so that its own sub-family's targets,
-/// which follow, can be coded against it for almost nothing.
+/// The saving a reference of another processor of the same sub-family (gfx900 for gfx90a)
+/// must bring: short of it the kernel is stored standalone, so that its own feature variants
+/// (gfx90a:xnack- after gfx90a:xnack+), which follow, can be coded against it for almost
+/// nothing.
+pub const MIN_SAVING_SUBFAMILY: f64 = 0.5;
+
+/// The same for a reference of another sub-family (gfx1030 for gfx1010, not gfx1031).
 pub const MIN_SAVING_FAR: f64 = 0.75;
 
 /// Bytes of candidate reference content the writer keeps in memory.
@@ -121,11 +126,7 @@ impl Coder {
                 let c = &self.candidates[i];
                 let size = compress(data, Some(&c.content), TRIAL_LEVEL)?.len();
                 let saving = 1.0 - size as f64 / alone;
-                let needed = if close(arch, &c.arch) {
-                    MIN_SAVING
-                } else {
-                    MIN_SAVING_FAR
-                };
+                let needed = needed_saving(arch, &c.arch);
                 if saving >= needed && best.is_none_or(|(_, s)| size < s) {
                     best = Some((i, size));
                 }
@@ -218,12 +219,20 @@ fn likeness(a: &str, b: &str) -> (bool, usize) {
     (pa == pb, common)
 }
 
-/// Whether two targets are of one sub-family: the same processor, or processor names that
-/// differ in their last character only (gfx1100 and gfx1101, gfx900 and gfx90a).
-fn close(a: &str, b: &str) -> bool {
+/// The saving a reference of target `b` must bring to a kernel of target `a`: the less alike
+/// the targets, the more (see [`MIN_SAVING`], [`MIN_SAVING_SUBFAMILY`], [`MIN_SAVING_FAR`]).
+/// Processors of one sub-family differ in their last character only (gfx1100 and gfx1101,
+/// gfx900 and gfx90a).
+fn needed_saving(a: &str, b: &str) -> f64 {
     let (same, common) = likeness(a, b);
     let processor_len = |t: &str| t.split(':').next().unwrap_or(t).len();
-    same || common + 1 >= processor_len(a).min(processor_len(b))
+    if same {
+        MIN_SAVING
+    } else if common + 1 >= processor_len(a).min(processor_len(b)) {
+        MIN_SAVING_SUBFAMILY
+    } else {
+        MIN_SAVING_FAR
+    }
 }
 
 /// One zstd frame of `data` at `level`, recording its content size, coded against `prefix`

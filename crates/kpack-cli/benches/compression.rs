@@ -6,7 +6,7 @@
 //! Per input it prints: the `.hip_fatbin` size (CCOB or plain bundles); the v1 zstd-3 total of
 //! the per-target archives (every code object, streamed); and on a sample (every code object of
 //! `_linalg.so`; for the two large libraries, whole bundles spread over the library up to
-//! `SAMPLE_BYTES` of code objects, so that level 19 stays within minutes on 2 cores): all
+//! 40 MB of code objects, so that level 19 stays within minutes on 2 cores): all
 //! targets in one v2 archive, per-target v2 against v1 zstd-3 (total and worst target), the
 //! lower bound `zstd -19 --long=27` over the sample's code objects as one stream (no random
 //! access), and the time of the v2 pack against `zstd -19 -T2` over the same bytes. For a
@@ -22,15 +22,18 @@ use kpack_archive::{ArchiveWriter, Compression, KernelCompressor, binary_key};
 use kpack_pipeline::SourceError;
 use kpack_pipeline::source::{DeviceCode, Visitor, walk_mapped};
 
-/// Code-object bytes sampled from each large library.
-const SAMPLE_BYTES: u64 = 40 << 20;
+/// Code-object bytes sampled from each large library (`KPACK_BENCH_SAMPLE_MB` overrides).
+fn sample_bytes() -> u64 {
+    let mb = std::env::var("KPACK_BENCH_SAMPLE_MB").ok();
+    mb.and_then(|v| v.parse().ok()).unwrap_or(40) << 20
+}
 
 /// (binary key, target, code object).
 type Kernel = (String, String, Vec<u8>);
 
 struct Collect {
     name: String,
-    /// Keep bundle `b` when `b % stride == 0`, until `SAMPLE_BYTES`.
+    /// Keep bundle `b` when `b % stride == 0`, until `budget` bytes.
     stride: usize,
     budget: u64,
     kept: u64,
@@ -144,13 +147,13 @@ fn main() {
             "librocblas.so.5.2",
             c.join("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2"),
             8,
-            SAMPLE_BYTES,
+            sample_bytes(),
         ),
         (
             "librocsparse.so.0.1",
             c.join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"),
             16,
-            SAMPLE_BYTES,
+            sample_bytes(),
         ),
     ];
     for (name, path, stride, budget) in inputs {
