@@ -14,6 +14,12 @@ tar -C ../fixtures/shards/shard-a/demo_host_gfx90X -cf corpus/tar/seed.tar .
 zstd -qf corpus/tar/seed.tar -o corpus/tar/seed.tar.zst
 xz -kfq corpus/tar/seed.tar
 gzip -kfnq corpus/tar/seed.tar
+# The v2 reader's seeds: fixtures packed with scheme unified (delta frames across targets).
+mkdir -p corpus/archive_v2
+for lib in libtwo.so librdc.so; do
+  cargo run --release -q --manifest-path ../Cargo.toml -p kpack-cli --bin kpack -- \
+    pack --compression unified "../fixtures/bin/$lib" -o "corpus/archive_v2/$lib.kpack" >/dev/null
+done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for target in $(cargo fuzz list); do

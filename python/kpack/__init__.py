@@ -81,7 +81,9 @@ def split(
     every artifact under ``input``. ``split_databases`` names the kernel-database handlers to
     apply, in order (``rocblas``, ``hipblaslt``, ``hipsparselt``, ``aotriton``, ``miopen``,
     ``composablekernel``, ``hipkernelprovider``, ``hotswap_cache``). ``compression`` is
-    ``"zstd"`` (at ``level`` 1 to 22) or ``"none"``; ``threads=0`` uses one per core.
+    ``"zstd"`` (at ``level`` 1 to 22), ``"none"`` (both archive format v1, what HIP runtimes
+    read) or ``"unified"`` (format v2, smaller; kpack's runtime only); ``threads=0`` uses one
+    per core.
     ``input`` may be an artifact directory or a ``.tar.zst``/``.tar.xz`` of one;
     ``output_format="tar.zst"`` writes every artifact as a reproducible ``<name>.tar.zst``.
 

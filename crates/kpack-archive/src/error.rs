@@ -62,8 +62,9 @@ pub enum ArchiveError {
         found: [u8; 4],
     },
 
-    /// A version other than 1, in the header or the TOC.
-    #[error("unsupported {what} {version}, expected 1")]
+    /// A version other than 1 or 2 in the header, or a TOC `format_version` other than the
+    /// header's.
+    #[error("unsupported {what} {version}, expected 1 or 2 (as in the header)")]
     UnsupportedVersion {
         /// What the version belongs to (the header or the TOC).
         what: &'static str,
@@ -103,6 +104,15 @@ pub enum ArchiveError {
     /// A `compression_scheme` neither reference writes.
     #[error("TOC: unknown compression_scheme {0:?}")]
     UnknownCompressionScheme(String),
+
+    /// A scheme in an archive of the wrong version: `unified` needs version 2, the others 1.
+    #[error("TOC: compression_scheme {scheme:?} cannot appear in a version {version} archive")]
+    SchemeVersionMismatch {
+        /// The TOC's `compression_scheme`.
+        scheme: &'static str,
+        /// The header's version.
+        version: u32,
+    },
 
     /// An entry's `ordinal` names no stored blob or frame.
     #[error("TOC: {path}: ordinal {ordinal} out of range, the archive stores {count} blobs")]
@@ -200,6 +210,7 @@ impl ArchiveError {
             | E::TocOffsetOutOfRange { .. }
             | E::TocField(_)
             | E::UnknownCompressionScheme(_)
+            | E::SchemeVersionMismatch { .. }
             | E::OrdinalOutOfRange { .. }
             | E::BadLayout { .. }
             | E::BadOriginalSize { .. }

@@ -77,22 +77,29 @@ pub mod kpm;
 pub mod marker;
 pub mod msgpack;
 mod reader;
+mod recompress;
 mod toc;
+pub mod unified;
 mod writer;
 
 use std::borrow::Cow;
 
 pub use error::{ArchiveError, ErrorKind, MetadataError};
 pub use reader::{Archive, EntryInfo};
+pub use recompress::recompress;
 pub use writer::{
-    ArchiveFileWriter, ArchiveWriter, Compression, DEFAULT_ZSTD_LEVEL, KernelCompressor,
-    PreparedKernel,
+    ArchiveFileWriter, ArchiveWriter, Compression, DEFAULT_UNIFIED_LEVEL, DEFAULT_ZSTD_LEVEL,
+    KernelCompressor, PreparedKernel,
 };
 
 /// The header magic, `KPAK`.
 pub const MAGIC: [u8; 4] = *b"KPAK";
-/// The only header (and TOC `format_version`) version.
+/// The header (and TOC `format_version`) version of schemes `none` and `zstd-per-kernel`,
+/// the only one the reference readers and deployed HIP runtimes accept.
 pub const FORMAT_VERSION: u32 = 1;
+/// The version of scheme `unified` ([`unified`]): readers that check `version == 1` reject
+/// it with `UNSUPPORTED_VERSION`.
+pub const FORMAT_VERSION_UNIFIED: u32 = 2;
 /// Header length: magic, version, toc_offset.
 pub const HEADER_LEN: usize = 16;
 /// Where the blob region starts: the header padded to `BLOB_ALIGNMENT = 64`.
@@ -107,6 +114,9 @@ pub enum CompressionScheme {
     None,
     /// `"zstd-per-kernel"`.
     ZstdPerKernel,
+    /// `"unified"` (format version 2): zstd frames, each standalone or coded against one
+    /// standalone frame's content ([`unified`]).
+    Unified,
 }
 
 impl CompressionScheme {
@@ -115,6 +125,15 @@ impl CompressionScheme {
         match self {
             CompressionScheme::None => "none",
             CompressionScheme::ZstdPerKernel => "zstd-per-kernel",
+            CompressionScheme::Unified => "unified",
+        }
+    }
+
+    /// The header and TOC `format_version` an archive of this scheme carries.
+    pub fn format_version(self) -> u32 {
+        match self {
+            CompressionScheme::None | CompressionScheme::ZstdPerKernel => FORMAT_VERSION,
+            CompressionScheme::Unified => FORMAT_VERSION_UNIFIED,
         }
     }
 
@@ -123,6 +142,7 @@ impl CompressionScheme {
         match name {
             "none" => Some(CompressionScheme::None),
             "zstd-per-kernel" => Some(CompressionScheme::ZstdPerKernel),
+            "unified" => Some(CompressionScheme::Unified),
             _ => None,
         }
     }
@@ -186,7 +206,11 @@ mod tests {
 
     #[test]
     fn scheme_names_match_the_toc_strings() {
-        for s in [CompressionScheme::None, CompressionScheme::ZstdPerKernel] {
+        for s in [
+            CompressionScheme::None,
+            CompressionScheme::ZstdPerKernel,
+            CompressionScheme::Unified,
+        ] {
             assert_eq!(CompressionScheme::from_name(s.name()), Some(s));
         }
         assert_eq!(CompressionScheme::from_name("zstd"), None);

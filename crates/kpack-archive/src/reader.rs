@@ -10,8 +10,10 @@ use zstd::zstd_safe::{self, DCtx, WriteBuf};
 
 use crate::msgpack::FieldError;
 use crate::toc::{Entry, Index, Stored, frame_ranges};
+use crate::unified::DICTIONARY_MAGIC;
 use crate::{
-    ArchiveError, CompressionScheme, DATA_START, first_repeat, normalise_key, split_binary_key,
+    ArchiveError, CompressionScheme, DATA_START, MAX_ORIGINAL_SIZE, first_repeat, normalise_key,
+    split_binary_key,
 };
 
 /// Byte storage an [`Archive`] reads from: a memory map, a `Vec<u8>`, or anything byte-like.
@@ -178,12 +180,17 @@ impl Archive {
     /// the byte offset if the region's size prefixes do not add up.
     ///
     /// [`ErrorKind::InvalidFormat`]: crate::ErrorKind::InvalidFormat
+    ///
+    /// A `unified` entry coded against another frame decodes that frame first: at most two
+    /// frames per call ([`crate::unified`]).
     pub fn get(&self, binary: &str, arch: &str) -> Result<Cow<'_, [u8]>, ArchiveError> {
         let (name, entry) = self.find(binary, arch)?;
         let stored = self.stored(entry)?;
         match self.index.scheme {
             CompressionScheme::None => Ok(Cow::Borrowed(stored)),
-            CompressionScheme::ZstdPerKernel => decode_to_vec(stored, entry.original_size)
+            CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => self
+                .reference(entry)
+                .and_then(|r| decode_to_vec(stored, &r, entry.original_size))
                 .map(Cow::Owned)
                 .map_err(|reason| self.decode_error(name, arch, reason)),
         }
@@ -214,10 +221,26 @@ impl Archive {
         let stored = self.stored(entry)?;
         match self.index.scheme {
             CompressionScheme::None => out.copy_from_slice(stored),
-            CompressionScheme::ZstdPerKernel => decode_into(stored, entry.original_size, out)
+            CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => self
+                .reference(entry)
+                .and_then(|r| decode_into(stored, &r, entry.original_size, out))
                 .map_err(|reason| self.decode_error(name, arch, reason))?,
         }
         Ok(size)
+    }
+
+    /// The decoded content of the frame `entry`'s frame is coded against (`unified` delta
+    /// frames), else nothing.
+    fn reference(&self, entry: &Entry) -> Result<Vec<u8>, String> {
+        let Stored::Unified(frames) = &self.index.stored else {
+            return Ok(Vec::new());
+        };
+        let Some(r) = frames[entry.ordinal as usize].1 else {
+            return Ok(Vec::new());
+        };
+        // Open checked that frame r exists and is standalone.
+        decode_frame(&self.bytes()[frames[r as usize].0.clone()], &[])
+            .map_err(|reason| format!("reference frame {r}: {reason}"))
     }
 
     /// Checks what open defers or tolerates: the zstd frames must lie exactly in their region
@@ -303,6 +326,7 @@ impl Archive {
         let range = match &self.index.stored {
             Stored::Blobs(blobs) => blobs[entry.ordinal as usize].clone(),
             Stored::Zstd { .. } => self.frames()?[entry.ordinal as usize].clone(),
+            Stored::Unified(frames) => frames[entry.ordinal as usize].0.clone(),
         };
         Ok(&self.bytes()[range])
     }
@@ -320,6 +344,7 @@ impl Archive {
         let stored_size = match &self.index.stored {
             Stored::Blobs(blobs) => blobs[e.ordinal as usize].len(),
             Stored::Zstd { .. } => self.frames().map_or(0, |f| f[e.ordinal as usize].len()),
+            Stored::Unified(frames) => frames[e.ordinal as usize].0.len(),
         };
         EntryInfo {
             ordinal: e.ordinal,
@@ -349,8 +374,16 @@ impl fmt::Debug for Archive {
 /// at once.
 static DCTX_POOL: Mutex<Vec<DCtx<'static>>> = Mutex::new(Vec::new());
 
-/// Decompresses the single frame `frame` into `dst` with a pooled context.
-fn decompress<C: WriteBuf + ?Sized>(frame: &[u8], dst: &mut C) -> Result<usize, String> {
+/// Decompresses the single frame `frame` into `dst` with a pooled context, with `reference`
+/// (when not empty) as its raw-content prefix.
+fn decompress<C: WriteBuf + ?Sized>(
+    frame: &[u8],
+    dst: &mut C,
+    reference: &[u8],
+) -> Result<usize, String> {
+    if reference.starts_with(&DICTIONARY_MAGIC) {
+        return Err("the reference content begins with the zstd dictionary magic".to_owned());
+    }
     let idle = DCTX_POOL
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -359,7 +392,11 @@ fn decompress<C: WriteBuf + ?Sized>(frame: &[u8], dst: &mut C) -> Result<usize, 
         Some(d) => d,
         None => DCtx::try_create().ok_or("cannot allocate a zstd context")?,
     };
-    let result = dctx.decompress(dst, frame);
+    let result = if reference.is_empty() {
+        dctx.decompress(dst, frame)
+    } else {
+        dctx.decompress_using_dict(dst, frame, reference)
+    };
     DCTX_POOL
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -389,24 +426,40 @@ fn check_len(len: usize, original_size: u64) -> Result<(), String> {
 }
 
 /// Decodes into `out`, exactly `original_size` bytes long: a frame yielding more fails.
-fn decode_into(frame: &[u8], original_size: u64, out: &mut [u8]) -> Result<(), String> {
+fn decode_into(
+    frame: &[u8],
+    reference: &[u8],
+    original_size: u64,
+    out: &mut [u8],
+) -> Result<(), String> {
     recorded_size(frame, original_size)?;
-    check_len(decompress(frame, out)?, original_size)
+    check_len(decompress(frame, out, reference)?, original_size)
 }
 
-fn decode_to_vec(frame: &[u8], original_size: u64) -> Result<Vec<u8>, String> {
+/// How much larger than its frame a content may be for its recorded size to be allocated at
+/// once; beyond that the output grows with what the frame really yields, so that a few
+/// hostile bytes claiming gigabytes allocate only what they decode to.
+const TRUSTED_RATIO: usize = 64;
+
+fn decode_to_vec(frame: &[u8], reference: &[u8], original_size: u64) -> Result<Vec<u8>, String> {
     // original_size was capped at open, so this only fails on 32-bit hosts.
     let size = usize::try_from(original_size)
         .map_err(|_| format!("original_size {original_size} does not fit in memory"))?;
-    let out = if recorded_size(frame, original_size)? {
+    let trusted = (frame.len() + reference.len())
+        .saturating_mul(TRUSTED_RATIO)
+        .saturating_add(1 << 20);
+    let out = if recorded_size(frame, original_size)? && size <= trusted {
         let mut out = Vec::with_capacity(size);
-        decompress(frame, &mut out)?;
+        decompress(frame, &mut out, reference)?;
         out
     } else {
-        // Without a recorded size, let the output grow with what the frame really yields
-        // rather than trusting original_size for the allocation.
+        if reference.starts_with(&DICTIONARY_MAGIC) {
+            return Err("the reference content begins with the zstd dictionary magic".into());
+        }
+        // Without a recorded size, or with one far beyond the frame, let the output grow
+        // with what the frame really yields rather than trusting the size for the allocation.
         let mut out = Vec::new();
-        zstd::stream::read::Decoder::with_buffer(frame)
+        zstd::stream::read::Decoder::with_dictionary(frame, reference)
             .map_err(|e| e.to_string())?
             .single_frame()
             .take(original_size.saturating_add(1))
@@ -416,4 +469,17 @@ fn decode_to_vec(frame: &[u8], original_size: u64) -> Result<Vec<u8>, String> {
     };
     check_len(out.len(), original_size)?;
     Ok(out)
+}
+
+/// Decodes a `unified` frame, which must record its content size, against `reference`
+/// (empty for a standalone frame).
+pub(crate) fn decode_frame(frame: &[u8], reference: &[u8]) -> Result<Vec<u8>, String> {
+    match zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(n)) if n <= MAX_ORIGINAL_SIZE => decode_to_vec(frame, reference, n),
+        Ok(Some(n)) => Err(format!(
+            "frame content size {n} exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
+        )),
+        Ok(None) => Err("frame does not record its content size".to_owned()),
+        Err(_) => Err("invalid zstd frame header".to_owned()),
+    }
 }

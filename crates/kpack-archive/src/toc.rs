@@ -13,8 +13,8 @@ use std::ops::Range;
 
 use crate::msgpack::{Cursor, DecodeError, FieldError, KeySet, Path, Source, once, required};
 use crate::{
-    ArchiveError, CompressionScheme, DATA_START, FORMAT_VERSION, HEADER_LEN, MAGIC,
-    MAX_ORIGINAL_SIZE,
+    ArchiveError, CompressionScheme, DATA_START, FORMAT_VERSION, FORMAT_VERSION_UNIFIED,
+    HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
 };
 
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -61,13 +61,19 @@ pub(crate) enum Stored {
     /// `zstd-per-kernel`: the region and its frame count; the frames themselves are located on
     /// first use ([`frame_ranges`]).
     Zstd { region: Range<usize>, count: usize },
+    /// `unified`: each frame's range of the file and the ordinal of its reference frame.
+    Unified(FrameTable),
 }
+
+/// Per ordinal, a blob's or frame's range of the file and (`unified`) its reference's ordinal.
+pub(crate) type FrameTable = Vec<(Range<usize>, Option<u32>)>;
 
 impl Stored {
     pub(crate) fn count(&self) -> usize {
         match self {
             Stored::Blobs(b) => b.len(),
             Stored::Zstd { count, .. } => *count,
+            Stored::Unified(frames) => frames.len(),
         }
     }
 }
@@ -104,7 +110,7 @@ impl Index {
 
     /// Reads the header and the TOC of the archive `bytes`.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Index, ArchiveError> {
-        let toc_at = toc_start(bytes)?;
+        let (version, toc_at) = toc_start(bytes)?;
         // The cursor reads the whole file from the TOC on, so its error offsets are file
         // offsets.
         let mut c = Cursor::new(bytes, toc_at);
@@ -117,7 +123,7 @@ impl Index {
                 found,
             });
         }
-        let index = TocReader::new(bytes, toc_at)
+        let index = TocReader::new(bytes, toc_at, version)
             .read(&mut c)
             .map_err(|Failed(e)| *e)?;
         c.finish()?;
@@ -164,8 +170,8 @@ impl<'a> Arches<'a> {
     }
 }
 
-/// Checks the 16-byte header; returns where the TOC starts.
-fn toc_start(bytes: &[u8]) -> Result<usize, ArchiveError> {
+/// Checks the 16-byte header; returns its version (1 or 2) and where the TOC starts.
+fn toc_start(bytes: &[u8]) -> Result<(u32, usize), ArchiveError> {
     let len = bytes.len() as u64;
     if len < HEADER_LEN as u64 {
         return Err(ArchiveError::TooShort { len });
@@ -175,7 +181,7 @@ fn toc_start(bytes: &[u8]) -> Result<usize, ArchiveError> {
         return Err(ArchiveError::BadMagic { found });
     }
     let version = u32::from_le_bytes(bytes[4..8].try_into().expect("4-byte slice"));
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_UNIFIED {
         let version = version.into();
         return Err(ArchiveError::UnsupportedVersion {
             what: "header version",
@@ -190,7 +196,7 @@ fn toc_start(bytes: &[u8]) -> Result<usize, ArchiveError> {
         });
     }
     // toc_offset < len, so it fits in usize.
-    Ok(toc_offset as usize)
+    Ok((version, toc_offset as usize))
 }
 
 /// An [`ArchiveError`] the TOC reader met, boxed: the reader's results stay two words wide,
@@ -217,6 +223,7 @@ struct Top<'a> {
     blobs: Option<Result<Vec<Range<usize>>, Failed>>,
     zstd_offset: Option<Result<u64, Failed>>,
     zstd_size: Option<Result<u64, Failed>>,
+    frames: Option<Result<FrameTable, Failed>>,
 }
 
 /// Reads the TOC into an [`Index`].
@@ -224,6 +231,8 @@ struct TocReader<'a> {
     bytes: &'a [u8],
     /// The data region: `[64, toc_offset)`.
     data: Range<u64>,
+    /// The header's version, which `format_version` must repeat.
+    version: u32,
     names: String,
     arch_names: Vec<String>,
     binaries: Vec<Binary>,
@@ -252,10 +261,11 @@ struct Entries<'a> {
 const MIN_ENTRY_BYTES: usize = 37;
 
 impl<'a> TocReader<'a> {
-    fn new(bytes: &'a [u8], toc_at: usize) -> Self {
+    fn new(bytes: &'a [u8], toc_at: usize, version: u32) -> Self {
         TocReader {
             bytes,
             data: DATA_START..toc_at as u64,
+            version,
             names: String::new(),
             arch_names: Vec::new(),
             binaries: Vec::new(),
@@ -276,7 +286,7 @@ impl<'a> TocReader<'a> {
             match key {
                 "format_version" => {
                     let version = c.uint::<Failed>(path)?;
-                    if version != u64::from(FORMAT_VERSION) {
+                    if version != u64::from(self.version) {
                         let what = "TOC format_version";
                         return Err(ArchiveError::UnsupportedVersion { what, version }.into());
                     }
@@ -299,8 +309,15 @@ impl<'a> TocReader<'a> {
                     self.toc(c, path)?;
                 }
                 "blobs" => {
-                    let blobs = deferred(c, |c| blob_ranges(c, path, &self.data))?;
+                    let blobs = deferred(c, |c| {
+                        let table = blob_table(c, path, &self.data, false)?;
+                        Ok(table.into_iter().map(|(range, _)| range).collect())
+                    })?;
                     once(&mut top.blobs, blobs, root, key)?;
+                }
+                "frames" => {
+                    let frames = deferred(c, |c| blob_table(c, path, &self.data, true))?;
+                    once(&mut top.frames, frames, root, key)?;
                 }
                 "zstd_offset" => {
                     let offset = deferred(c, |c| c.uint::<Failed>(path))?;
@@ -323,8 +340,20 @@ impl<'a> TocReader<'a> {
             Some(name) => CompressionScheme::from_name(name)
                 .ok_or_else(|| ArchiveError::UnknownCompressionScheme(name.to_owned()))?,
         };
+        if scheme.format_version() != self.version {
+            return Err(ArchiveError::SchemeVersionMismatch {
+                scheme: scheme.name(),
+                version: self.version,
+            }
+            .into());
+        }
         let stored = match scheme {
             CompressionScheme::None => Stored::Blobs(required(top.blobs, root, "blobs")??),
+            CompressionScheme::Unified => {
+                let frames = required(top.frames, root, "frames")??;
+                check_references(&frames)?;
+                Stored::Unified(frames)
+            }
             CompressionScheme::ZstdPerKernel => {
                 let offset = required(top.zstd_offset, root, "zstd_offset")??;
                 let size = required(top.zstd_size, root, "zstd_size")??;
@@ -558,7 +587,7 @@ fn size_problem(original_size: u64, ordinal: u32, stored: &Stored) -> Option<Str
             let blob = blobs[ordinal as usize].len();
             (original_size != blob as u64).then(|| format!("differs from the blob size {blob}"))
         }
-        Stored::Zstd { .. } => None,
+        Stored::Zstd { .. } | Stored::Unified(_) => None,
     }
 }
 impl From<DecodeError> for ArchiveError {
@@ -580,18 +609,21 @@ fn checked_range(offset: u64, size: u64, data: &Range<u64>) -> Option<Range<usiz
     (offset >= data.start && end <= data.end).then_some(offset as usize..end as usize)
 }
 
-/// `none`: the `blobs` array, each blob inside the data region.
-fn blob_ranges(
+/// `none`'s `blobs` or `unified`'s `frames` (`with_refs`, each with an optional `ref`): the
+/// array of `{offset, size}` maps, each blob inside the data region.
+fn blob_table(
     c: &mut Cursor<'_>,
     path: &Path<'_>,
     data: &Range<u64>,
-) -> Result<Vec<Range<usize>>, Failed> {
+    with_refs: bool,
+) -> Result<FrameTable, Failed> {
     let n = c.array::<Failed>(path)?;
-    let mut ranges = Vec::with_capacity(n);
+    // Each element takes at least one byte: the count cannot reserve more than the input.
+    let mut ranges = Vec::with_capacity(n.min(c.room()));
     let mut others = KeySet::default();
     for i in 0..n {
         let bpath = &Path::Index(path, i);
-        let (mut offset, mut size) = (None, None);
+        let (mut offset, mut size, mut reference) = (None, None, None);
         others.clear();
         for _ in 0..c.map::<Failed>(bpath)? {
             match c.key_bytes::<Failed>(bpath)? {
@@ -602,6 +634,18 @@ fn blob_ranges(
                 b"size" => {
                     let n = c.uint::<Failed>(&Path::Field(bpath, "size"))?;
                     once(&mut size, n, bpath, "size")?;
+                }
+                b"ref" if with_refs => {
+                    let field = &Path::Field(bpath, "ref");
+                    let n = c.uint::<Failed>(field)?;
+                    if n >= i as u64 {
+                        return Err(FieldError::Invalid {
+                            path: field.to_string(),
+                            problem: format!("{n} is not an earlier frame's ordinal"),
+                        }
+                        .into());
+                    }
+                    once(&mut reference, n as u32, bpath, "ref")?;
                 }
                 key => {
                     let key = c.utf8(key)?;
@@ -620,9 +664,24 @@ fn blob_ranges(
                 ),
             )
         })?;
-        ranges.push(range);
+        ranges.push((range, reference));
     }
     Ok(ranges)
+}
+
+/// `unified`: every `ref` names a standalone frame (the chain bound of 2 frames per entry).
+fn check_references(frames: &[(Range<usize>, Option<u32>)]) -> Result<(), ArchiveError> {
+    for (i, (_, reference)) in frames.iter().enumerate() {
+        if let Some(r) = *reference
+            && frames[r as usize].1.is_some()
+        {
+            return Err(layout_error(
+                format!("TOC: frames[{i}].ref"),
+                format!("frame {r} is itself a delta frame; a reference must be standalone"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `zstd-per-kernel`: the region of `size` bytes at `offset`, which must hold its `u32` frame

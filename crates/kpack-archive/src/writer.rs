@@ -8,13 +8,18 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::msgpack::Encoder;
+use crate::unified::{Coded, Coder};
 use crate::{
-    ArchiveError, CompressionScheme, DATA_START, FORMAT_VERSION, HEADER_LEN, MAGIC,
-    MAX_ORIGINAL_SIZE, first_repeat, normalise_key,
+    ArchiveError, CompressionScheme, DATA_START, HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
+    first_repeat, normalise_key,
 };
 
 /// zstd level used by the reference (`ZstdCompressor(level=3)`, pack_tree's default).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+/// zstd level of scheme `unified` unless told otherwise: its archives are written once and
+/// read often, and levels above 19 gain little on code objects for much more time.
+pub const DEFAULT_UNIFIED_LEVEL: i32 = 19;
 
 /// How an [`ArchiveWriter`] stores kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +28,12 @@ pub enum Compression {
     None,
     /// Scheme `zstd-per-kernel`: one frame per kernel, content size recorded, no checksum.
     Zstd {
+        /// The zstd level (1 to 22).
+        level: i32,
+    },
+    /// Scheme `unified` (format version 2, [`crate::unified`]): zstd frames, each standalone
+    /// or coded against another kernel's content.
+    Unified {
         /// The zstd level (1 to 22).
         level: i32,
     },
@@ -41,7 +52,20 @@ impl Compression {
         match self {
             Compression::None => CompressionScheme::None,
             Compression::Zstd { .. } => CompressionScheme::ZstdPerKernel,
+            Compression::Unified { .. } => CompressionScheme::Unified,
         }
+    }
+
+    /// Scheme `unified` at [`DEFAULT_UNIFIED_LEVEL`].
+    pub const fn unified() -> Self {
+        Compression::Unified {
+            level: DEFAULT_UNIFIED_LEVEL,
+        }
+    }
+
+    /// Whether the blob region holds one `u32` frame count and a size prefix per frame.
+    fn prefixed(&self) -> bool {
+        matches!(self, Compression::Zstd { .. })
     }
 }
 
@@ -64,8 +88,11 @@ pub struct ArchiveWriter<'a> {
     binary_index: HashMap<String, usize>,
     /// Per ordinal: the raw kernel (`none`) or its zstd frame.
     blobs: Blobs<'a>,
-    /// (hash, length) of stored bytes → ordinals with that key; equality is confirmed bytewise.
+    /// (hash, length) of stored bytes (of the kernel for `unified`) → ordinals with that key;
+    /// equality is confirmed bytewise.
     dedupe: HashMap<(u64, usize), Vec<u32>>,
+    /// `unified`: the coder choosing references, and each ordinal's reference.
+    unified: Option<(Coder, Vec<Option<u32>>)>,
 }
 
 /// Where the stored blobs are, per ordinal.
@@ -108,7 +135,8 @@ impl PreparedKernel<'_> {
 }
 
 /// Compresses kernels as an archive of a given [`Compression`] stores them; keeps one zstd
-/// context, so use one per thread.
+/// context, so use one per thread. For `unified` it only checks the size: the coding depends
+/// on the kernels stored before, so the writer does it as kernels are added.
 pub struct KernelCompressor {
     compression: Compression,
     context: Option<zstd::bulk::Compressor<'static>>,
@@ -136,7 +164,7 @@ impl KernelCompressor {
             )));
         }
         let stored = match self.compression {
-            Compression::None => data,
+            Compression::None | Compression::Unified { .. } => data,
             Compression::Zstd { level } => Cow::Owned(self.compress(&data, level)?),
         };
         Ok(PreparedKernel {
@@ -199,6 +227,10 @@ impl<'a> ArchiveWriter<'a> {
             binary_index: HashMap::new(),
             blobs: Blobs::Memory(Vec::new()),
             dedupe: HashMap::new(),
+            unified: match compression {
+                Compression::Unified { level } => Some((Coder::new(level), Vec::new())),
+                _ => None,
+            },
         }
     }
 
@@ -263,7 +295,11 @@ impl<'a> ArchiveWriter<'a> {
         }
         let key = normalise_key(binary_key);
         let original_size = kernel.original_size;
-        let ordinal = self.intern(kernel.stored)?;
+        let ordinal = if self.unified.is_some() {
+            self.intern_unified(&key, arch, &kernel.stored)?
+        } else {
+            self.intern(kernel.stored)?
+        };
 
         let b = match slot {
             Some(b) => b,
@@ -326,9 +362,7 @@ impl<'a> ArchiveWriter<'a> {
 
     /// The ordinal of `stored`: an existing blob with the same bytes, or a new one.
     fn intern(&mut self, stored: Cow<'a, [u8]>) -> Result<u32, ArchiveError> {
-        let mut h = DefaultHasher::new();
-        stored.hash(&mut h);
-        let key = (h.finish(), stored.len());
+        let key = content_key(&stored);
         if let Some(candidates) = self.dedupe.get(&key) {
             for &o in candidates {
                 if self.blobs.holds(o, &stored)? {
@@ -336,16 +370,71 @@ impl<'a> ArchiveWriter<'a> {
                 }
             }
         }
-        // Keeps both every ordinal and the frame count in u32.
+        let ordinal = self.next_ordinal()?;
+        self.blobs.push(stored, self.compression)?;
+        self.dedupe.entry(key).or_default().push(ordinal);
+        Ok(ordinal)
+    }
+
+    /// Keeps both every ordinal and the frame count in u32.
+    fn next_ordinal(&self) -> Result<u32, ArchiveError> {
         if self.blobs.count() >= u32::MAX as usize {
             return Err(ArchiveError::InvalidArgument(
                 "too many distinct kernels".into(),
             ));
         }
-        let ordinal = self.blobs.count() as u32;
-        self.blobs.push(stored, self.compression)?;
+        Ok(self.blobs.count() as u32)
+    }
+
+    /// `unified`: the ordinal of the kernel `data`: an existing frame decoding to the same
+    /// bytes, or a new frame coded by the [`Coder`].
+    fn intern_unified(
+        &mut self,
+        binary: &str,
+        arch: &str,
+        data: &[u8],
+    ) -> Result<u32, ArchiveError> {
+        let key = content_key(data);
+        if let Some(candidates) = self.dedupe.get(&key) {
+            for &o in candidates.clone().iter() {
+                if self.decode_unified(o)? == data {
+                    return Ok(o);
+                }
+            }
+        }
+        let ordinal = self.next_ordinal()?;
+        let Some((coder, refs)) = &mut self.unified else {
+            unreachable!("intern_unified serves unified writers");
+        };
+        let Coded { frame, reference } = coder.code(binary, arch, data)?;
+        if reference.is_none() {
+            coder.standalone(ordinal, binary, arch, data);
+        }
+        refs.push(reference);
+        self.blobs.push(Cow::Owned(frame), self.compression)?;
         self.dedupe.entry(key).or_default().push(ordinal);
         Ok(ordinal)
+    }
+
+    /// `unified`: the kernel stored as `ordinal`, decoded (with its reference).
+    fn decode_unified(&mut self, ordinal: u32) -> Result<Vec<u8>, ArchiveError> {
+        let reference = match &self.unified {
+            Some((_, refs)) => refs[ordinal as usize],
+            None => None,
+        };
+        let base = match reference {
+            Some(r) => {
+                let frame = self.blobs.read(r)?;
+                crate::reader::decode_frame(&frame, &[])
+            }
+            None => Ok(Vec::new()),
+        };
+        let frame = self.blobs.read(ordinal)?;
+        base.and_then(|base| crate::reader::decode_frame(&frame, &base))
+            .map_err(|reason| ArchiveError::Io {
+                context: "reading back a stored frame",
+                source: std::io::Error::other(reason),
+            })
     }
 
     /// [`ArchiveWriter::gfx_arches`], checked to list every entry's arch.
@@ -362,9 +451,10 @@ impl<'a> ArchiveWriter<'a> {
     /// Length of the blob region.
     fn region_len(&self) -> u64 {
         let payload: u64 = (0..self.blobs.count()).map(|o| self.blobs.len(o)).sum();
-        match self.compression {
-            Compression::None => payload,
-            Compression::Zstd { .. } => 4 + 4 * self.blobs.count() as u64 + payload,
+        if self.compression.prefixed() {
+            4 + 4 * self.blobs.count() as u64 + payload
+        } else {
+            payload
         }
     }
 
@@ -373,12 +463,13 @@ impl<'a> ArchiveWriter<'a> {
         let gfx_arches = self.checked_gfx_arches()?;
         let mut e = Encoder::default();
         let layout_keys = match self.compression {
-            Compression::None => 1,        // blobs
-            Compression::Zstd { .. } => 2, // zstd_offset, zstd_size
+            Compression::None => 1,           // blobs
+            Compression::Zstd { .. } => 2,    // zstd_offset, zstd_size
+            Compression::Unified { .. } => 1, // frames
         };
         e.map(6 + layout_keys)?;
         e.str("format_version")?;
-        e.uint(FORMAT_VERSION.into());
+        e.uint(self.compression.scheme().format_version().into());
         e.str("group_name")?;
         e.str(&self.group_name)?;
         e.str("gfx_arch_family")?;
@@ -435,15 +526,35 @@ impl<'a> ArchiveWriter<'a> {
                 e.str("zstd_size")?;
                 e.uint(region_len);
             }
+            Compression::Unified { .. } => {
+                let refs = self.unified.as_ref().map_or(&[][..], |(_, r)| r);
+                e.str("frames")?;
+                e.array(self.blobs.count())?;
+                let mut offset = DATA_START;
+                for (o, reference) in refs.iter().enumerate() {
+                    let size = self.blobs.len(o);
+                    e.map(if reference.is_some() { 3 } else { 2 })?;
+                    e.str("offset")?;
+                    e.uint(offset);
+                    e.str("size")?;
+                    e.uint(size);
+                    if let Some(r) = reference {
+                        e.str("ref")?;
+                        e.uint((*r).into());
+                    }
+                    offset += size;
+                }
+            }
         }
         Ok(e.into_bytes())
     }
 
     /// The header with `toc_offset`, padded to [`DATA_START`].
-    fn header(toc_offset: u64) -> [u8; DATA_START as usize] {
+    fn header(&self, toc_offset: u64) -> [u8; DATA_START as usize] {
         let mut header = [0u8; DATA_START as usize];
+        let version = self.compression.scheme().format_version();
         header[0..4].copy_from_slice(&MAGIC);
-        header[4..8].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header[4..8].copy_from_slice(&version.to_le_bytes());
         header[8..HEADER_LEN].copy_from_slice(&toc_offset.to_le_bytes());
         header
     }
@@ -465,8 +576,8 @@ impl<'a> ArchiveWriter<'a> {
             context: "writing archive",
             source,
         };
-        w.write_all(&Self::header(toc_offset)).map_err(io)?;
-        let zstd = matches!(self.compression, Compression::Zstd { .. });
+        w.write_all(&self.header(toc_offset)).map_err(io)?;
+        let zstd = self.compression.prefixed();
         if zstd {
             w.write_all(&count.to_le_bytes()).map_err(io)?;
         }
@@ -518,6 +629,13 @@ impl<'a> ArchiveWriter<'a> {
     }
 }
 
+/// (hash, length) of `bytes`: the dedupe key, confirmed bytewise on a match.
+fn content_key(bytes: &[u8]) -> (u64, usize) {
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    (h.finish(), bytes.len())
+}
+
 fn io_error(context: &'static str) -> impl Fn(std::io::Error) -> ArchiveError {
     move |source| ArchiveError::Io { context, source }
 }
@@ -540,20 +658,25 @@ impl Blobs<'_> {
 
     /// Whether blob `ordinal` holds exactly `bytes` (a streamed blob is read back).
     fn holds(&mut self, ordinal: u32, bytes: &[u8]) -> Result<bool, ArchiveError> {
+        if self.len(ordinal as usize) != bytes.len() as u64 {
+            return Ok(false);
+        }
+        Ok(self.read(ordinal)? == bytes)
+    }
+
+    /// The stored bytes of `ordinal` (a streamed blob is read back).
+    fn read(&mut self, ordinal: u32) -> Result<Cow<'_, [u8]>, ArchiveError> {
         match self {
-            Blobs::Memory(blobs) => Ok(blobs[ordinal as usize] == bytes),
+            Blobs::Memory(blobs) => Ok(Cow::Borrowed(&blobs[ordinal as usize])),
             Blobs::Streamed { out, spans, .. } => {
                 let (offset, len) = spans[ordinal as usize];
-                if len != bytes.len() as u64 {
-                    return Ok(false);
-                }
                 let io = io_error("reading back a streamed blob");
                 out.flush().map_err(&io)?;
-                let mut stored = vec![0u8; bytes.len()];
+                let mut stored = vec![0u8; len as usize];
                 out.get_ref()
                     .read_exact_at(&mut stored, offset)
                     .map_err(&io)?;
-                Ok(stored == bytes)
+                Ok(Cow::Owned(stored))
             }
         }
     }
@@ -569,7 +692,7 @@ impl<'a> Blobs<'a> {
             Blobs::Memory(blobs) => blobs.push(stored),
             Blobs::Streamed { out, spans, end } => {
                 let io = io_error("writing archive");
-                if matches!(compression, Compression::Zstd { .. }) {
+                if compression.prefixed() {
                     // Frame lengths were checked against u32 in `compress`.
                     out.write_all(&(stored.len() as u32).to_le_bytes())
                         .map_err(&io)?;
@@ -621,8 +744,8 @@ impl<'a> ArchiveFileWriter<'a> {
         let mut out = BufWriter::with_capacity(1 << 20, file);
         // Placeholders for `toc_offset` and the frame count, filled in by `finish`.
         let mut start = DATA_START;
-        let placeholder = out.write_all(&ArchiveWriter::header(0)).and_then(|()| {
-            if matches!(compression, Compression::Zstd { .. }) {
+        let placeholder = out.write_all(&this.writer.header(0)).and_then(|()| {
+            if compression.prefixed() {
                 start += 4;
                 out.write_all(&0u32.to_le_bytes())
             } else {
@@ -669,6 +792,12 @@ impl<'a> ArchiveFileWriter<'a> {
         self.writer.entry_count()
     }
 
+    /// [`ArchiveWriter::set_gfx_arches`].
+    pub fn set_gfx_arches(&mut self, arches: Vec<String>) -> Result<(), ArchiveError> {
+        let result = self.writer.set_gfx_arches(arches);
+        result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
     /// The final path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -685,7 +814,7 @@ impl<'a> ArchiveFileWriter<'a> {
         let region_len = self.writer.region_len();
         let toc = self.writer.toc(region_len)?;
         let count = self.writer.blobs.count() as u32;
-        let zstd = matches!(self.writer.compression, Compression::Zstd { .. });
+        let zstd = self.writer.compression.prefixed();
         let Blobs::Streamed { out, .. } = &mut self.writer.blobs else {
             unreachable!("an ArchiveFileWriter streams its blobs");
         };

@@ -56,8 +56,12 @@ fn header_errors() {
     b[0] = b'X';
     assert_rejected(b, ErrorKind::InvalidFormat, "bad magic");
     let mut b = noop();
+    b[4] = 3;
+    assert_rejected(b, ErrorKind::UnsupportedVersion, "header version 3");
+    // Version 2 is scheme `unified`'s: a version 1 TOC under it disagrees with the header.
+    let mut b = noop();
     b[4] = 2;
-    assert_rejected(b, ErrorKind::UnsupportedVersion, "header version 2");
+    assert_rejected(b, ErrorKind::UnsupportedVersion, "TOC format_version 1");
     let mut b = noop();
     b[8..16].copy_from_slice(&10_000u64.to_le_bytes());
     assert_rejected(
@@ -214,7 +218,7 @@ fn a_missing_scheme_means_none_but_an_unknown_one_is_rejected() {
 }
 
 #[test]
-fn toc_format_version_other_than_1_is_unsupported() {
+fn toc_format_version_other_than_the_headers_is_unsupported() {
     let b = edit_toc(&noop(), |t| {
         *top_field(t, "format_version") = Value::from(2)
     });

@@ -52,6 +52,8 @@ use kpack_error_t::*;
 pub enum kpack_compression_scheme_t {
     KPACK_COMPRESSION_NOOP = 0,
     KPACK_COMPRESSION_ZSTD_PER_KERNEL = 1,
+    /// Scheme `unified`, archive format version 2 (a kpack extension).
+    KPACK_COMPRESSION_UNIFIED = 2,
 }
 
 impl From<CompressionScheme> for kpack_compression_scheme_t {
@@ -61,6 +63,7 @@ impl From<CompressionScheme> for kpack_compression_scheme_t {
             CompressionScheme::ZstdPerKernel => {
                 kpack_compression_scheme_t::KPACK_COMPRESSION_ZSTD_PER_KERNEL
             }
+            CompressionScheme::Unified => kpack_compression_scheme_t::KPACK_COMPRESSION_UNIFIED,
         }
     }
 }
@@ -69,7 +72,8 @@ impl From<CompressionScheme> for kpack_compression_scheme_t {
 // string constants.
 /// Length of the archive header's magic, `KPACK_MAGIC`.
 pub const KPACK_MAGIC_SIZE: u32 = 4;
-/// The only archive format version.
+/// The archive format version of the reference schemes (`none`, `zstd-per-kernel`); this
+/// library also reads version 2 (scheme `unified`, `KPACK_COMPRESSION_UNIFIED`).
 pub const KPACK_CURRENT_VERSION: u32 = 1;
 
 impl From<ErrorCode> for kpack_error_t {

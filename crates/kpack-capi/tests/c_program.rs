@@ -86,6 +86,12 @@ fn make_data_dir(dir: &Path) {
         None,
     );
     write(
+        &dir.join("real_unified.kpack"),
+        &real,
+        Compression::unified(),
+        None,
+    );
+    write(
         &dir.join("other.kpack"),
         &[("lib/libother.so#0", "gfx1030", &gfx1030)],
         Compression::None,

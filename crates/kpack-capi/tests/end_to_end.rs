@@ -101,8 +101,14 @@ fn every_fixture_loads_its_original_code_objects_through_the_runtime() {
         for r in &before {
             assert_eq!((r.magic.as_str(), &r.code_object), ("HIPF", &None), "{rel}");
         }
-        // Both archive encodings: the runtime copies stored objects or decodes zstd frames.
-        for compression in [Compression::None, Compression::zstd()] {
+        // Every archive encoding: the runtime copies stored objects, decodes zstd frames, or
+        // (format v2) decodes a frame against its reference.
+        let compressions = [
+            Compression::None,
+            Compression::zstd(),
+            Compression::unified(),
+        ];
+        for compression in compressions {
             let root = tmp
                 .path()
                 .join(format!("{}-{compression:?}", rel.replace('/', "_")));
@@ -120,7 +126,11 @@ fn every_fixture_loads_its_original_code_objects_through_the_runtime() {
                 }
             }
         }
-        assert_eq!(checked, 2 * before.len() * targets.len(), "{rel}");
+        assert_eq!(
+            checked,
+            compressions.len() * before.len() * targets.len(),
+            "{rel}"
+        );
     }
 }
 

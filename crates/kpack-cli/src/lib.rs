@@ -48,6 +48,8 @@ enum Command {
     Split(cmd::split::Args),
     /// Recombine split shards into per-architecture-group packages.
     Recombine(cmd::recombine::Args),
+    /// Rewrite a .kpack archive with another compression (v1 <-> v2), entries unchanged.
+    Recompress(cmd::recompress::Args),
     /// Prove split or recombined artifacts complete (and identical to the originals).
     Verify(cmd::verify::Args),
     /// Which packages to install so that a GPU finds its device code (from the .kpm indexes).
@@ -87,6 +89,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::VerifyElf(args) => cmd::verify_elf::run(args),
         Command::Split(args) => cmd::split::run(args),
         Command::Recombine(args) => cmd::recombine::run(args),
+        Command::Recompress(args) => cmd::recompress::run(args),
         Command::Verify(args) => cmd::verify::run(args),
         Command::Which(args) => cmd::which::run(args),
         Command::SplitWheel(args) => cmd::split_wheel::run(args),

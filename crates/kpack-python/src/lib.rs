@@ -153,7 +153,7 @@ fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// `--compression none|zstd` and `--level N`, checked as the command line checks them.
+/// `--compression none|zstd|unified` and `--level N`, checked as the command line checks them.
 fn compression(scheme: &str, level: i32) -> PyResult<Compression> {
     if !(1..=22).contains(&level) {
         return Err(usage(format!("zstd level {level} is not in 1..=22")));
@@ -161,8 +161,9 @@ fn compression(scheme: &str, level: i32) -> PyResult<Compression> {
     match scheme {
         "none" => Ok(Compression::None),
         "zstd" => Ok(Compression::Zstd { level }),
+        "unified" => Ok(Compression::Unified { level }),
         other => Err(usage(format!(
-            "unknown compression {other:?}; expected \"none\" or \"zstd\""
+            "unknown compression {other:?}; expected \"none\", \"zstd\" or \"unified\""
         ))),
     }
 }

@@ -283,15 +283,15 @@ impl Cache {
     }
 
     /// The code object `key` for `arch` from `a`: borrowed from the mapping for `none`
-    /// archives; for zstd, from the decoded-object cache, else decoded (with no lock held)
-    /// and remembered.
+    /// archives; for zstd and unified (v2), from the decoded-object cache, else decoded
+    /// (with no lock held) and remembered.
     fn fetch<'a>(
         &self,
         a: &'a Arc<CachedArchive>,
         key: &str,
         arch: &str,
     ) -> Result<Fetched<'a>, ArchiveError> {
-        if a.archive.compression_scheme() != CompressionScheme::ZstdPerKernel {
+        if a.archive.compression_scheme() == CompressionScheme::None {
             return a.archive.get(key, arch).map(Fetched::Mapped);
         }
         let Some(info) = a.archive.info(key, arch) else {

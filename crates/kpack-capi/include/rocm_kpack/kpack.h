@@ -24,7 +24,8 @@
 // Length of the archive header's magic, `KPACK_MAGIC`.
 #define KPACK_MAGIC_SIZE 4
 
-// The only archive format version.
+// The archive format version of the reference schemes (`none`, `zstd-per-kernel`); this
+// library also reads version 2 (scheme `unified`, `KPACK_COMPRESSION_UNIFIED`).
 #define KPACK_CURRENT_VERSION 1
 
 // Error codes; `KPACK_SUCCESS` is 0.
@@ -50,6 +51,8 @@ typedef enum {
 typedef enum {
   KPACK_COMPRESSION_NOOP = 0,
   KPACK_COMPRESSION_ZSTD_PER_KERNEL = 1,
+  // Scheme `unified`, archive format version 2 (a kpack extension).
+  KPACK_COMPRESSION_UNIFIED = 2,
 } kpack_compression_scheme_t;
 
 // An open archive: the reader, plus the C strings handed out, built at open so their

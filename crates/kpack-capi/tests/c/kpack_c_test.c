@@ -3,7 +3,7 @@
 // DATA_DIR (argv[1]) from the repo's fixtures:
 //   test_noop.kpack, test_zstd.kpack   the reference vectors
 //   real.kpack (none), real_zstd.kpack lib/libreal.so#0 for gfx1030 (gfx1030.co) and
-//                                      gfx90a:xnack+ (gfx90a_xnackp.co)
+//   real_unified.kpack (format v2)     gfx90a:xnack+ (gfx90a_xnackp.co)
 //   other.kpack                        lists gfx1030, holds only lib/libother.so#0
 //   .kpack/split_gfx1030.kpack         lib/libreal.so#0 for gfx1030 (zstd)
 //   env/prefix_gfx1030.kpack           lib/libreal.so#0 for gfx1030 = gfx90a_xnackp.co bytes
@@ -284,6 +284,14 @@ static void test_load_code_object(void) {
   CHECK_EQ(load(cache, "lib/libreal.so", real_zstd, 1, 0, isa_90a, 2, &co, &size), KPACK_SUCCESS);
   CHECK(same_as_file(co, size, "gfx90a_xnackp.co"));
   kpack_free_code_object(co);
+  // Format version 2 (scheme unified), which only this library reads.
+  const char* real_unified[] = {"../real_unified.kpack"};
+  CHECK_EQ(load(cache, "lib/libreal.so", real_unified, 1, 0, isa_90a, 2, &co, &size), KPACK_SUCCESS);
+  CHECK(same_as_file(co, size, "gfx90a_xnackp.co"));
+  kpack_free_code_object(co);
+  CHECK_EQ(load(cache, "lib/libreal.so", real_unified, 1, 0, isa_1030, 1, &co, &size), KPACK_SUCCESS);
+  CHECK(same_as_file(co, size, "gfx1030.co"));
+  kpack_free_code_object(co);
   kpack_free_code_object(NULL);
 
   // The reference vector through the loader: "lib/libtest.so#0" for gfx906.
@@ -491,6 +499,7 @@ int main(int argc, char** argv) {
   CHECK_EQ(KPACK_MAGIC_SIZE, 4);
   CHECK_EQ(KPACK_CURRENT_VERSION, 1);
   CHECK_EQ((int)KPACK_COMPRESSION_ZSTD_PER_KERNEL, 1);
+  CHECK_EQ((int)KPACK_COMPRESSION_UNIFIED, 2);
   CHECK_EQ((int)KPACK_ERROR_ARCH_NOT_FOUND, 14);
   test_open_errors();
   test_reference_noop_vector();

@@ -1,0 +1,343 @@
+//! Scheme `unified` (format version 2): identity, references within the chain bound, the
+//! version check a spec-following v1 reader makes, streaming and in-memory writers agreeing,
+//! and malformed reference tables.
+
+mod common;
+
+use common::{decode, edit_toc, field, split_toc, top_field, vector};
+use kpack_archive::{
+    Archive, ArchiveFileWriter, ArchiveWriter, Compression, CompressionScheme, ErrorKind,
+};
+use kpack_testkit::read_fixture;
+use rmpv::Value;
+
+/// (binary, arch, bytes) per entry.
+type Kernels = Vec<(String, String, Vec<u8>)>;
+
+/// Real code objects: the fixtures' standalone ones and the reference vector's kernels, each
+/// under several targets (the copies for the `xnack` twin differ in their flags byte as real
+/// twins do), across two binaries.
+fn kernels() -> Kernels {
+    let mut objects: Vec<Vec<u8>> = [
+        "bin/k1_gfx90a.hsaco",
+        "bin/k1_genco.hsaco",
+        "modern/mk_gfx1030.co",
+        "modern/mk_gfx90a_xnackp.co",
+        "modern/mk_gfx1201_plain.hsaco",
+    ]
+    .iter()
+    .map(|rel| read_fixture(rel))
+    .collect();
+    let v = Archive::from_bytes(vector("test_zstd.kpack")).unwrap();
+    objects.extend(
+        v.entries()
+            .map(|(b, a, _)| v.get(b, a).unwrap().into_owned()),
+    );
+    let mut out = Vec::new();
+    for (i, object) in objects.iter().enumerate() {
+        let binary = format!("lib/libk{}.so#{}", i % 2, i / 2);
+        let mut twin = object.clone();
+        // e_flags' xnack bits sit at byte 48 of a 64-bit ELF header.
+        if twin.len() > 48 {
+            twin[48] ^= 0x03;
+        }
+        out.push((binary.clone(), "gfx90a:xnack-".to_owned(), object.clone()));
+        out.push((binary.clone(), "gfx90a:xnack+".to_owned(), twin));
+        out.push((binary.clone(), "gfx1100".to_owned(), object.clone()));
+    }
+    out
+}
+
+fn write(compression: Compression, ks: &[(String, String, Vec<u8>)]) -> Vec<u8> {
+    let mut w = ArchiveWriter::new("grp", "gfx90X", compression);
+    for (b, a, d) in ks {
+        w.add(b, a, d.as_slice(), &[]).unwrap();
+    }
+    let mut out = Vec::new();
+    w.write_to(&mut out).unwrap();
+    out
+}
+
+/// The TOC's `frames`: (offset, size, ref) per ordinal.
+fn frames(archive: &[u8]) -> Vec<(u64, u64, Option<u64>)> {
+    let (_, top) = split_toc(archive);
+    let frames = top.iter().find(|(k, _)| k.as_str() == Some("frames"));
+    let Some((_, Value::Array(frames))) = frames else {
+        panic!("no frames array")
+    };
+    frames
+        .iter()
+        .map(|f| {
+            let get = |k: &str| {
+                f.as_map()
+                    .unwrap()
+                    .iter()
+                    .find(|(key, _)| key.as_str() == Some(k))
+                    .and_then(|(_, v)| v.as_u64())
+            };
+            (get("offset").unwrap(), get("size").unwrap(), get("ref"))
+        })
+        .collect()
+}
+
+#[test]
+fn unified_archives_read_back_every_code_object_byte_for_byte() {
+    let ks = kernels();
+    for level in [1, 3, 19] {
+        let a = Archive::from_bytes(write(Compression::Unified { level }, &ks)).unwrap();
+        a.validate().unwrap();
+        assert_eq!(a.compression_scheme(), CompressionScheme::Unified);
+        for (b, arch, data) in &ks {
+            assert_eq!(&*a.get(b, arch).unwrap(), data.as_slice(), "{b} {arch}");
+            let mut buf = vec![0xa5; data.len() + 3];
+            assert_eq!(a.get_into(b, arch, &mut buf).unwrap(), data.len());
+            assert_eq!(&buf[..data.len()], data.as_slice());
+        }
+    }
+}
+
+#[test]
+fn twins_are_coded_against_a_standalone_frame_and_identical_objects_stored_once() {
+    let ks = kernels();
+    let bytes = write(Compression::unified(), &ks);
+    let table = frames(&bytes);
+    // Every object is stored under gfx90a:xnack- and gfx1100 with the same bytes.
+    assert_eq!(table.len(), ks.len() / 3 * 2);
+    let deltas = table.iter().filter(|f| f.2.is_some()).count();
+    assert!(deltas >= ks.len() / 3, "each twin is a delta: {table:?}");
+    for (i, (offset, size, reference)) in table.iter().enumerate() {
+        let frame = &bytes[*offset as usize..(*offset + *size) as usize];
+        assert_eq!(&frame[..4], [0x28, 0xb5, 0x2f, 0xfd], "frame {i} is zstd");
+        if let Some(r) = reference {
+            assert!((*r as usize) < i, "frame {i} refers forward");
+            assert_eq!(table[*r as usize].2, None, "chain bound: {r} is standalone");
+        }
+    }
+    let v1 = write(Compression::zstd(), &ks);
+    // zstd stores each object and its twin (identical copies once too): about half goes.
+    assert!(
+        bytes.len() * 10 < v1.len() * 6,
+        "unified {} vs zstd {}",
+        bytes.len(),
+        v1.len()
+    );
+}
+
+#[test]
+fn version_2_header_and_toc() {
+    let bytes = write(Compression::unified(), &kernels());
+    assert_eq!(&bytes[..4], b"KPAK");
+    assert_eq!(u32::from_le_bytes(bytes[4..8].try_into().unwrap()), 2);
+    let (_, top) = split_toc(&bytes);
+    let keys: Vec<&str> = top.iter().map(|(k, _)| k.as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        [
+            "format_version",
+            "group_name",
+            "gfx_arch_family",
+            "gfx_arches",
+            "toc",
+            "compression_scheme",
+            "frames"
+        ]
+    );
+    assert_eq!(top[0].1.as_u64(), Some(2));
+    assert_eq!(top[5].1.as_str(), Some("unified"));
+}
+
+#[test]
+fn streamed_and_in_memory_unified_archives_are_identical() {
+    let ks = kernels();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("u.kpack");
+    let mut w = ArchiveFileWriter::create(&path, "grp", "gfx90X", Compression::unified()).unwrap();
+    for (b, a, d) in &ks {
+        w.add(b, a, d.as_slice(), &[]).unwrap();
+    }
+    w.finish().unwrap();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        write(Compression::unified(), &ks)
+    );
+}
+
+/// What a reader following the spec does (§1, §4): magic, `version == 1` else
+/// UNSUPPORTED_VERSION, then the TOC's blobs or zstd frames. Returns every entry's bytes.
+fn spec_reader(bytes: &[u8]) -> Result<Kernels, &'static str> {
+    if bytes.len() < 16 || &bytes[..4] != b"KPAK" {
+        return Err("INVALID_FORMAT");
+    }
+    if u32::from_le_bytes(bytes[4..8].try_into().unwrap()) != 1 {
+        return Err("UNSUPPORTED_VERSION");
+    }
+    let toc_offset = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+    let Value::Map(top) = decode(&bytes[toc_offset..]).map_err(|_| "MSGPACK_PARSE_FAILED")? else {
+        return Err("INVALID_FORMAT");
+    };
+    let get = |k: &str| {
+        top.iter()
+            .find(|(key, _)| key.as_str() == Some(k))
+            .map(|e| &e.1)
+    };
+    let scheme = get("compression_scheme")
+        .and_then(Value::as_str)
+        .unwrap_or("none");
+    let stored: Vec<Vec<u8>> = match scheme {
+        "none" => get("blobs")
+            .and_then(Value::as_array)
+            .ok_or("INVALID_FORMAT")?
+            .iter()
+            .map(|b| {
+                let m = |k: &str| b[k].as_u64().unwrap() as usize;
+                bytes[m("offset")..m("offset") + m("size")].to_vec()
+            })
+            .collect(),
+        "zstd-per-kernel" => {
+            let at = get("zstd_offset").and_then(Value::as_u64).unwrap() as usize;
+            let count = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+            let mut pos = at + 4;
+            (0..count)
+                .map(|_| {
+                    let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap());
+                    let frame = &bytes[pos + 4..pos + 4 + len as usize];
+                    pos += 4 + len as usize;
+                    zstd::decode_all(frame).unwrap()
+                })
+                .collect()
+        }
+        _ => return Err("INVALID_FORMAT"),
+    };
+    let mut out = Vec::new();
+    for (binary, arches) in get("toc").and_then(Value::as_map).unwrap() {
+        for (arch, entry) in arches.as_map().unwrap() {
+            let ordinal = entry["ordinal"].as_u64().unwrap() as usize;
+            out.push((
+                binary.as_str().unwrap().to_owned(),
+                arch.as_str().unwrap().to_owned(),
+                stored[ordinal].clone(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_spec_following_v1_reader_rejects_unified_and_reads_every_v1_archive_we_write() {
+    let ks = kernels();
+    assert_eq!(
+        spec_reader(&write(Compression::unified(), &ks)).unwrap_err(),
+        "UNSUPPORTED_VERSION"
+    );
+    for compression in [
+        Compression::None,
+        Compression::zstd(),
+        Compression::Zstd { level: 19 },
+    ] {
+        assert_eq!(spec_reader(&write(compression, &ks)).unwrap(), ks);
+    }
+    // The reference vectors too, as the spec's readers read them.
+    for name in ["test_noop.kpack", "test_zstd.kpack"] {
+        let bytes = vector(name);
+        let a = Archive::from_bytes(bytes.clone()).unwrap();
+        let ours: Vec<_> = a
+            .entries()
+            .map(|(b, arch, _)| {
+                (
+                    b.to_owned(),
+                    arch.to_owned(),
+                    a.get(b, arch).unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(spec_reader(&bytes).unwrap(), ours, "{name}");
+    }
+}
+
+fn assert_rejected(bytes: Vec<u8>, kind: ErrorKind, message: &str) {
+    let e = Archive::from_bytes(bytes).unwrap_err();
+    assert_eq!(e.kind(), kind, "{e}");
+    assert!(e.to_string().contains(message), "{e} lacks {message:?}");
+}
+
+/// Index of the first frame with a `ref`, and that ref.
+fn first_delta(bytes: &[u8]) -> (usize, u64) {
+    frames(bytes)
+        .iter()
+        .enumerate()
+        .find_map(|(i, f)| f.2.map(|r| (i, r)))
+        .expect("a delta frame")
+}
+
+#[test]
+fn references_must_point_back_to_standalone_frames() {
+    let good = write(Compression::unified(), &kernels());
+    let (delta, _) = first_delta(&good);
+    // A reference to itself (or later) breaks the backwards rule.
+    let b = edit_toc(&good, |t| {
+        let Value::Array(frames) = top_field(t, "frames") else {
+            panic!()
+        };
+        *field(&mut frames[delta], "ref") = Value::from(delta as u64);
+    });
+    assert_rejected(
+        b,
+        ErrorKind::InvalidFormat,
+        &format!("frames[{delta}].ref: {delta} is not an earlier frame's ordinal"),
+    );
+    // A reference to a delta frame would make a chain of 3.
+    let b = edit_toc(&good, |t| {
+        let Value::Array(frames) = top_field(t, "frames") else {
+            panic!()
+        };
+        let later = frames.len() - 1;
+        let Value::Map(m) = &mut frames[later] else {
+            panic!()
+        };
+        m.retain(|(k, _)| k.as_str() != Some("ref"));
+        m.push((Value::from("ref"), Value::from(delta as u64)));
+    });
+    assert_rejected(
+        b,
+        ErrorKind::InvalidFormat,
+        &format!("frame {delta} is itself a delta frame; a reference must be standalone"),
+    );
+}
+
+#[test]
+fn schemes_and_versions_must_agree() {
+    let mut b = write(Compression::unified(), &kernels());
+    b[4] = 1;
+    // The TOC's format_version 2 no longer matches.
+    assert_rejected(b, ErrorKind::UnsupportedVersion, "TOC format_version 2");
+    let b = edit_toc(&vector("test_zstd.kpack"), |t| {
+        *top_field(t, "compression_scheme") = Value::from("unified")
+    });
+    assert_rejected(
+        b,
+        ErrorKind::InvalidFormat,
+        "compression_scheme \"unified\" cannot appear in a version 1 archive",
+    );
+}
+
+#[test]
+fn a_corrupt_reference_fails_the_entries_coded_against_it_with_decompression_failed() {
+    let good = write(Compression::unified(), &kernels());
+    let (delta, r) = first_delta(&good);
+    let (offset, size, _) = frames(&good)[r as usize];
+    let mut b = good.clone();
+    // Break a byte in the middle of the reference frame's compressed data.
+    b[(offset + size / 2) as usize] ^= 0xff;
+    let a = Archive::from_bytes(b).unwrap();
+    let a_good = Archive::from_bytes(good.clone()).unwrap();
+    let (binary, arch, _) = a_good
+        .entries()
+        .find(|(_, _, info)| info.ordinal as usize == delta)
+        .unwrap();
+    match a.get(binary, arch) {
+        Err(e) => assert_eq!(e.kind(), ErrorKind::DecompressionFailed, "{e}"),
+        // Corruption in a literal section can decode to wrong bytes of the right length:
+        // frames carry no checksum, as in version 1.
+        Ok(bytes) => assert_ne!(&*bytes, &*a_good.get(binary, arch).unwrap()),
+    }
+}

@@ -1,0 +1,248 @@
+//! Archive sizes and pack time of the three compression choices (`none`, `zstd` = v1 zstd-3,
+//! `unified` = format v2 at its default level 19) on real inputs: jax-rocm7-plugin 0.12.0's
+//! `_linalg.so` (CCOB, 27 targets), Debian's librocblas.so.5.2 (CCOB, 14 targets) and
+//! bookworm's librocsparse.so.0.1 (uncompressed bundles, 7 targets).
+//!
+//! Per input it prints: the `.hip_fatbin` size (CCOB or plain bundles); the v1 zstd-3 total of
+//! the per-target archives (every code object, streamed); and on a sample (every code object of
+//! `_linalg.so`; for the two large libraries, whole bundles spread over the library up to
+//! 40 MB of code objects, so that level 19 stays within minutes on 2 cores): all
+//! targets in one v2 archive, per-target v2 against v1 zstd-3 (total and worst target), the
+//! lower bound `zstd -19 --long=27` over the sample's code objects as one stream (no random
+//! access), and the time of the v2 pack against `zstd -19 -T2` over the same bytes. For a
+//! sampled input the full-library v2 size is projected from the sample's v2/v1 ratio.
+//! Needs the corpus from `scripts/setup.sh` and `zstd` on PATH.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kpack_archive::{ArchiveWriter, Compression, KernelCompressor, binary_key};
+use kpack_pipeline::SourceError;
+use kpack_pipeline::source::{DeviceCode, Visitor, walk_mapped};
+
+/// Code-object bytes sampled from each large library (`KPACK_BENCH_SAMPLE_MB` overrides).
+fn sample_bytes() -> u64 {
+    let mb = std::env::var("KPACK_BENCH_SAMPLE_MB").ok();
+    mb.and_then(|v| v.parse().ok()).unwrap_or(40) << 20
+}
+
+/// (binary key, target, code object).
+type Kernel = (String, String, Vec<u8>);
+
+struct Collect {
+    name: String,
+    /// Keep bundle `b` when `b % stride == 0`, until `budget` bytes.
+    stride: usize,
+    budget: u64,
+    kept: u64,
+    bundle: Option<usize>,
+    take: bool,
+    sample: Vec<Kernel>,
+    /// v1 zstd-3 of every code object, and their raw size.
+    v1_full: u64,
+    raw_full: u64,
+    compressor: KernelCompressor,
+}
+
+impl Visitor for Collect {
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        let data = code.data;
+        self.raw_full += data.len() as u64;
+        self.v1_full += self.compressor.prepare(data)?.stored_len() as u64;
+        // Whole bundles (every target of a kernel), decided at a bundle's first code object.
+        if self.bundle != Some(code.bundle) {
+            self.bundle = Some(code.bundle);
+            self.take = code.bundle.is_multiple_of(self.stride) && self.kept < self.budget;
+        }
+        if self.take {
+            let wrapper = code.wrappers.first().copied().unwrap_or(code.bundle);
+            let key = binary_key(&self.name, wrapper as u32);
+            self.kept += data.len() as u64;
+            self.sample
+                .push((key, code.target().to_string(), data.to_vec()));
+        }
+        Ok(())
+    }
+}
+
+fn corpus() -> PathBuf {
+    std::env::var_os("KPACK_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/var/tmp/kpack-corpus".into())
+}
+
+fn fatbin_size(path: &Path) -> u64 {
+    let out = Command::new(env!("CARGO_BIN_EXE_kpack"))
+        .args(["inspect", "--json"])
+        .arg(path)
+        .output()
+        .expect("kpack inspect");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect JSON");
+    v[0]["details"]["fatbin"]["size"]
+        .as_u64()
+        .expect("a .hip_fatbin")
+}
+
+/// The size of one archive of `kernels` with `compression`, and the time to write it.
+fn archive(kernels: &[&Kernel], compression: Compression) -> (u64, Duration) {
+    let start = Instant::now();
+    let mut w = ArchiveWriter::new("bench", "bench", compression);
+    for (key, target, data) in kernels {
+        w.add(key, target, data.as_slice(), &[]).unwrap();
+    }
+    let mut out = Vec::new();
+    let n = w.write_to(&mut out).unwrap();
+    (n, start.elapsed())
+}
+
+/// `zstd ARGS` over `data` on stdin: compressed size and time.
+fn zstd(args: &[&str], data: &[&Kernel]) -> (u64, Duration) {
+    let start = Instant::now();
+    let mut child = Command::new("zstd")
+        .args(args)
+        .args(["-c", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("zstd is required (scripts/setup.sh installs it)");
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes: Vec<Vec<u8>> = data.iter().map(|k| k.2.clone()).collect();
+    let feeder = std::thread::spawn(move || {
+        for b in bytes {
+            stdin.write_all(&b).unwrap();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert!(out.status.success());
+    (out.stdout.len() as u64, start.elapsed())
+}
+
+fn mb(n: u64) -> String {
+    format!("{:.3} MB", n as f64 / 1e6)
+}
+
+fn main() {
+    let c = corpus();
+    let jax = std::fs::read_dir(c.join("wx"))
+        .expect("corpus wx/: run scripts/setup.sh")
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("jax_rocm7_plugin-0.12.0-")
+        })
+        .expect("jax-rocm7-plugin 0.12.0 unpacked");
+    let inputs: [(&str, PathBuf, usize, u64); 3] = [
+        (
+            "_linalg.so (jax 0.12)",
+            jax.join("jax_rocm7_plugin/_linalg.so"),
+            1,
+            u64::MAX,
+        ),
+        (
+            "librocblas.so.5.2",
+            c.join("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2"),
+            8,
+            sample_bytes(),
+        ),
+        (
+            "librocsparse.so.0.1",
+            c.join("x/librocsparse0_5.3.0+dfsg-2/usr/lib/x86_64-linux-gnu/librocsparse.so.0.1"),
+            16,
+            sample_bytes(),
+        ),
+    ];
+    for (name, path, stride, budget) in inputs {
+        let opened =
+            std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file = kpack_pipeline::map_file(&opened, &path).unwrap_or_else(|e| panic!("{e}"));
+        let mut collect = Collect {
+            name: path.file_name().unwrap().to_string_lossy().into_owned(),
+            stride,
+            budget,
+            kept: 0,
+            bundle: None,
+            take: false,
+            sample: Vec::new(),
+            v1_full: 0,
+            raw_full: 0,
+            compressor: KernelCompressor::new(Compression::zstd()),
+        };
+        walk_mapped(&file, &mut collect).unwrap();
+        let fatbin = fatbin_size(&path);
+        let all: Vec<&Kernel> = collect.sample.iter().collect();
+        let raw_sample: u64 = all.iter().map(|k| k.2.len() as u64).sum();
+        let mut targets: Vec<&str> = all.iter().map(|k| k.1.as_str()).collect();
+        targets.sort();
+        targets.dedup();
+        // Per target: v1 zstd-3 and v2, as split and transform write them.
+        let (mut v1_targets, mut v2_targets, mut worst) = (0, 0, (0.0f64, ""));
+        for t in &targets {
+            let of: Vec<&Kernel> = all.iter().copied().filter(|k| k.1 == *t).collect();
+            let (v1, _) = archive(&of, Compression::zstd());
+            let (v2, _) = archive(&of, Compression::unified());
+            v1_targets += v1;
+            v2_targets += v2;
+            let ratio = v2 as f64 / v1 as f64;
+            if ratio > worst.0 {
+                worst = (ratio, t);
+            }
+        }
+        let (v2_all, v2_time) = archive(&all, Compression::unified());
+        let (bound, _) = zstd(&["-19", "--long=27", "-T2"], &all);
+        let (_, zstd19_time) = zstd(&["-19", "-T2"], &all);
+        let sampled = raw_sample < collect.raw_full;
+        println!(
+            "{name}: {} targets, {} of code objects{}",
+            targets.len(),
+            mb(collect.raw_full),
+            if sampled {
+                format!(", sample {} ({} bundles)", mb(raw_sample), stride)
+            } else {
+                String::new()
+            }
+        );
+        println!("  .hip_fatbin                           {}", mb(fatbin));
+        println!(
+            "  v1 zstd-3, per-target archives        {} ({:.2}x the fatbin)",
+            mb(collect.v1_full),
+            collect.v1_full as f64 / fatbin as f64
+        );
+        let scale = collect.v1_full as f64 / v1_targets as f64;
+        println!(
+            "  v2 unified, all targets in one        {}{} ({:.2}x the fatbin, {:.2}x v1)",
+            mb(v2_all),
+            if sampled {
+                format!(
+                    " on the sample, {} projected",
+                    mb((v2_all as f64 * scale) as u64)
+                )
+            } else {
+                String::new()
+            },
+            v2_all as f64 * scale / fatbin as f64,
+            v2_all as f64 / v1_targets as f64
+        );
+        println!(
+            "  v2 unified, per target                {:.3}x v1 zstd-3 (worst {} {:.3}x)",
+            v2_targets as f64 / v1_targets as f64,
+            worst.1,
+            worst.0
+        );
+        println!(
+            "  lower bound zstd -19 --long=27        {} ({:.3}x v1 zstd-3 of the same bytes)",
+            mb(bound),
+            bound as f64 / v1_targets as f64
+        );
+        println!(
+            "  pack time: v2 all targets {:.1} s, zstd -19 -T2 {:.1} s ({:.2}x)",
+            v2_time.as_secs_f64(),
+            zstd19_time.as_secs_f64(),
+            v2_time.as_secs_f64() / zstd19_time.as_secs_f64()
+        );
+    }
+}
