@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
         let mut out = Vec::new();
         layout
             .rewrite
-            .write_with(&kpacked, &mut payload.as_slice(), &mut out)
+            .write_with_contents(&kpacked, &mut payload.as_slice(), &mut out)
             .expect("writing to a Vec cannot fail");
         if let Err(issues) = kpack_elf::verify(&out) {
             panic!("restore output fails verification: {issues:?}");
