@@ -668,15 +668,7 @@ fn a_full_disk_is_a_clear_error_and_leaves_nothing_partial() {
 #[test]
 fn restore_killed_at_any_point_leaves_no_output_and_the_next_run_sweeps() {
     let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("lib/libtwo.so");
-    kpack_ok(&[
-        "transform",
-        s(&fixture("bin/libtwo.so")),
-        "-o",
-        s(&lib),
-        "--kpack-dir",
-        s(&dir.path().join(".kpack")),
-    ]);
+    let lib = common::transformed_libtwo(dir.path());
     let out_dir = dir.path().join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = out_dir.join("libtwo.so");

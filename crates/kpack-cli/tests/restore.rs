@@ -5,21 +5,12 @@ use kpack_testkit::fixture;
 
 mod common;
 
-use common::{json, kpack, kpack_ok, s};
+use common::{json, kpack, kpack_ok, s, transformed_libtwo};
 
 /// `libtwo.so` transformed into `root/lib` with archives in `root/.kpack`.
 fn transformed() -> (tempfile::TempDir, std::path::PathBuf) {
     let root = tempfile::tempdir().unwrap();
-    let lib = root.path().join("lib/libtwo.so");
-    let kpack_dir = root.path().join(".kpack");
-    kpack_ok(&[
-        "transform",
-        s(&fixture("bin/libtwo.so")),
-        "-o",
-        s(&lib),
-        "--kpack-dir",
-        s(&kpack_dir),
-    ]);
+    let lib = transformed_libtwo(root.path());
     (root, lib)
 }
 

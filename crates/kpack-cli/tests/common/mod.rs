@@ -96,3 +96,19 @@ pub fn by_relative_path(reports: &Value, prefix: &str) -> BTreeMap<String, Value
         })
         .collect()
 }
+
+/// `fixtures/bin/libtwo.so` transformed by the CLI into `root/lib/libtwo.so`, its archives in
+/// `root/.kpack`; returns the binary's path.
+#[allow(dead_code)] // not every test binary that includes this module transforms
+pub fn transformed_libtwo(root: &Path) -> std::path::PathBuf {
+    let lib = root.join("lib/libtwo.so");
+    kpack_ok(&[
+        "transform",
+        s(&kpack_testkit::fixture("bin/libtwo.so")),
+        "-o",
+        s(&lib),
+        "--kpack-dir",
+        s(&root.join(".kpack")),
+    ]);
+    lib
+}
