@@ -1,22 +1,38 @@
-//! Bounds-checked access to untrusted bytes, for `object`'s plain-data ELF records.
+//! Bounds-checked access to untrusted bytes, for `object`'s plain-data records.
 //!
 //! `object::pod` casts a byte slice to a record but reports a short slice only as `()`;
 //! every read here first cuts the range with overflow-checked arithmetic, so an error
 //! names what was read and its absolute file offset. With `object`'s `unaligned`
 //! feature the records have alignment 1, so the cast after the cut cannot fail.
+//! The PE reader (`kpack-pe`) reads its records through the same functions: each
+//! crate's error type converts an [`OutOfBounds`] into its own variant.
 
 use object::pod::{Pod, from_bytes, slice_from_bytes};
 
-use crate::ElfError;
+/// A range the file refers to extends beyond its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{what}: bytes {offset:#x}..+{len:#x} lie beyond the end of the file ({file_len:#x} bytes)"
+)]
+pub struct OutOfBounds {
+    /// What was being read (a table, a section, a record).
+    pub what: String,
+    /// The range's file offset.
+    pub offset: u64,
+    /// The range's length.
+    pub len: u64,
+    /// The length of the file.
+    pub file_len: u64,
+}
 
 /// `data[offset .. offset + len]`, or an error naming `what` and the requested range.
-pub(crate) fn slice<'a>(
+pub fn slice<'a>(
     data: &'a [u8],
     offset: u64,
     len: u64,
     what: &str,
-) -> Result<&'a [u8], ElfError> {
-    let out_of_bounds = || ElfError::OutOfBounds {
+) -> Result<&'a [u8], OutOfBounds> {
+    let out_of_bounds = || OutOfBounds {
         what: what.to_string(),
         offset,
         len,
@@ -32,16 +48,12 @@ pub(crate) fn slice<'a>(
 }
 
 /// The size of record type `T` in the file.
-pub(crate) const fn record_size<T>() -> u64 {
+pub const fn record_size<T>() -> u64 {
     size_of::<T>() as u64
 }
 
 /// The record `T` at `offset`.
-pub(crate) fn record<'a, T: Pod>(
-    data: &'a [u8],
-    offset: u64,
-    what: &str,
-) -> Result<&'a T, ElfError> {
+pub fn record<'a, T: Pod>(data: &'a [u8], offset: u64, what: &str) -> Result<&'a T, OutOfBounds> {
     let bytes = slice(data, offset, record_size::<T>(), what)?;
     from_bytes(bytes)
         .map(|(r, _)| r)
@@ -50,12 +62,12 @@ pub(crate) fn record<'a, T: Pod>(
 
 /// `count` consecutive records `T` starting at `offset` (`count * size` must not
 /// overflow: callers bound `count` first).
-pub(crate) fn records<'a, T: Pod>(
+pub fn records<'a, T: Pod>(
     data: &'a [u8],
     offset: u64,
     count: u64,
     what: &str,
-) -> Result<&'a [T], ElfError> {
+) -> Result<&'a [T], OutOfBounds> {
     let len = count.saturating_mul(record_size::<T>());
     let bytes = slice(data, offset, len, what)?;
     slice_from_bytes(bytes, bytes.len() / size_of::<T>())
@@ -65,8 +77,8 @@ pub(crate) fn records<'a, T: Pod>(
 
 /// `object::pod` refused a range already cut to size: unreachable with alignment-1
 /// records, reported as the range it was rather than a panic.
-fn misfit(data: &[u8], offset: u64, bytes: &[u8], what: &str) -> ElfError {
-    ElfError::OutOfBounds {
+fn misfit(data: &[u8], offset: u64, bytes: &[u8], what: &str) -> OutOfBounds {
+    OutOfBounds {
         what: what.to_string(),
         offset,
         len: bytes.len() as u64,

@@ -309,6 +309,7 @@ impl<'a> ElfFile<'a> {
             section.sh_size,
             &section_label(section),
         )
+        .map_err(ElfError::from)
     }
 
     /// The file bytes of a segment (`p_filesz` bytes at `p_offset`).
@@ -319,6 +320,7 @@ impl<'a> ElfFile<'a> {
             segment.p_filesz,
             &format!("program header {}", segment.index),
         )
+        .map_err(ElfError::from)
     }
 
     /// The file offset holding `vaddr`, through the first `PT_LOAD` whose

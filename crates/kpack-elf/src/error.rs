@@ -182,3 +182,14 @@ pub enum ElfError {
         source: kpack_bundle::BundleError,
     },
 }
+
+impl From<crate::bytes::OutOfBounds> for ElfError {
+    fn from(e: crate::bytes::OutOfBounds) -> Self {
+        ElfError::OutOfBounds {
+            what: e.what,
+            offset: e.offset,
+            len: e.len,
+            file_len: e.file_len,
+        }
+    }
+}

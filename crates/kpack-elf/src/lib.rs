@@ -56,7 +56,7 @@
 #![warn(missing_docs)]
 
 pub mod ar;
-mod bytes;
+pub mod bytes;
 mod elf;
 mod error;
 mod fatbin;

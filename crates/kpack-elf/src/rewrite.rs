@@ -1058,7 +1058,8 @@ pub(crate) fn point_wrappers(
             } => {
                 check_pointer_kind(h.e_machine, *r_type).map_err(|m| problem(&m))?;
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * RELA_SIZE;
-                let mut rela: Rela64<LE> = *record(elf.data(), at, "wrapper relocation")?;
+                let mut rela: Rela64<LE> =
+                    *record(elf.data(), at, "wrapper relocation").map_err(ElfError::from)?;
                 rela.r_info = Rela64::r_info(LE, false, 0, machine.relative);
                 rela.r_addend.set(LE, pointer as i64);
                 patches.add(at, bytes_of(&rela).to_vec())?;
@@ -1071,7 +1072,8 @@ pub(crate) fn point_wrappers(
             } => {
                 check_pointer_kind(h.e_machine, *r_type).map_err(|m| problem(&m))?;
                 let at = shdrs[*section_index].sh_offset + *entry_index as u64 * REL_SIZE;
-                let mut rel: Rel64<LE> = *record(elf.data(), at, "wrapper relocation")?;
+                let mut rel: Rel64<LE> =
+                    *record(elf.data(), at, "wrapper relocation").map_err(ElfError::from)?;
                 rel.r_info = Rel64::r_info(LE, 0, machine.relative);
                 patches.add(at, bytes_of(&rel).to_vec())?;
             }
@@ -1167,7 +1169,7 @@ fn patch_elf_header(
     sections: &SectionTable,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
-    let mut header: FileHeader64<LE> = *record(data, 0, "ELF header")?;
+    let mut header: FileHeader64<LE> = *record(data, 0, "ELF header").map_err(ElfError::from)?;
     header.e_phoff.set(LE, segment.phoff);
     header.e_shoff.set(LE, sections.table_offset);
     header.e_phnum.set(LE, segment.phnum as u16);

@@ -116,3 +116,14 @@ pub enum PeError {
         source: kpack_bundle::BundleError,
     },
 }
+
+impl From<kpack_elf::bytes::OutOfBounds> for PeError {
+    fn from(e: kpack_elf::bytes::OutOfBounds) -> Self {
+        PeError::OutOfBounds {
+            what: e.what,
+            offset: e.offset,
+            len: e.len,
+            file_len: e.file_len,
+        }
+    }
+}

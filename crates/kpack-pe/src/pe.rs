@@ -1,12 +1,12 @@
 //! The PE32+ reader: headers, sections (long names through the COFF string table), data
 //! directories, base relocations, and the PE checksum.
 
+use kpack_elf::bytes::{record, slice};
 use object::LittleEndian as LE;
 use object::pe::{
     IMAGE_DOS_SIGNATURE, IMAGE_NT_OPTIONAL_HDR64_MAGIC, IMAGE_NT_SIGNATURE, ImageDataDirectory,
     ImageDosHeader, ImageFileHeader, ImageOptionalHeader64, ImageSectionHeader,
 };
-use object::pod::{Pod, from_bytes};
 
 use crate::PeError;
 
@@ -33,44 +33,6 @@ pub const DIRECTORY_DEBUG: usize = 6;
 pub const IMAGE_REL_BASED_ABSOLUTE: u16 = 0;
 /// Base relocation type: a 64-bit absolute address.
 pub const IMAGE_REL_BASED_DIR64: u16 = 10;
-
-/// `data[offset .. offset + len]`, or an error naming `what` and the requested range.
-pub(crate) fn slice<'a>(
-    data: &'a [u8],
-    offset: u64,
-    len: u64,
-    what: &str,
-) -> Result<&'a [u8], PeError> {
-    let out_of_bounds = || PeError::OutOfBounds {
-        what: what.to_string(),
-        offset,
-        len,
-        file_len: data.len() as u64,
-    };
-    let end = offset.checked_add(len).ok_or_else(out_of_bounds)?;
-    if end > data.len() as u64 {
-        return Err(out_of_bounds());
-    }
-    data.get(offset as usize..end as usize)
-        .ok_or_else(out_of_bounds)
-}
-
-/// The record `T` at `offset` (records have alignment 1 with `object`'s `unaligned`).
-pub(crate) fn record<'a, T: Pod>(
-    data: &'a [u8],
-    offset: u64,
-    what: &str,
-) -> Result<&'a T, PeError> {
-    let bytes = slice(data, offset, size_of::<T>() as u64, what)?;
-    from_bytes(bytes)
-        .map(|(r, _)| r)
-        .map_err(|()| PeError::OutOfBounds {
-            what: what.to_string(),
-            offset,
-            len: bytes.len() as u64,
-            file_len: data.len() as u64,
-        })
-}
 
 pub(crate) fn u16_at(data: &[u8], offset: u64, what: &str) -> Result<u16, PeError> {
     let b = slice(data, offset, 2, what)?;
@@ -433,7 +395,7 @@ impl<'a> PeFile<'a> {
                 rva,
                 len,
             })?;
-        slice(self.data, offset, len, what)
+        Ok(slice(self.data, offset, len, what)?)
     }
 
     /// The data directory `index` and its file offset, when present; an error names `what`

@@ -256,7 +256,8 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
         )));
     }
     let header_slot =
-        crate::pe::slice(data, table_end, SECTION_HEADER_SIZE, "section table slack")?;
+        kpack_elf::bytes::slice(data, table_end, SECTION_HEADER_SIZE, "section table slack")
+            .map_err(PeError::from)?;
     if header_slot.iter().any(|&b| b != 0) {
         return Err(layout(format!(
             "the {SECTION_HEADER_SIZE} bytes after the section table at {table_end:#x} are in use"
