@@ -181,8 +181,8 @@ impl Archive {
     ///
     /// [`ErrorKind::InvalidFormat`]: crate::ErrorKind::InvalidFormat
     ///
-    /// A `unified` entry coded against another frame decodes that frame first: at most two
-    /// frames per call ([`crate::unified`]).
+    /// A `unified` entry coded against another frame decodes that frame (and its own
+    /// reference) first: at most 3 frames per call ([`crate::unified`]).
     pub fn get(&self, binary: &str, arch: &str) -> Result<Cow<'_, [u8]>, ArchiveError> {
         let (name, entry) = self.find(binary, arch)?;
         let stored = self.stored(entry)?;
