@@ -1,5 +1,5 @@
 //! `.kpack` format version 2 (scheme `unified`): the `frames` table, references (backwards,
-//! to standalone frames only), and entry reads decoding a frame against its reference. The
+//! chains of at most 3 frames), and entry reads decoding a frame after its chain. The
 //! header's version is forced to 2 so that every input exercises the v2 reader.
 #![no_main]
 

@@ -114,8 +114,8 @@ pub enum CompressionScheme {
     None,
     /// `"zstd-per-kernel"`.
     ZstdPerKernel,
-    /// `"unified"` (format version 2): zstd frames, each standalone or coded against one
-    /// standalone frame's content ([`unified`]).
+    /// `"unified"` (format version 2): zstd frames, each standalone or coded against another
+    /// frame's content, in chains of at most 3 frames ([`unified`]).
     Unified,
 }
 

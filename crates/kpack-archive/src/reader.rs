@@ -181,8 +181,8 @@ impl Archive {
     ///
     /// [`ErrorKind::InvalidFormat`]: crate::ErrorKind::InvalidFormat
     ///
-    /// A `unified` entry coded against another frame decodes that frame first: at most two
-    /// frames per call ([`crate::unified`]).
+    /// A `unified` entry coded against another frame decodes that frame (and its own
+    /// reference) first: at most 3 frames per call ([`crate::unified`]).
     pub fn get(&self, binary: &str, arch: &str) -> Result<Cow<'_, [u8]>, ArchiveError> {
         let (name, entry) = self.find(binary, arch)?;
         let stored = self.stored(entry)?;
@@ -235,12 +235,26 @@ impl Archive {
         let Stored::Unified(frames) = &self.index.stored else {
             return Ok(Vec::new());
         };
-        let Some(r) = frames[entry.ordinal as usize].1 else {
-            return Ok(Vec::new());
+        match frames[entry.ordinal as usize].1 {
+            Some(r) => self.frame_content(frames, r),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The decoded content of `unified` frame `ordinal`, its references decoded first (open
+    /// checked that the chain is at most [`crate::unified::MAX_CHAIN`] frames long).
+    fn frame_content(
+        &self,
+        frames: &[(Range<usize>, Option<u32>)],
+        ordinal: u32,
+    ) -> Result<Vec<u8>, String> {
+        let (range, reference) = &frames[ordinal as usize];
+        let base = match reference {
+            Some(r) => self.frame_content(frames, *r)?,
+            None => Vec::new(),
         };
-        // Open checked that frame r exists and is standalone.
-        decode_frame(&self.bytes()[frames[r as usize].0.clone()], &[])
-            .map_err(|reason| format!("reference frame {r}: {reason}"))
+        decode_frame(&self.bytes()[range.clone()], &base)
+            .map_err(|reason| format!("reference frame {ordinal}: {reason}"))
     }
 
     /// Checks what open defers or tolerates: the zstd frames must lie exactly in their region

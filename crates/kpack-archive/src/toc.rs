@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use crate::msgpack::{Cursor, DecodeError, FieldError, KeySet, Path, Source, once, required};
+use crate::unified::MAX_CHAIN;
 use crate::{
     ArchiveError, CompressionScheme, DATA_START, FORMAT_VERSION, FORMAT_VERSION_UNIFIED,
     HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
@@ -669,16 +670,26 @@ fn blob_table(
     Ok(ranges)
 }
 
-/// `unified`: every `ref` names a standalone frame (the chain bound of 2 frames per entry).
+/// `unified`: no chain of references is longer than [`MAX_CHAIN`] frames (a reference may
+/// itself be coded against a standalone frame, no further).
 fn check_references(frames: &[(Range<usize>, Option<u32>)]) -> Result<(), ArchiveError> {
     for (i, (_, reference)) in frames.iter().enumerate() {
-        if let Some(r) = *reference
-            && frames[r as usize].1.is_some()
-        {
-            return Err(layout_error(
-                format!("TOC: frames[{i}].ref"),
-                format!("frame {r} is itself a delta frame; a reference must be standalone"),
-            ));
+        // `ref` < own ordinal was checked, so frames before i have their chain lengths right.
+        let mut length = 1;
+        let mut next = *reference;
+        while let Some(r) = next {
+            length += 1;
+            if length > MAX_CHAIN {
+                return Err(layout_error(
+                    format!("TOC: frames[{i}].ref"),
+                    format!(
+                        "frame {i} decodes through a chain of more than {MAX_CHAIN} frames \
+                         (its reference {} is coded against a delta frame)",
+                        reference.unwrap_or(r)
+                    ),
+                ));
+            }
+            next = frames[r as usize].1;
         }
     }
     Ok(())

@@ -20,35 +20,38 @@
 //! `{offset, size}` (a *standalone* frame) or `{offset, size, ref}` (a *delta* frame).
 //! Entries (`toc[binary][arch]`) are version 1's; identical code objects share one ordinal.
 //!
-//! * A standalone frame is one zstd frame recording its content size.
+//! * A standalone frame (a *root*) is one zstd frame recording its content size.
 //! * A delta frame is one zstd frame recording its content size, coded with the decoded content
 //!   of frame `ref` as a raw-content prefix (`ZSTD_CCtx_refPrefix`; the decoder loads the same
-//!   bytes as a raw-content dictionary). `ref` is smaller than the frame's own ordinal and
-//!   names a standalone frame, whose content does not begin with the zstd dictionary magic
-//!   (`37 a4 30 ec`), so that it cannot be mistaken for a formatted dictionary. Every frame's
-//!   window is at most 2^27 bytes, the decoders' default limit.
+//!   bytes as a raw-content dictionary). `ref` is smaller than the frame's own ordinal, and
+//!   the frame it names is a root or a delta coded against a root, so that **reading one
+//!   entry decodes at most [`MAX_CHAIN`] = 3 frames** (root, middle, leaf) and touches only
+//!   those frames' bytes and the TOC. A reference's content does not begin with the zstd
+//!   dictionary magic (`37 a4 30 ec`), so that it cannot be mistaken for a formatted
+//!   dictionary. Every frame's window is at most 2^27 bytes, the decoders' default limit.
 //!
-//! **Chain bound: reading one entry decodes at most 2 frames** (its reference, then its own),
-//! and touches only those frames' bytes and the TOC. The header's version 2 makes readers that
-//! check `version == 1` (the reference C++ and Python readers, spec §1/§4) reject these
-//! archives with `UNSUPPORTED_VERSION`; version 1 archives never use scheme `unified`, and
-//! version 2 archives use nothing else.
+//! The header's version 2 makes readers that check `version == 1` (the reference C++ and
+//! Python readers, spec §1/§4) reject these archives with `UNSUPPORTED_VERSION`; version 1
+//! archives never use scheme `unified`, and version 2 archives use nothing else.
 //!
 //! # Choosing references (the writer)
 //!
-//! For each new kernel the [`Coder`] considers at most two standalone frames it still holds:
-//! the one of the same binary key whose target is most alike (same processor with other
-//! features, `xnack+` against `xnack-`, then the longest common processor-name prefix,
-//! gfx1101 against gfx1100, gfx906 against gfx900), and the latest one of the same target
-//! (the kernels of one library resemble each other); failing either, the most alike of all. Trial compressions at level 1 pick the
-//! smallest; a reference is used if it saves at least [`MIN_SAVING`] of the standalone size
-//! for the same processor, [`MIN_SAVING_SUBFAMILY`] for another processor of the sub-family
-//! and [`MIN_SAVING_FAR`] for another sub-family, and the kernel is then compressed once at
-//! the archive's level. A kernel that is stored
-//! standalone becomes a candidate itself. The choice depends only on the kernels and the
-//! order they are added in, never on timing: the output is the same for any thread count.
-//! The candidates are held in memory within [`RETAINED_BUDGET`] bytes (oldest dropped first),
-//! so the streaming writer's memory stays bounded by that, not by the library.
+//! The writer gathers the kernels of one binary key (one kernel's targets and feature
+//! variants, which resemble each other most) and codes them together with
+//! `Coder::code_group`: trial compressions at level 1 measure each kernel alone, against
+//! every other kernel of the group, and against the latest root of its own target from an
+//! earlier group (the kernels of one library resemble each other; this is what a single-target
+//! archive has). A local search then chooses each kernel's level in a forest of at most three
+//! frames per chain: *root* (standalone), *middle* (coded against a root of the group or the
+//! earlier root of its target) or *leaf* (coded against a root or a middle kernel), minimising
+//! the group's total trial size (a facility-location problem with two tiers; see
+//! `choose_levels`). The frames are then compressed once at the archive's level and written
+//! roots first, then middles, then leaves, so that every reference points back. A group is
+//! bounded by [`GROUP_BUDGET`] bytes (a larger one is coded in parts) and the earlier roots by
+//! [`RETAINED_BUDGET`] (one per target, oldest dropped first), so the writer's memory is
+//! bounded by one kernel's targets, not by the library. The choice depends only on the
+//! kernels and the order they are added in, never on timing: the output is the same for any
+//! thread count.
 
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
@@ -58,48 +61,70 @@ use crate::ArchiveError;
 /// refuse larger windows unless told otherwise.
 pub const MAX_WINDOW_LOG: u32 = 27;
 
-/// A reference must shrink the kernel's trial frame by this fraction to be used: a kernel
-/// stored standalone can in turn serve as a reference, which a delta cannot (the chain bound).
-pub const MIN_SAVING: f64 = 0.10;
+/// The most frames reading one entry decodes: a root (standalone), a middle frame coded
+/// against it, and a leaf coded against the middle one.
+pub const MAX_CHAIN: usize = 3;
 
-/// The saving a reference of another processor of the same sub-family (gfx900 for gfx90a)
-/// must bring: short of it the kernel is stored standalone, so that its own feature variants
-/// (gfx90a:xnack- after gfx90a:xnack+), which follow, can be coded against it for almost
-/// nothing.
-pub const MIN_SAVING_SUBFAMILY: f64 = 0.5;
-
-/// The same for a reference of another sub-family (gfx1030 for gfx1010, not gfx1031).
-pub const MIN_SAVING_FAR: f64 = 0.75;
-
-/// Bytes of candidate reference content the writer keeps in memory.
+/// Bytes of candidate reference content (the latest root of each target) the writer keeps
+/// in memory across groups.
 pub const RETAINED_BUDGET: usize = 96 << 20;
+
+/// Bytes of one group's kernels the writer holds before coding them: a kernel's targets are
+/// coded together, and a group larger than this is coded in parts.
+pub const GROUP_BUDGET: usize = 128 << 20;
 
 /// The first bytes of a formatted zstd dictionary; a reference never starts with them.
 pub const DICTIONARY_MAGIC: [u8; 4] = [0x37, 0xa4, 0x30, 0xec];
 
-/// Level of the trial compressions that pick a reference.
+/// Level of the trial compressions that pick references.
 const TRIAL_LEVEL: i32 = 1;
 
-/// A kernel as stored: its frame and the ordinal of the frame it was coded against.
+/// A kernel of a group as stored, in writing order: which member it is, its frame, and the
+/// ordinal of the frame it is coded against.
 pub(crate) struct Coded {
+    pub(crate) member: usize,
     pub(crate) frame: Vec<u8>,
     pub(crate) reference: Option<u32>,
 }
 
-/// A standalone frame's content, kept as a candidate reference.
+/// A root of an earlier group, kept as a candidate reference for its target.
 struct Candidate {
     ordinal: u32,
-    binary: String,
     arch: String,
     content: Vec<u8>,
+}
+
+/// Where a kernel sits in its group's forest.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Level {
+    /// Standalone.
+    Root,
+    /// Coded against a root (of the group, or the latest root of its target).
+    Middle,
+    /// Coded against a root or a middle kernel.
+    Leaf,
+}
+
+/// Where a kernel's reference is.
+#[derive(Clone, Copy)]
+enum Parent {
+    Member(usize),
+    Earlier,
+}
+
+/// Trial sizes of one group: `alone[i]`, `pair[i][j]` (member `i` coded against member `j`)
+/// and `earlier[i]` (against the latest root of its target, if any).
+struct Trials {
+    alone: Vec<usize>,
+    pair: Vec<Vec<Option<usize>>>,
+    earlier: Vec<Option<usize>>,
 }
 
 /// Codes kernels for a `unified` archive, choosing references (see the module doc).
 pub(crate) struct Coder {
     level: i32,
-    /// Oldest first.
+    /// At most one per target, oldest first.
     candidates: Vec<Candidate>,
-    retained: usize,
 }
 
 impl Coder {
@@ -107,131 +132,198 @@ impl Coder {
         Coder {
             level,
             candidates: Vec::new(),
-            retained: 0,
         }
     }
 
-    /// Codes `data`, the kernel for `(binary, arch)`.
-    pub(crate) fn code(
+    /// Codes one group, the kernels `(arch, data)` of one binary key (distinct arches), whose
+    /// frames take the ordinals from `first` on, in the order returned: roots, then middle
+    /// kernels, then leaves, so that every reference is an earlier frame.
+    pub(crate) fn code_group(
         &mut self,
-        binary: &str,
-        arch: &str,
-        data: &[u8],
-    ) -> Result<Coded, ArchiveError> {
-        let mut best: Option<(usize, usize)> = None;
-        let candidates = self.candidates_for(binary, arch, data.len());
-        if !candidates.is_empty() {
-            let alone = compress(data, None, TRIAL_LEVEL)?.len() as f64;
-            for i in candidates {
-                let c = &self.candidates[i];
-                let size = compress(data, Some(&c.content), TRIAL_LEVEL)?.len();
-                let saving = 1.0 - size as f64 / alone;
-                let needed = needed_saving(arch, &c.arch);
-                if saving >= needed && best.is_none_or(|(_, s)| size < s) {
-                    best = Some((i, size));
+        first: u32,
+        members: &[(&str, &[u8])],
+    ) -> Result<Vec<Coded>, ArchiveError> {
+        let earlier: Vec<Option<usize>> = members
+            .iter()
+            .map(|(arch, data)| self.earlier_for(arch, data.len()))
+            .collect();
+        let trials = self.trials(members, &earlier)?;
+        let levels = choose_levels(&trials);
+        let parent = |i: usize, levels: &[Level]| best_parent(&trials, levels, i);
+        let mut order: Vec<usize> = Vec::with_capacity(members.len());
+        for level in [Level::Root, Level::Middle, Level::Leaf] {
+            order.extend((0..members.len()).filter(|&i| levels[i] == level));
+        }
+        let mut ordinal_of = vec![0u32; members.len()];
+        let mut coded = Vec::with_capacity(members.len());
+        for (pos, &i) in order.iter().enumerate() {
+            let ordinal = first + pos as u32;
+            ordinal_of[i] = ordinal;
+            let (reference, prefix): (Option<u32>, Option<&[u8]>) = match levels[i] {
+                Level::Root => (None, None),
+                _ => match parent(i, &levels) {
+                    Some((Parent::Member(j), _)) => (Some(ordinal_of[j]), Some(members[j].1)),
+                    Some((Parent::Earlier, _)) => {
+                        let c = &self.candidates[earlier[i].expect("an earlier root was tried")];
+                        (Some(c.ordinal), Some(&c.content[..]))
+                    }
+                    None => unreachable!("choose_levels gives every non-root a parent"),
+                },
+            };
+            coded.push(Coded {
+                member: i,
+                frame: compress(members[i].1, prefix, self.level)?,
+                reference,
+            });
+        }
+        for c in &coded {
+            if c.reference.is_none() {
+                let (arch, data) = members[c.member];
+                self.remember(ordinal_of[c.member], arch, data);
+            }
+        }
+        Ok(coded)
+    }
+
+    /// The trial sizes the choice of references rests on.
+    fn trials(
+        &self,
+        members: &[(&str, &[u8])],
+        earlier: &[Option<usize>],
+    ) -> Result<Trials, ArchiveError> {
+        let n = members.len();
+        let mut alone = Vec::with_capacity(n);
+        let mut pair = vec![vec![None; n]; n];
+        let mut earlier_size = vec![None; n];
+        for (i, (_, data)) in members.iter().enumerate() {
+            alone.push(compress(data, None, TRIAL_LEVEL)?.len());
+            for (j, (_, other)) in members.iter().enumerate() {
+                if i != j && usable_reference(other, data.len()) {
+                    pair[i][j] = Some(compress(data, Some(other), TRIAL_LEVEL)?.len());
+                }
+            }
+            if let Some(c) = earlier[i] {
+                let content = &self.candidates[c].content;
+                earlier_size[i] = Some(compress(data, Some(content), TRIAL_LEVEL)?.len());
+            }
+        }
+        Ok(Trials {
+            alone,
+            pair,
+            earlier: earlier_size,
+        })
+    }
+
+    /// The latest root of `arch` from an earlier group, if one is held and fits the window.
+    fn earlier_for(&self, arch: &str, len: usize) -> Option<usize> {
+        self.candidates
+            .iter()
+            .position(|c| c.arch == arch && c.content.len() + len <= 1 << MAX_WINDOW_LOG)
+    }
+
+    /// Keeps the root `data` of `arch`, stored as `ordinal`, as its target's candidate
+    /// reference for later groups (the kernels of one library resemble each other).
+    fn remember(&mut self, ordinal: u32, arch: &str, data: &[u8]) {
+        if !usable_reference(data, 0) {
+            return;
+        }
+        self.candidates.retain(|c| c.arch != arch);
+        self.candidates.push(Candidate {
+            ordinal,
+            arch: arch.to_owned(),
+            content: data.to_vec(),
+        });
+        let mut retained: usize = self.candidates.iter().map(|c| c.content.len()).sum();
+        while retained > RETAINED_BUDGET {
+            retained -= self.candidates.remove(0).content.len();
+        }
+    }
+}
+
+/// Whether `content` may serve as the reference of a kernel of `len` bytes: it does not look
+/// like a formatted dictionary, and both fit one frame window.
+fn usable_reference(content: &[u8], len: usize) -> bool {
+    !content.starts_with(&DICTIONARY_MAGIC)
+        && content.len() <= RETAINED_BUDGET
+        && content.len() + len <= 1 << MAX_WINDOW_LOG
+}
+
+/// A member's cheapest parent given the levels: a root or middle member (only a root for a
+/// middle kernel), or the earlier root of its target; with the trial size.
+fn best_parent(trials: &Trials, levels: &[Level], i: usize) -> Option<(Parent, usize)> {
+    let allowed = |j: usize| match levels[i] {
+        Level::Middle => levels[j] == Level::Root,
+        _ => levels[j] != Level::Leaf,
+    };
+    let mut best = trials.earlier[i].map(|s| (Parent::Earlier, s));
+    for (j, size) in trials.pair[i].iter().enumerate() {
+        if let Some(size) = *size
+            && allowed(j)
+            && best.is_none_or(|(_, s)| size < s)
+        {
+            best = Some((Parent::Member(j), size));
+        }
+    }
+    best
+}
+
+/// The group's stored size for `levels` (trial sizes), `None` if a kernel lacks a parent.
+fn forest_cost(trials: &Trials, levels: &[Level]) -> Option<usize> {
+    let mut total = 0;
+    for i in 0..levels.len() {
+        total += match levels[i] {
+            Level::Root => trials.alone[i],
+            _ => best_parent(trials, levels, i)?.1,
+        };
+    }
+    Some(total)
+}
+
+/// The forest of depth at most [`MAX_CHAIN`] frames, by local search over each kernel's level
+/// from all-standalone: the cheaper of two searches, one taking the move that saves most each
+/// round, one taking every saving move as met. Both visit kernels and levels in order and
+/// accept strict savings only, so the choice is deterministic.
+fn choose_levels(trials: &Trials) -> Vec<Level> {
+    let steepest = local_search(trials, true);
+    let first = local_search(trials, false);
+    if first.1 < steepest.1 {
+        first.0
+    } else {
+        steepest.0
+    }
+}
+
+/// One local search (see `choose_levels`): the levels found and their cost.
+fn local_search(trials: &Trials, steepest: bool) -> (Vec<Level>, usize) {
+    let n = trials.alone.len();
+    let mut levels = vec![Level::Root; n];
+    let mut cost = forest_cost(trials, &levels).expect("an all-standalone forest is valid");
+    loop {
+        let mut best: Option<(usize, Level, usize)> = None;
+        'moves: for i in 0..n {
+            for level in [Level::Root, Level::Middle, Level::Leaf] {
+                if level == levels[i] {
+                    continue;
+                }
+                let previous = std::mem::replace(&mut levels[i], level);
+                let saving =
+                    forest_cost(trials, &levels).filter(|&c| c < best.map_or(cost, |(_, _, b)| b));
+                levels[i] = previous;
+                if let Some(c) = saving {
+                    best = Some((i, level, c));
+                    if !steepest {
+                        break 'moves;
+                    }
                 }
             }
         }
         match best {
-            Some((i, _)) => {
-                let c = &self.candidates[i];
-                Ok(Coded {
-                    frame: compress(data, Some(&c.content), self.level)?,
-                    reference: Some(c.ordinal),
-                })
+            Some((i, level, c)) => {
+                levels[i] = level;
+                cost = c;
             }
-            None => Ok(Coded {
-                frame: compress(data, None, self.level)?,
-                reference: None,
-            }),
+            None => return (levels, cost),
         }
-    }
-
-    /// Records that `data` was stored standalone as `ordinal`: it may serve as a reference.
-    pub(crate) fn standalone(&mut self, ordinal: u32, binary: &str, arch: &str, data: &[u8]) {
-        if data.starts_with(&DICTIONARY_MAGIC) || data.len() > RETAINED_BUDGET {
-            return;
-        }
-        // Of earlier binaries, only the latest frame of each target stays a candidate.
-        let latest_of_arch =
-            |cands: &[Candidate], i: usize| !cands[i + 1..].iter().any(|c| c.arch == cands[i].arch);
-        let mut keep = Vec::with_capacity(self.candidates.len());
-        for i in 0..self.candidates.len() {
-            keep.push(self.candidates[i].binary == binary || latest_of_arch(&self.candidates, i));
-        }
-        let mut keep = keep.into_iter();
-        self.candidates.retain(|_| keep.next().unwrap_or(false));
-        self.candidates.push(Candidate {
-            ordinal,
-            binary: binary.to_owned(),
-            arch: arch.to_owned(),
-            content: data.to_vec(),
-        });
-        self.retained = self.candidates.iter().map(|c| c.content.len()).sum();
-        while self.retained > RETAINED_BUDGET {
-            let dropped = self.candidates.remove(0);
-            self.retained -= dropped.content.len();
-        }
-    }
-
-    /// Indices of the (at most two) candidates worth a trial for a kernel of `len` bytes: the
-    /// most alike target of the same binary, and the latest of the same target; failing
-    /// either, the most alike target of the latest binaries.
-    fn candidates_for(&self, binary: &str, arch: &str, len: usize) -> Vec<usize> {
-        let cands = &self.candidates;
-        let usable = |i: &usize| {
-            cands[*i].content.len() + len <= 1 << MAX_WINDOW_LOG && cands[*i].arch != arch
-        };
-        // Highest likeness first; among equals, the latest.
-        let most_alike = |filter: &dyn Fn(&Candidate) -> bool| {
-            (0..cands.len())
-                .filter(|i| usable(i) && filter(&cands[*i]))
-                .max_by_key(|&i| (likeness(arch, &cands[i].arch), i))
-        };
-        let mut out = Vec::with_capacity(2);
-        out.extend(most_alike(&|c| c.binary == binary));
-        let fits = |i: &usize| cands[*i].content.len() + len <= 1 << MAX_WINDOW_LOG;
-        out.extend(
-            (0..cands.len())
-                .rev()
-                .find(|i| cands[*i].arch == arch && fits(i)),
-        );
-        if out.len() < 2
-            && let Some(i) = most_alike(&|_| true).filter(|i| !out.contains(i))
-        {
-            out.push(i);
-        }
-        out
-    }
-}
-
-/// How alike two target IDs are: the same processor (other features) first, then the length
-/// of the processors' common name prefix (gfx1101 and gfx1100 share 6 bytes, gfx906 and gfx90a
-/// 5).
-fn likeness(a: &str, b: &str) -> (bool, usize) {
-    let processor = |t: &str| t.split(':').next().unwrap_or(t).to_owned();
-    let (pa, pb) = (processor(a), processor(b));
-    let common = pa
-        .bytes()
-        .zip(pb.bytes())
-        .take_while(|(x, y)| x == y)
-        .count();
-    (pa == pb, common)
-}
-
-/// The saving a reference of target `b` must bring to a kernel of target `a`: the less alike
-/// the targets, the more (see [`MIN_SAVING`], [`MIN_SAVING_SUBFAMILY`], [`MIN_SAVING_FAR`]).
-/// Processors of one sub-family differ in their last character only (gfx1100 and gfx1101,
-/// gfx900 and gfx90a).
-fn needed_saving(a: &str, b: &str) -> f64 {
-    let (same, common) = likeness(a, b);
-    let processor_len = |t: &str| t.split(':').next().unwrap_or(t).len();
-    if same {
-        MIN_SAVING
-    } else if common + 1 >= processor_len(a).min(processor_len(b)) {
-        MIN_SAVING_SUBFAMILY
-    } else {
-        MIN_SAVING_FAR
     }
 }
 
@@ -274,4 +366,51 @@ pub(crate) fn compress(
         )));
     }
     Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trials(alone: &[usize], pair: &[&[Option<usize>]], earlier: &[Option<usize>]) -> Trials {
+        Trials {
+            alone: alone.to_vec(),
+            pair: pair.iter().map(|row| row.to_vec()).collect(),
+            earlier: earlier.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_chain_through_a_middle_kernel_beats_two_deltas_against_one_root() {
+        // 1 is close to 0, 2 close to 1 but far from 0: 0 <- 1 <- 2 (100 + 10 + 5).
+        let t = trials(
+            &[100, 100, 100],
+            &[
+                &[None, Some(60), Some(70)],
+                &[Some(10), None, Some(40)],
+                &[Some(50), Some(5), None],
+            ],
+            &[None, None, None],
+        );
+        assert_eq!(choose_levels(&t), [Level::Root, Level::Middle, Level::Leaf]);
+        assert_eq!(forest_cost(&t, &choose_levels(&t)), Some(115));
+    }
+
+    #[test]
+    fn an_earlier_root_of_the_same_target_can_serve_a_lone_kernel() {
+        let t = trials(&[100], &[&[None]], &[Some(30)]);
+        assert_eq!(choose_levels(&t), [Level::Middle]);
+        let t = trials(&[100], &[&[None]], &[Some(120)]);
+        assert_eq!(choose_levels(&t), [Level::Root]);
+    }
+
+    #[test]
+    fn kernels_without_a_useful_reference_stay_standalone() {
+        let t = trials(
+            &[100, 80],
+            &[&[None, Some(100)], &[Some(90), None]],
+            &[None, None],
+        );
+        assert_eq!(choose_levels(&t), [Level::Root, Level::Root]);
+    }
 }

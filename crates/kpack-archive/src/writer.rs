@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::msgpack::Encoder;
-use crate::unified::{Coded, Coder};
+use crate::unified::{Coded, Coder, GROUP_BUDGET};
 use crate::{
     ArchiveError, CompressionScheme, DATA_START, HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
     first_repeat, normalise_key,
@@ -91,8 +91,21 @@ pub struct ArchiveWriter<'a> {
     /// (hash, length) of stored bytes (of the kernel for `unified`) → ordinals with that key;
     /// equality is confirmed bytewise.
     dedupe: HashMap<(u64, usize), Vec<u32>>,
-    /// `unified`: the coder choosing references, and each ordinal's reference.
-    unified: Option<(Coder, Vec<Option<u32>>)>,
+    /// `unified`: the coder, each written frame's reference, and the group being gathered.
+    unified: Option<Unified<'a>>,
+}
+
+/// The state of a `unified` writer.
+struct Unified<'a> {
+    coder: Coder,
+    /// Per written ordinal, the ordinal of its reference frame.
+    refs: Vec<Option<u32>>,
+    /// The binary key whose kernels are being gathered; they are coded together (one
+    /// [`Coder::code_group`]) when another key comes, the group outgrows [`GROUP_BUDGET`] or
+    /// the archive is written. Until then their entries hold provisional ordinals, from the
+    /// count of written frames on, in arrival order.
+    group_binary: String,
+    group: Vec<(String, Cow<'a, [u8]>)>,
 }
 
 /// Where the stored blobs are, per ordinal.
@@ -228,7 +241,12 @@ impl<'a> ArchiveWriter<'a> {
             blobs: Blobs::Memory(Vec::new()),
             dedupe: HashMap::new(),
             unified: match compression {
-                Compression::Unified { level } => Some((Coder::new(level), Vec::new())),
+                Compression::Unified { level } => Some(Unified {
+                    coder: Coder::new(level),
+                    refs: Vec::new(),
+                    group_binary: String::new(),
+                    group: Vec::new(),
+                }),
                 _ => None,
             },
         }
@@ -296,7 +314,7 @@ impl<'a> ArchiveWriter<'a> {
         let key = normalise_key(binary_key);
         let original_size = kernel.original_size;
         let ordinal = if self.unified.is_some() {
-            self.intern_unified(&key, arch, &kernel.stored)?
+            self.intern_unified(&key, arch, kernel.stored)?
         } else {
             self.intern(kernel.stored)?
         };
@@ -357,7 +375,7 @@ impl<'a> ArchiveWriter<'a> {
 
     /// Number of distinct stored blobs (entries with identical bytes share one).
     pub fn blob_count(&self) -> usize {
-        self.blobs.count()
+        self.blobs.count() + self.unified.as_ref().map_or(0, |u| u.group.len())
     }
 
     /// The ordinal of `stored`: an existing blob with the same bytes, or a new one.
@@ -378,63 +396,114 @@ impl<'a> ArchiveWriter<'a> {
 
     /// Keeps both every ordinal and the frame count in u32.
     fn next_ordinal(&self) -> Result<u32, ArchiveError> {
-        if self.blobs.count() >= u32::MAX as usize {
+        let count = self.blob_count();
+        if count >= u32::MAX as usize {
             return Err(ArchiveError::InvalidArgument(
                 "too many distinct kernels".into(),
             ));
         }
-        Ok(self.blobs.count() as u32)
+        Ok(count as u32)
     }
 
-    /// `unified`: the ordinal of the kernel `data`: an existing frame decoding to the same
-    /// bytes, or a new frame coded by the [`Coder`].
+    /// `unified`: the ordinal of the kernel `data`: an existing frame or gathered kernel with
+    /// the same bytes, or a provisional one in the group being gathered.
     fn intern_unified(
         &mut self,
         binary: &str,
         arch: &str,
-        data: &[u8],
+        data: Cow<'a, [u8]>,
     ) -> Result<u32, ArchiveError> {
-        let key = content_key(data);
+        if self
+            .unified
+            .as_ref()
+            .is_some_and(|u| u.group_binary != binary)
+        {
+            self.code_group()?;
+        }
+        let key = content_key(&data);
         if let Some(candidates) = self.dedupe.get(&key) {
             for &o in candidates.clone().iter() {
-                if self.decode_unified(o)? == data {
+                if self.decode_unified(o)? == *data {
                     return Ok(o);
                 }
             }
         }
-        let ordinal = self.next_ordinal()?;
-        let Some((coder, refs)) = &mut self.unified else {
+        let Some(u) = &self.unified else {
             unreachable!("intern_unified serves unified writers");
         };
-        let Coded { frame, reference } = coder.code(binary, arch, data)?;
-        if reference.is_none() {
-            coder.standalone(ordinal, binary, arch, data);
+        if let Some(m) = u.group.iter().position(|(_, d)| *d == data) {
+            return Ok((self.blobs.count() + m) as u32);
         }
-        refs.push(reference);
-        self.blobs.push(Cow::Owned(frame), self.compression)?;
-        self.dedupe.entry(key).or_default().push(ordinal);
+        let gathered: usize = u.group.iter().map(|(_, d)| d.len()).sum();
+        if gathered + data.len() > GROUP_BUDGET {
+            self.code_group()?;
+        }
+        let ordinal = self.next_ordinal()?;
+        let Some(u) = &mut self.unified else {
+            unreachable!("intern_unified serves unified writers");
+        };
+        if u.group.is_empty() {
+            binary.clone_into(&mut u.group_binary);
+        }
+        u.group.push((arch.to_owned(), data));
         Ok(ordinal)
     }
 
-    /// `unified`: the kernel stored as `ordinal`, decoded (with its reference).
-    fn decode_unified(&mut self, ordinal: u32) -> Result<Vec<u8>, ArchiveError> {
-        let reference = match &self.unified {
-            Some((_, refs)) => refs[ordinal as usize],
-            None => None,
+    /// `unified`: codes the gathered group ([`Coder::code_group`]), writes its frames and
+    /// gives its entries their final ordinals.
+    fn code_group(&mut self) -> Result<(), ArchiveError> {
+        let Some(u) = &mut self.unified else {
+            return Ok(());
         };
-        let base = match reference {
-            Some(r) => {
-                let frame = self.blobs.read(r)?;
-                crate::reader::decode_frame(&frame, &[])
+        if u.group.is_empty() {
+            return Ok(());
+        }
+        let group = std::mem::take(&mut u.group);
+        let first = self.blobs.count() as u32;
+        let members: Vec<(&str, &[u8])> = group.iter().map(|(a, d)| (a.as_str(), &d[..])).collect();
+        let coded = u.coder.code_group(first, &members)?;
+        let mut final_ordinal = vec![0u32; group.len()];
+        for (
+            pos,
+            Coded {
+                member,
+                frame,
+                reference,
+            },
+        ) in coded.into_iter().enumerate()
+        {
+            let ordinal = first + pos as u32;
+            final_ordinal[member] = ordinal;
+            u.refs.push(reference);
+            self.blobs.push(Cow::Owned(frame), self.compression)?;
+            self.dedupe
+                .entry(content_key(&group[member].1))
+                .or_default()
+                .push(ordinal);
+        }
+        if let Some(&b) = self.binary_index.get(&u.group_binary) {
+            for (_, entry) in &mut self.binaries[b].arches {
+                if entry.ordinal >= first {
+                    entry.ordinal = final_ordinal[(entry.ordinal - first) as usize];
+                }
             }
-            None => Ok(Vec::new()),
+        }
+        Ok(())
+    }
+
+    /// `unified`: the kernel stored as `ordinal`, decoded (with its chain of references, at
+    /// most [`crate::unified::MAX_CHAIN`] frames).
+    fn decode_unified(&mut self, ordinal: u32) -> Result<Vec<u8>, ArchiveError> {
+        let reference = self.unified.as_ref().and_then(|u| u.refs[ordinal as usize]);
+        let base = match reference {
+            Some(r) => self.decode_unified(r)?,
+            None => Vec::new(),
         };
         let frame = self.blobs.read(ordinal)?;
-        base.and_then(|base| crate::reader::decode_frame(&frame, &base))
-            .map_err(|reason| ArchiveError::Io {
-                context: "reading back a stored frame",
-                source: std::io::Error::other(reason),
-            })
+        crate::reader::decode_frame(&frame, &base).map_err(|reason| ArchiveError::Io {
+            context: "reading back a stored frame",
+            source: std::io::Error::other(reason),
+        })
     }
 
     /// [`ArchiveWriter::gfx_arches`], checked to list every entry's arch.
@@ -527,7 +596,7 @@ impl<'a> ArchiveWriter<'a> {
                 e.uint(region_len);
             }
             Compression::Unified { .. } => {
-                let refs = self.unified.as_ref().map_or(&[][..], |(_, r)| r);
+                let refs = self.unified.as_ref().map_or(&[][..], |u| &u.refs[..]);
                 e.str("frames")?;
                 e.array(self.blobs.count())?;
                 let mut offset = DATA_START;
@@ -560,7 +629,8 @@ impl<'a> ArchiveWriter<'a> {
     }
 
     /// Writes the archive to `w` in one forward pass; returns the number of bytes written.
-    pub fn write_to<W: Write>(&self, mut w: W) -> Result<u64, ArchiveError> {
+    pub fn write_to<W: Write>(&mut self, mut w: W) -> Result<u64, ArchiveError> {
+        self.code_group()?;
         let Blobs::Memory(blobs) = &self.blobs else {
             return Err(ArchiveError::InvalidArgument(
                 "the blobs of a streamed archive are already in its file".into(),
@@ -597,7 +667,7 @@ impl<'a> ArchiveWriter<'a> {
     /// Writes the archive to `path` atomically ([`kpack_fs::write_atomic`]): into a temporary
     /// file in the same directory, synced, then renamed over `path`. On failure `path` is
     /// untouched and the temporary file removed. Returns the archive's size.
-    pub fn write_file(&self, path: impl AsRef<Path>) -> Result<u64, ArchiveError> {
+    pub fn write_file(&mut self, path: impl AsRef<Path>) -> Result<u64, ArchiveError> {
         let path = path.as_ref();
         if path.file_name().is_none() {
             return Err(ArchiveError::InvalidArgument(
@@ -811,6 +881,7 @@ impl<'a> ArchiveFileWriter<'a> {
     }
 
     fn finish_inner(&mut self) -> Result<u64, ArchiveError> {
+        self.writer.code_group()?;
         let region_len = self.writer.region_len();
         let toc = self.writer.toc(region_len)?;
         let count = self.writer.blobs.count() as u32;

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{decode, edit_toc, field, split_toc, top_field, vector};
+use kpack_archive::unified::MAX_CHAIN;
 use kpack_archive::{
     Archive, ArchiveFileWriter, ArchiveWriter, Compression, CompressionScheme, ErrorKind,
 };
@@ -80,6 +81,14 @@ fn frames(archive: &[u8]) -> Vec<(u64, u64, Option<u64>)> {
         .collect()
 }
 
+/// How many frames reading frame `i` decodes.
+fn chain_len(table: &[(u64, u64, Option<u64>)], i: usize) -> usize {
+    match table[i].2 {
+        Some(r) => 1 + chain_len(table, r as usize),
+        None => 1,
+    }
+}
+
 #[test]
 fn unified_archives_read_back_every_code_object_byte_for_byte() {
     let ks = kernels();
@@ -97,7 +106,7 @@ fn unified_archives_read_back_every_code_object_byte_for_byte() {
 }
 
 #[test]
-fn twins_are_coded_against_a_standalone_frame_and_identical_objects_stored_once() {
+fn twins_are_coded_as_deltas_within_the_chain_bound_and_identical_objects_stored_once() {
     let ks = kernels();
     let bytes = write(Compression::unified(), &ks);
     let table = frames(&bytes);
@@ -110,8 +119,11 @@ fn twins_are_coded_against_a_standalone_frame_and_identical_objects_stored_once(
         assert_eq!(&frame[..4], [0x28, 0xb5, 0x2f, 0xfd], "frame {i} is zstd");
         if let Some(r) = reference {
             assert!((*r as usize) < i, "frame {i} refers forward");
-            assert_eq!(table[*r as usize].2, None, "chain bound: {r} is standalone");
         }
+        assert!(
+            chain_len(&table, i) <= MAX_CHAIN,
+            "chain bound at frame {i}"
+        );
     }
     let v1 = write(Compression::zstd(), &ks);
     // zstd stores each object and its twin (identical copies once too): about half goes.
@@ -270,7 +282,7 @@ fn first_delta(bytes: &[u8]) -> (usize, u64) {
 }
 
 #[test]
-fn references_must_point_back_to_standalone_frames() {
+fn references_must_point_back() {
     let good = write(Compression::unified(), &kernels());
     let (delta, _) = first_delta(&good);
     // A reference to itself (or later) breaks the backwards rule.
@@ -285,22 +297,89 @@ fn references_must_point_back_to_standalone_frames() {
         ErrorKind::InvalidFormat,
         &format!("frames[{delta}].ref: {delta} is not an earlier frame's ordinal"),
     );
-    // A reference to a delta frame would make a chain of 3.
-    let b = edit_toc(&good, |t| {
-        let Value::Array(frames) = top_field(t, "frames") else {
-            panic!()
+}
+
+/// A hand-built version 2 archive of real code objects, one entry per frame: frame `i` is
+/// `objects[i]`, coded against the content of frame `refs[i]` if given.
+fn chained(objects: &[Vec<u8>], refs: &[Option<usize>]) -> Vec<u8> {
+    let mut region = Vec::new();
+    let mut frames = Vec::new();
+    let mut toc = Vec::new();
+    for (i, (object, reference)) in objects.iter().zip(refs).enumerate() {
+        let frame = match reference {
+            Some(r) => zstd::bulk::Compressor::with_dictionary(19, &objects[*r])
+                .unwrap()
+                .compress(object)
+                .unwrap(),
+            None => zstd::bulk::compress(object, 19).unwrap(),
         };
-        let later = frames.len() - 1;
-        let Value::Map(m) = &mut frames[later] else {
-            panic!()
-        };
-        m.retain(|(k, _)| k.as_str() != Some("ref"));
-        m.push((Value::from("ref"), Value::from(delta as u64)));
-    });
+        let mut f = vec![
+            (Value::from("offset"), Value::from(64 + region.len() as u64)),
+            (Value::from("size"), Value::from(frame.len() as u64)),
+        ];
+        if let Some(r) = reference {
+            f.push((Value::from("ref"), Value::from(*r as u64)));
+        }
+        frames.push(Value::Map(f));
+        region.extend(frame);
+        let entry = Value::Map(vec![
+            (Value::from("type"), Value::from("hsaco")),
+            (Value::from("ordinal"), Value::from(i as u64)),
+            (
+                Value::from("original_size"),
+                Value::from(object.len() as u64),
+            ),
+        ]);
+        toc.push((
+            Value::from(format!("lib/libk.so#{i}")),
+            Value::Map(vec![(Value::from("gfx1100"), entry)]),
+        ));
+    }
+    let top = Value::Map(vec![
+        (Value::from("format_version"), Value::from(2)),
+        (Value::from("group_name"), Value::from("grp")),
+        (Value::from("gfx_arch_family"), Value::from("gfx1100")),
+        (
+            Value::from("gfx_arches"),
+            Value::Array(vec![Value::from("gfx1100")]),
+        ),
+        (Value::from("toc"), Value::Map(toc)),
+        (Value::from("compression_scheme"), Value::from("unified")),
+        (Value::from("frames"), Value::Array(frames)),
+    ]);
+    let mut out = b"KPAK".to_vec();
+    out.extend(2u32.to_le_bytes());
+    out.extend((64 + region.len() as u64).to_le_bytes());
+    out.resize(64, 0);
+    out.extend(region);
+    out.extend(common::encode(&top).unwrap());
+    out
+}
+
+#[test]
+fn a_chain_of_three_frames_decodes_and_a_longer_one_is_refused_at_open() {
+    // Each object a small edit of the one before, as feature variants are.
+    let mut objects = vec![read_fixture("bin/k1_gfx90a.hsaco")];
+    for (i, at) in [48, 49, 50].into_iter().enumerate() {
+        let mut next = objects[i].clone();
+        next[at] ^= 0x5a;
+        objects.push(next);
+    }
+    let three = chained(&objects[..3], &[None, Some(0), Some(1)]);
+    let a = Archive::from_bytes(three).unwrap();
+    a.validate().unwrap();
+    for (i, object) in objects[..3].iter().enumerate() {
+        let key = format!("lib/libk.so#{i}");
+        assert_eq!(&*a.get(&key, "gfx1100").unwrap(), object.as_slice());
+        let mut buf = vec![0; object.len()];
+        a.get_into(&key, "gfx1100", &mut buf).unwrap();
+        assert_eq!(&buf, object);
+    }
+    let four = chained(&objects, &[None, Some(0), Some(1), Some(2)]);
     assert_rejected(
-        b,
+        four,
         ErrorKind::InvalidFormat,
-        &format!("frame {delta} is itself a delta frame; a reference must be standalone"),
+        "frames[3].ref: frame 3 decodes through a chain of more than 3 frames",
     );
 }
 

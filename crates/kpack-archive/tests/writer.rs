@@ -23,7 +23,7 @@ fn kernels() -> Vec<(String, String, Vec<u8>)> {
         .collect()
 }
 
-fn write(w: &ArchiveWriter<'_>) -> Vec<u8> {
+fn write(w: &mut ArchiveWriter<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     let n = w.write_to(&mut out).unwrap();
     assert_eq!(n, out.len() as u64);
@@ -44,7 +44,7 @@ fn writer_with(
 #[test]
 fn zstd_frames_decode_with_an_independent_decoder_and_record_their_size() {
     let ks = kernels();
-    let out = write(&writer_with(Compression::Zstd { level: 19 }, &ks));
+    let out = write(&mut writer_with(Compression::Zstd { level: 19 }, &ks));
     let frames = zstd_frames(&out);
     assert_eq!(frames.len(), ks.len());
     for (frame, (_, _, data)) in frames.iter().zip(&ks) {
@@ -77,7 +77,7 @@ fn zstd_frames_decode_with_the_zstd_cli_when_installed() {
         return;
     }
     let ks = kernels();
-    let frames = zstd_frames(&write(&writer_with(Compression::zstd(), &ks)));
+    let frames = zstd_frames(&write(&mut writer_with(Compression::zstd(), &ks)));
     let dir = tempfile::tempdir().unwrap();
     for (i, (frame, (_, _, data))) in frames.iter().zip(&ks).enumerate() {
         let path = dir.path().join(format!("k{i}.zst"));
@@ -101,7 +101,7 @@ fn zstd_frames_decode_with_the_zstd_cli_when_installed() {
 fn zstd_archives_round_trip_through_the_reader() {
     let ks = kernels();
     for level in [1, 3, 19] {
-        let out = write(&writer_with(Compression::Zstd { level }, &ks));
+        let out = write(&mut writer_with(Compression::Zstd { level }, &ks));
         let a = Archive::from_bytes(out).unwrap();
         assert_eq!(
             a.gfx_arches(),
@@ -121,12 +121,12 @@ fn identical_kernels_are_stored_once_and_read_back_under_every_key() {
     let ks = kernels();
     let data = &ks[0].2;
     for compression in [Compression::None, Compression::zstd()] {
-        let single = writer_with(compression, &ks[..1]);
+        let mut single = writer_with(compression, &ks[..1]);
         let mut w = writer_with(compression, &ks[..1]);
         w.add("lib/copy.so#0", "gfx1100", data.clone(), &[])
             .unwrap();
         assert_eq!((w.entry_count(), w.blob_count()), (2, 1));
-        let (one, two) = (write(&single), write(&w));
+        let (one, two) = (write(&mut single), write(&mut w));
         // Only the TOC grows; the blob region is the same.
         assert_eq!(one[8..16], two[8..16]);
         let a = Archive::from_bytes(two.clone()).unwrap();
@@ -145,7 +145,7 @@ fn identical_kernels_are_stored_once_and_read_back_under_every_key() {
             .add("lib/copy.so#0", "gfx1100", other, &[])
             .unwrap();
         assert_eq!(distinct.blob_count(), 2);
-        assert!(write(&distinct).len() > two.len());
+        assert!(write(&mut distinct).len() > two.len());
     }
 }
 
@@ -153,11 +153,11 @@ fn identical_kernels_are_stored_once_and_read_back_under_every_key() {
 fn writing_twice_gives_identical_bytes() {
     let ks = kernels();
     for compression in [Compression::None, Compression::zstd()] {
-        let a = write(&writer_with(compression, &ks));
-        let b = write(&writer_with(compression, &ks));
+        let a = write(&mut writer_with(compression, &ks));
+        let b = write(&mut writer_with(compression, &ks));
         assert_eq!(a, b);
-        let w = writer_with(compression, &ks);
-        assert_eq!(write(&w), write(&w));
+        let mut w = writer_with(compression, &ks);
+        assert_eq!(write(&mut w), write(&mut w));
     }
 }
 
@@ -175,7 +175,7 @@ fn metadata_is_written_in_order_only_when_present() {
     w.add(&ks[0].0, &ks[0].1, ks[0].2.as_slice(), &meta)
         .unwrap();
     w.add(&ks[1].0, &ks[1].1, ks[1].2.as_slice(), &[]).unwrap();
-    let out = write(&w);
+    let out = write(&mut w);
     let a = Archive::from_bytes(out.clone()).unwrap();
     assert_eq!(
         a.info(&ks[0].0, &ks[0].1).unwrap().metadata,
@@ -219,7 +219,7 @@ fn metadata_is_written_in_order_only_when_present() {
 #[test]
 fn zstd_toc_ends_with_the_region_location() {
     let ks = kernels();
-    let out = write(&writer_with(Compression::zstd(), &ks));
+    let out = write(&mut writer_with(Compression::zstd(), &ks));
     let (_, top) = split_toc(&out);
     let keys: Vec<_> = top.iter().map(|(k, _)| k.as_str().unwrap()).collect();
     assert_eq!(
@@ -242,7 +242,7 @@ fn duplicate_entries_are_rejected_and_backslashes_normalised() {
         ("k".to_owned(), "2".to_owned()),
     ];
     assert!(w.add("lib/y.so#0", "gfx900", &b"x"[..], &dup_meta).is_err());
-    let a = Archive::from_bytes(write(&w)).unwrap();
+    let a = Archive::from_bytes(write(&mut w)).unwrap();
     assert_eq!(a.binaries().collect::<Vec<_>>(), ["lib/x.so#0"]);
     assert_eq!(&*a.get("lib/x.so#0", "gfx906").unwrap(), b"def");
 }
@@ -268,7 +268,7 @@ fn explicit_gfx_arches_must_cover_every_entry_arch() {
     w.set_gfx_arches(vec!["gfx900".into(), "gfx906".into(), "gfx908".into()])
         .unwrap();
     w.set_gfx_arch_family("gfx9-generic");
-    let a = Archive::from_bytes(write(&w)).unwrap();
+    let a = Archive::from_bytes(write(&mut w)).unwrap();
     assert_eq!(a.gfx_arches(), ["gfx900", "gfx906", "gfx908"]);
     assert_eq!(a.gfx_arch_family(), "gfx9-generic");
     a.validate().unwrap();
@@ -277,8 +277,8 @@ fn explicit_gfx_arches_must_cover_every_entry_arch() {
 #[test]
 fn empty_archives_round_trip() {
     for compression in [Compression::None, Compression::zstd()] {
-        let w = ArchiveWriter::new("g", "f", compression);
-        let a = Archive::from_bytes(write(&w)).unwrap();
+        let mut w = ArchiveWriter::new("g", "f", compression);
+        let a = Archive::from_bytes(write(&mut w)).unwrap();
         assert_eq!(a.binaries().len(), 0);
         assert!(a.gfx_arches().is_empty());
     }
@@ -290,9 +290,9 @@ fn write_file_replaces_the_target_atomically_and_leaves_nothing_on_failure() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("grp_gfx1100.kpack");
     std::fs::write(&path, b"old").unwrap();
-    let w = writer_with(Compression::zstd(), &ks);
+    let mut w = writer_with(Compression::zstd(), &ks);
     let n = w.write_file(&path).unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), write(&w));
+    assert_eq!(std::fs::read(&path).unwrap(), write(&mut w));
     assert_eq!(n, std::fs::metadata(&path).unwrap().len());
     let a = Archive::open(&path).unwrap();
     assert_eq!(&*a.get(&ks[2].0, &ks[2].1).unwrap(), ks[2].2.as_slice());
@@ -336,7 +336,7 @@ fn streamed_archives_are_byte_identical_to_buffered_ones_dedupe_included() {
         assert_eq!(streamed.entry_count(), ks.len());
         assert!(!path.exists(), "nothing at the final path before finish");
         let n = streamed.finish().unwrap();
-        let buffered = writer_with(compression, &ks);
+        let mut buffered = writer_with(compression, &ks);
         assert_eq!(
             buffered.blob_count(),
             ks.len() - 1,
@@ -344,7 +344,7 @@ fn streamed_archives_are_byte_identical_to_buffered_ones_dedupe_included() {
         );
         assert_eq!(
             std::fs::read(&path).unwrap(),
-            write(&buffered),
+            write(&mut buffered),
             "{compression:?}"
         );
         assert_eq!(n, std::fs::metadata(&path).unwrap().len());

@@ -11,7 +11,9 @@
 //! lower bound `zstd -19 --long=27` over the sample's code objects as one stream (no random
 //! access), and the time of the v2 pack against `zstd -19 -T2` over the same bytes. For a
 //! sampled input the full-library v2 size is projected from the sample's v2/v1 ratio.
-//! Needs the corpus from `scripts/setup.sh` and `zstd` on PATH.
+//! Needs the corpus from `scripts/setup.sh` and `zstd` on PATH. Arguments (after `--`) that
+//! are not options keep only the inputs whose name contains one of them
+//! (`cargo bench -p kpack-cli --bench compression -- _linalg`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -156,7 +158,14 @@ fn main() {
             sample_bytes(),
         ),
     ];
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     for (name, path, stride, budget) in inputs {
+        if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
+            continue;
+        }
         let opened =
             std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let file = kpack_pipeline::map_file(&opened, &path).unwrap_or_else(|e| panic!("{e}"));

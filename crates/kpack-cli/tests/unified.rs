@@ -204,22 +204,32 @@ fn real_world_identity(input: &Path, level: &str) -> (u64, u64) {
     (size("unified.kpack"), size("zstd.kpack"))
 }
 
+/// The size of the `.hip_fatbin` of `input` (a CCOB bundle or plain bundles), as inspect says.
+fn fatbin_size(input: &Path) -> u64 {
+    json(&["inspect", "--json", s(input)])[0]["details"]["fatbin"]["size"]
+        .as_u64()
+        .expect("a .hip_fatbin")
+}
+
 #[test]
 #[ignore = "real-world"]
-fn unified_reads_back_every_code_object_of_jax_linalg() {
-    // jax 0.12's _linalg.so (27 targets) at the default level 19: also the size the compression
-    // bench prints, and a guard on it (0.18 MB against the 0.145 MB CCOB and 0.60 MB of v1).
+fn unified_archive_of_jax_linalg_is_no_larger_than_its_ccob_fatbin() {
+    // jax 0.12's _linalg.so, 27 targets in one archive at the default level 19 (the bench's
+    // row): every code object reads back, and the archive is no larger than the compiler's
+    // CCOB bundle (145,077 bytes; v2 measured 0.13 MB against 0.60 MB of v1 zstd-3).
     let linalg = kpack_testkit::jax_wheel_dir("0.12.0").join("jax_rocm7_plugin/_linalg.so");
     let (v2, v1) = real_world_identity(&linalg, "19");
-    assert!(v2 * 3 < v1, "_linalg.so: v2 {v2} bytes, v1 zstd-3 {v1}");
-    assert!(v2 <= 190_000, "_linalg.so: v2 {v2} bytes");
+    let ccob = fatbin_size(&linalg);
+    assert!(v2 <= ccob, "_linalg.so: v2 {v2} bytes, CCOB {ccob}");
+    assert!(v2 * 4 < v1, "_linalg.so: v2 {v2} bytes, v1 zstd-3 {v1}");
 }
 
 #[test]
 #[ignore = "real-world"]
 fn unified_reads_back_every_code_object_of_librocblas_and_librocsparse() {
-    // The two large libraries at level 3, which keeps CI within minutes (identity does not
-    // depend on the level; the sizes at level 19 are the bench's).
+    // At level 3, which keeps CI within minutes (identity does not depend on the level; the
+    // sizes at level 19 are the bench's: librocblas projected at 1.08x its CCOB, librocsparse
+    // at 0.48x v1, from their samples).
     let rocblas = kpack_testkit::corpus()
         .join("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2");
     for lib in [rocblas, kpack_testkit::librocsparse()] {
