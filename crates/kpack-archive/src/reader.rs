@@ -26,7 +26,7 @@ type Backing = Box<dyn AsRef<[u8]> + Send + Sync>;
 /// their size prefixes) on the first call that needs them. The archive is `Send + Sync` and
 /// `get` needs no lock.
 pub struct Archive {
-    data: Backing,
+    data: Data,
     path: Option<PathBuf>,
     index: Index,
     /// zstd: the frames, located once on first use.
@@ -36,6 +36,12 @@ pub struct Archive {
 /// Each zstd frame's range of the file, by ordinal; or why the region is malformed, as the
 /// fields of the [`ArchiveError::BadLayout`] every use reports.
 type FrameIndex = Result<Vec<Range<usize>>, (String, String)>;
+
+/// What an [`Archive`] reads from: its file mapped, or bytes held some other way.
+enum Data {
+    Mapped(memmap2::Mmap),
+    Held(Backing),
+}
 
 /// One TOC entry as the reader sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,21 +71,28 @@ impl Archive {
         let len = file.metadata().map_err(io("reading archive size"))?.len();
         // Tiny files are read rather than mapped: an empty file cannot be mapped portably, and
         // the header parser still gives these their precise error.
-        let data: Backing = if len < DATA_START {
+        if len < DATA_START {
             let mut v = Vec::new();
             file.read_to_end(&mut v).map_err(io("reading archive"))?;
-            Box::new(v)
-        } else {
-            #[allow(unsafe_code)]
-            // SAFETY: the mapping is read-only and lives as long as the `Archive`. It is UB only
-            // if another process truncates or rewrites the file while mapped. Archives are
-            // immutable build outputs, and our writer replaces them by rename (a new inode), so
-            // open mappings never observe its writes; same contract as the C runtime's FILE*.
-            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io("mapping archive"))?;
-            Box::new(map)
+            let mut archive = Self::from_boxed(Box::new(v))?;
+            archive.path = Some(path.to_owned());
+            return Ok(archive);
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the mapping is read-only and lives as long as the `Archive`. It is UB only
+        // if another process truncates or rewrites the file while mapped. Archives are
+        // immutable build outputs, and our writer replaces them by rename (a new inode), so
+        // open mappings never observe its writes; same contract as the C runtime's FILE*.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io("mapping archive"))?;
+        let index = Index::parse(&map)?;
+        let archive = Archive {
+            data: Data::Mapped(map),
+            path: Some(path.to_owned()),
+            index,
+            frames: OnceLock::new(),
         };
-        let mut archive = Self::from_boxed(data)?;
-        archive.path = Some(path.to_owned());
+        // Indexing read the TOC, and `unified` archives' frame headers, all over the file.
+        archive.forget_pages();
         Ok(archive)
     }
 
@@ -99,7 +112,7 @@ impl Archive {
     fn from_boxed(data: Backing) -> Result<Archive, ArchiveError> {
         let index = Index::parse((*data).as_ref())?;
         Ok(Archive {
-            data,
+            data: Data::Held(data),
             path: None,
             index,
             frames: OnceLock::new(),
@@ -308,7 +321,26 @@ impl Archive {
     }
 
     fn bytes(&self) -> &[u8] {
-        (*self.data).as_ref()
+        match &self.data {
+            Data::Mapped(map) => map,
+            Data::Held(data) => (**data).as_ref(),
+        }
+    }
+
+    /// Drops the pages of a mapped archive from this process's resident set. Walks over the
+    /// whole file (the TOC, the frames' size prefixes) touch one spot per frame, but the
+    /// kernel maps every page around each fault that is in the page cache: without this, an
+    /// archive whose frames were located stays resident whole, though only the frames
+    /// later decoded are needed (`kpack restore` opens every target's archive per wrapper).
+    /// The map is private and read-only, so `MADV_DONTNEED` only forgets the pages: a later
+    /// read faults them in again from the file, with the same bytes.
+    fn forget_pages(&self) {
+        if let Data::Mapped(map) = &self.data {
+            #[allow(unsafe_code)]
+            // SAFETY: DONTNEED on a private read-only file mapping cannot change what any
+            // reference into it reads (the pages are re-read from the unchanged file).
+            let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
     }
 
     /// The zstd frames' ranges, located on first use.
@@ -317,10 +349,12 @@ impl Archive {
             return Ok(&[]);
         };
         let frames = self.frames.get_or_init(|| {
-            frame_ranges(self.bytes(), region, *count).map_err(|e| match e {
+            let frames = frame_ranges(self.bytes(), region, *count).map_err(|e| match e {
                 ArchiveError::BadLayout { what, detail } => (what, detail),
                 other => ("zstd region".to_owned(), other.to_string()),
-            })
+            });
+            self.forget_pages();
+            frames
         });
         match frames {
             Ok(f) => Ok(f),

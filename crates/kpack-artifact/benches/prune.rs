@@ -4,8 +4,11 @@
 //! decompressed, 1 GB in all, and the kept entries recompressed).
 //!
 //! Prints wall time and peak RSS (VmHWM, reset before each phase) of the copy and the prune,
-//! and their ratio. Targets: prune <= 2x the copy's time, peak RSS <= 512 MB. Needs the corpus
-//! from `scripts/setup.sh`.
+//! and their ratio. Targets: prune <= 2x the copy's time, peak RSS <= 512 MB. On a CCOB
+//! library a copy is no fair floor (every bundle must be decompressed to select its entries,
+//! and the kept ones compressed again), so the floor is measured too: `zstd -d` of the same
+//! CCOB frames (one thread), with the prune's ratio to it. Needs the corpus from
+//! `scripts/setup.sh`.
 
 use std::path::Path;
 use std::time::Instant;
@@ -31,6 +34,22 @@ fn measure(name: &str, path: &Path, keep: &[&str]) {
     let copy_rss = kpack_testkit::peak_rss_kib();
     std::fs::remove_file(dir.path().join("copy")).unwrap();
 
+    // The decoding floor: `zstd -d` of the library's CCOB frames, if it has any.
+    let frames = dir.path().join("frames.zst");
+    let compressed = kpack_testkit::ccob_frames(path, &frames);
+    let floor = (compressed > 0).then(|| {
+        let start = Instant::now();
+        let status = std::process::Command::new("zstd")
+            .args(["-d", "-q", "-c"])
+            .arg(&frames)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("zstd is required (scripts/setup.sh installs it)");
+        assert!(status.success(), "zstd -d {}", frames.display());
+        (start.elapsed(), compressed)
+    });
+    std::fs::remove_file(&frames).unwrap();
+
     let selection = Selection::Keep(keep.iter().map(|t| TargetId::parse(t).unwrap()).collect());
     let out = dir.path().join("pruned");
     kpack_testkit::reset_peak_rss();
@@ -51,6 +70,16 @@ fn measure(name: &str, path: &Path, keep: &[&str]) {
         prune_time.as_secs_f64(),
         kpack_testkit::mib(prune_rss)
     );
+    if let Some((floor_time, compressed)) = floor {
+        println!(
+            "  zstd -d     {:>8.3} s  of its {compressed} bytes of CCOB frames (the decoding floor)",
+            floor_time.as_secs_f64()
+        );
+        println!(
+            "  prune / zstd -d time: {:.2}",
+            prune_time.as_secs_f64() / floor_time.as_secs_f64()
+        );
+    }
     println!(
         "  prune / copy time: {:.2} (target <= 2); peak RSS {:.1} MiB (target <= 512)",
         prune_time.as_secs_f64() / copy_time.as_secs_f64(),

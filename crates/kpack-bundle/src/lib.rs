@@ -66,7 +66,7 @@ use std::borrow::Cow;
 
 pub use ccob::{CompressionMethod, MAX_DECOMPRESSED, ccob_hash, write_compressed};
 pub use error::BundleError;
-pub use plain::{Bundle, BundleBuilder, Entry, write_uncompressed};
+pub use plain::{Bundle, BundleBuilder, Entry, uncompressed_layout, write_uncompressed};
 
 use ccob::CcobHeader;
 use plain::check_magic;
@@ -201,6 +201,17 @@ pub fn walk_fatbin(section: &[u8]) -> Result<Vec<LocatedBundle>, BundleError> {
     Ok(bundles)
 }
 
+/// What decoding a CCOB does with its hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hash {
+    /// A mismatch is an error.
+    Verify,
+    /// Computed and reported by [`DecodedBundle::hash_ok`].
+    Report,
+    /// Not computed.
+    Skip,
+}
+
 /// A bundle ready to read: the decompressed payload of a CCOB (owned), or the bytes of an
 /// uncompressed bundle (borrowed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,16 +226,23 @@ impl<'a> DecodedBundle<'a> {
     /// Decodes the bundle at `bytes[0]` (bytes after its extent are ignored). A CCOB is
     /// decompressed and its hash verified: a mismatch is [`BundleError::HashMismatch`].
     pub fn decode(bytes: &'a [u8]) -> Result<Self, BundleError> {
-        Self::decode_with(bytes, true)
+        Self::decode_with(bytes, Hash::Verify)
     }
 
     /// Like [`DecodedBundle::decode`], but a hash mismatch is not an error; it is reported
     /// by [`DecodedBundle::hash_ok`] (LLVM itself only checks the hash in verbose mode).
     pub fn decode_unverified(bytes: &'a [u8]) -> Result<Self, BundleError> {
-        Self::decode_with(bytes, false)
+        Self::decode_with(bytes, Hash::Report)
     }
 
-    fn decode_with(bytes: &'a [u8], verify: bool) -> Result<Self, BundleError> {
+    /// Like [`DecodedBundle::decode`], but the hash is not computed at all
+    /// ([`DecodedBundle::hash_ok`] is `None`): MD5 of the payload costs more than decoding
+    /// it, which a caller that checks what it uses in other ways (`kpack prune`) skips.
+    pub fn decode_unhashed(bytes: &'a [u8]) -> Result<Self, BundleError> {
+        Self::decode_with(bytes, Hash::Skip)
+    }
+
+    fn decode_with(bytes: &'a [u8], hash: Hash) -> Result<Self, BundleError> {
         if !looks_compressed(bytes) {
             let bundle = Bundle::parse(bytes)?;
             return Ok(DecodedBundle {
@@ -236,8 +254,11 @@ impl<'a> DecodedBundle<'a> {
         }
         let header = CcobHeader::parse(bytes)?;
         let (payload, stored_len) = header.decode(bytes)?;
-        let actual = ccob_hash(&payload);
-        if verify && actual != header.hash {
+        let actual = (hash != Hash::Skip).then(|| ccob_hash(&payload));
+        if let Some(actual) = actual
+            && hash == Hash::Verify
+            && actual != header.hash
+        {
             return Err(BundleError::HashMismatch {
                 offset: header.header_len - 8,
                 expected: header.hash,
@@ -248,7 +269,7 @@ impl<'a> DecodedBundle<'a> {
             format: BundleFormat::from(&header),
             payload: Cow::Owned(payload),
             stored_len,
-            hash_ok: Some(actual == header.hash),
+            hash_ok: actual.map(|a| a == header.hash),
         })
     }
 
@@ -258,7 +279,8 @@ impl<'a> DecodedBundle<'a> {
     }
 
     /// For a CCOB, whether the stored hash matches the decompressed bytes; `None` for an
-    /// uncompressed bundle, which has no hash.
+    /// uncompressed bundle, which has no hash, or a CCOB from
+    /// [`DecodedBundle::decode_unhashed`].
     pub fn hash_ok(&self) -> Option<bool> {
         self.hash_ok
     }

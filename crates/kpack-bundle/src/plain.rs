@@ -202,11 +202,7 @@ pub struct BundleBuilder {
 impl BundleBuilder {
     /// A bundle of entries with these ids, in this order, aligned to `align`.
     pub fn new(ids: &[&str], align: u64) -> BundleBuilder {
-        let header_len: u64 = FIXED_HEADER_LEN
-            + ids
-                .iter()
-                .map(|id| ENTRY_HEADER_LEN + id.len() as u64)
-                .sum::<u64>();
+        let header_len = header_len(ids.iter().copied());
         BundleBuilder {
             out: vec![0; header_len as usize],
             align: align.max(1),
@@ -232,18 +228,59 @@ impl BundleBuilder {
 
     /// The bundle (entries never pushed are empty, at offset 0).
     pub fn finish(mut self) -> Vec<u8> {
-        let mut header = Vec::with_capacity(self.header_len as usize);
-        header.extend_from_slice(BUNDLE_MAGIC);
-        header.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
-        for (id, offset, size) in &self.entries {
-            header.extend_from_slice(&offset.to_le_bytes());
-            header.extend_from_slice(&size.to_le_bytes());
-            header.extend_from_slice(&(id.len() as u64).to_le_bytes());
-            header.extend_from_slice(id.as_bytes());
-        }
+        let entries = self.entries.iter().map(|(id, o, s)| (id.as_str(), *o, *s));
+        let header = encode_header(entries, self.header_len);
         self.out[..header.len()].copy_from_slice(&header);
         self.out
     }
+}
+
+/// The length of the header of an uncompressed bundle of entries with these ids.
+fn header_len<'i>(ids: impl Iterator<Item = &'i str>) -> u64 {
+    FIXED_HEADER_LEN
+        + ids
+            .map(|id| ENTRY_HEADER_LEN + id.len() as u64)
+            .sum::<u64>()
+}
+
+/// The header of an uncompressed bundle of `(id, offset, size)` entries, `header_len` long.
+fn encode_header<'i>(
+    entries: impl ExactSizeIterator<Item = (&'i str, u64, u64)>,
+    header_len: u64,
+) -> Vec<u8> {
+    let mut header = Vec::with_capacity(header_len as usize);
+    header.extend_from_slice(BUNDLE_MAGIC);
+    header.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for (id, offset, size) in entries {
+        header.extend_from_slice(&offset.to_le_bytes());
+        header.extend_from_slice(&size.to_le_bytes());
+        header.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        header.extend_from_slice(id.as_bytes());
+    }
+    header
+}
+
+/// The bundle [`write_uncompressed`] writes for entries of these ids and sizes, without
+/// their data: its header, and each entry's offset (its data goes there, zero-filled gaps
+/// before it, nothing after the last). For writers that copy the entries' bytes straight
+/// from where they are (`kpack prune` streams them from the input file).
+pub fn uncompressed_layout(entries: &[(&str, u64)], align: u64) -> (Vec<u8>, Vec<u64>) {
+    let align = align.max(1);
+    let header_len = header_len(entries.iter().map(|(id, _)| *id));
+    let mut end = header_len;
+    let offsets: Vec<u64> = entries
+        .iter()
+        .map(|(_, size)| {
+            let offset = end.div_ceil(align) * align;
+            end = offset + size;
+            offset
+        })
+        .collect();
+    let placed = entries
+        .iter()
+        .zip(&offsets)
+        .map(|(&(id, size), &o)| (id, o, size));
+    (encode_header(placed, header_len), offsets)
 }
 
 /// Whether `bytes` starts with `magic`: `BadMagic` if not, `Truncated` if `bytes` is a

@@ -250,6 +250,10 @@ fn a_wrong_hash_is_an_error_in_strict_decode_and_reported_otherwise() {
         let lax = DecodedBundle::decode_unverified(&bad).unwrap();
         assert_eq!(lax.hash_ok(), Some(false));
         assert_eq!(ccob_hash(lax.payload()), stored);
+        // Unhashed: the same payload, the hash neither computed nor judged.
+        let unhashed = DecodedBundle::decode_unhashed(&bad).unwrap();
+        assert_eq!(unhashed.hash_ok(), None);
+        assert!(unhashed.payload() == lax.payload(), "{file}");
     }
 }
 

@@ -5,7 +5,8 @@ mod common;
 use common::{fixture, noise};
 use kpack_bundle::{
     BUNDLE_MAGIC, Bundle, BundleError, BundleFormat, CompressionMethod, DecodedBundle,
-    LocatedBundle, ccob_hash, walk_fatbin, write_compressed, write_uncompressed,
+    LocatedBundle, ccob_hash, uncompressed_layout, walk_fatbin, write_compressed,
+    write_uncompressed,
 };
 
 fn rewrite(bytes: &[u8], align: u64) -> Vec<u8> {
@@ -29,6 +30,28 @@ fn write_uncompressed_reproduces_clang_offload_bundler_output_byte_for_byte() {
     ] {
         let bytes = fixture(file);
         assert!(rewrite(&bytes, align) == bytes, "{file} at align {align}");
+    }
+}
+
+#[test]
+fn uncompressed_layout_places_entries_where_write_uncompressed_does() {
+    let bytes = fixture("modern/plain_align1_llvm22.bundle");
+    let bundle = Bundle::parse_exact(&bytes).unwrap();
+    for align in [1, 8, 4096] {
+        let written = rewrite(&bytes, align);
+        let sized: Vec<(&str, u64)> = bundle
+            .entries()
+            .iter()
+            .map(|e| (e.triple, e.data.len() as u64))
+            .collect();
+        let (header, offsets) = uncompressed_layout(&sized, align);
+        // The layout and the entries' bytes at its offsets, gaps zero-filled, are the bundle.
+        let mut assembled = header;
+        for (e, &at) in bundle.entries().iter().zip(&offsets) {
+            assembled.resize(at as usize, 0);
+            assembled.extend_from_slice(e.data);
+        }
+        assert!(assembled == written, "align {align}");
     }
 }
 

@@ -64,37 +64,6 @@ fn deb_lib(deb: &str) -> PathBuf {
     dir
 }
 
-/// The zstd frames of every CCOB of `lib`'s `.hip_fatbin`, concatenated into `out`.
-///
-/// Read bundle by bundle: on Linux a child's `ru_maxrss` starts from this process's peak
-/// (the mm `exec` replaces), so this process must stay small for the children's figures to
-/// be theirs.
-fn ccob_frames(lib: &Path, out: &Path) -> u64 {
-    use std::io::Write;
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(lib).unwrap();
-    let map = kpack_pipeline::map_file(&file, lib).unwrap();
-    let fat = kpack_elf::inspect(&map).unwrap();
-    let section = fat.fatbin.unwrap();
-    let mut frames = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
-    let mut total = 0;
-    let mut ccob = Vec::new();
-    for b in &fat.bundles {
-        ccob.resize(b.len as usize, 0);
-        file.read_exact_at(&mut ccob, section.offset + b.offset)
-            .unwrap();
-        let header_len = match u16::from_le_bytes([ccob[4], ccob[5]]) {
-            2 => 24,
-            3 => 32,
-            v => panic!("CCOB v{v} in {}", lib.display()),
-        };
-        frames.write_all(&ccob[header_len..]).unwrap();
-        total += (ccob.len() - header_len) as u64;
-    }
-    frames.flush().unwrap();
-    total
-}
-
 fn link_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -146,7 +115,7 @@ fn main() {
         ("librocblas.so.5.2", &blas),
     ] {
         let frames = d.join(format!("{name}.zst"));
-        let len = ccob_frames(lib, &frames);
+        let len = kpack_testkit::ccob_frames(lib, &frames);
         let zstd = measure(
             format!("zstd -d of its {len} bytes of CCOB frames"),
             "zstd",

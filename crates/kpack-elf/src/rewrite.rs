@@ -246,7 +246,7 @@ impl Rewrite {
     pub fn write_with_contents<W: Write>(
         &self,
         input: &[u8],
-        contents: &mut dyn io::Read,
+        contents: &mut dyn crate::splice::Contents,
         w: W,
     ) -> io::Result<()> {
         self.splice.write_with_contents(input, contents, w)

@@ -81,6 +81,46 @@ impl Patches {
     }
 }
 
+/// Where the bytes of [`Piece::Contents`] come from: any reader, copied through a buffer,
+/// or a source that holds its bytes already and hands them to the output uncopied
+/// (`kpack prune`'s kept code objects, straight from the mapped input).
+pub trait Contents {
+    /// Hands the next `len` bytes to `sink`, in order, in slices of any size; an error if
+    /// fewer are left.
+    fn write_next(
+        &mut self,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()>;
+}
+
+impl<R: io::Read + ?Sized> Contents for R {
+    fn write_next(
+        &mut self,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        // Chunks as large as the writer's buffer go past it, unbuffered.
+        let mut buf = vec![0u8; (1 << 20).min(len as usize)];
+        let mut left = len;
+        while left > 0 {
+            let k = left.min(buf.len() as u64) as usize;
+            self.read_exact(&mut buf[..k]).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "the new contents end after {} of {len} bytes: {e}",
+                        len - left
+                    ),
+                )
+            })?;
+            sink(&buf[..k])?;
+            left -= k as u64;
+        }
+        Ok(())
+    }
+}
+
 /// A planned output: pieces in output order, patches applied to the input pieces.
 #[derive(Debug, Clone, Default)]
 pub struct Splice {
@@ -102,11 +142,11 @@ impl Splice {
     }
 
     /// Streams the output, in slices, to `sink`; `input` must be the bytes planned from,
-    /// `contents` the stream [`Piece::Contents`] reads (which must hold enough bytes).
+    /// `contents` the source of [`Piece::Contents`] (which must hold enough bytes).
     pub fn for_each_slice(
         &self,
         input: &[u8],
-        contents: &mut dyn io::Read,
+        contents: &mut dyn Contents,
         mut sink: impl FnMut(&[u8]) -> io::Result<()>,
     ) -> io::Result<()> {
         static ZEROS: [u8; 65536] = [0; 65536];
@@ -130,24 +170,7 @@ impl Splice {
                     }
                 }
                 Piece::Bytes(b) => sink(b)?,
-                Piece::Contents(len) => {
-                    let mut buf = vec![0u8; 65536.min(*len as usize)];
-                    let mut left = *len;
-                    while left > 0 {
-                        let k = left.min(buf.len() as u64) as usize;
-                        contents.read_exact(&mut buf[..k]).map_err(|e| {
-                            io::Error::new(
-                                e.kind(),
-                                format!(
-                                    "the new contents end after {} of {len} bytes: {e}",
-                                    len - left
-                                ),
-                            )
-                        })?;
-                        sink(&buf[..k])?;
-                        left -= k as u64;
-                    }
-                }
+                Piece::Contents(len) => contents.write_next(*len, &mut sink)?,
             }
         }
         Ok(())
@@ -176,7 +199,7 @@ impl Splice {
     pub fn write_with_contents<W: Write>(
         &self,
         input: &[u8],
-        contents: &mut dyn io::Read,
+        contents: &mut dyn Contents,
         mut w: W,
     ) -> io::Result<()> {
         self.for_each_slice(input, contents, |b| w.write_all(b))?;

@@ -194,6 +194,11 @@ pub trait Visitor {
     fn pe(&mut self, _fat: &PeFatBinary) -> Result<(), SourceError> {
         Ok(())
     }
+    /// Whether a CCOB's stored hash must match its decompressed bytes (a mismatch is then
+    /// an error); otherwise the hash is not computed.
+    fn checks_ccob_hash(&self) -> bool {
+        true
+    }
 }
 
 /// Walks every device code object of `bytes` (a whole file), in file order.
@@ -466,7 +471,12 @@ pub fn walk_bundle(
         }) => uncompressed_size,
         _ => 0,
     });
-    let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
+    let decoded = if visitor.checks_ccob_hash() {
+        DecodedBundle::decode(bytes)
+    } else {
+        DecodedBundle::decode_unhashed(bytes)
+    }
+    .map_err(in_bundle(false))?;
     let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
     let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
     visitor.bundle(&FoundBundle {

@@ -531,6 +531,44 @@ pub fn split_shards(out: &Path) -> PathBuf {
     out.to_owned()
 }
 
+/// The zstd frames of every CCOB of `lib`'s `.hip_fatbin`, concatenated into `out`; returns
+/// their length (0 for a library of uncompressed bundles). What `zstd -d` of them takes is the floor of any command that must decode
+/// the library's device code (the benchmarks' baseline).
+///
+/// Read bundle by bundle: on Linux a child's `ru_maxrss` starts from this process's peak
+/// (the mm `exec` replaces), so this process must stay small for the children's figures to
+/// be theirs.
+#[cfg(feature = "transform")]
+pub fn ccob_frames(lib: &Path, out: &Path) -> u64 {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(lib).unwrap();
+    let map = kpack_pipeline::map_file(&file, lib).unwrap();
+    let fat = kpack_elf::inspect(&map).unwrap();
+    let section = fat.fatbin.unwrap();
+    let mut frames = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    let mut total = 0;
+    let mut ccob = Vec::new();
+    let compressed = fat
+        .bundles
+        .iter()
+        .filter(|b| map[(section.offset + b.offset) as usize..].starts_with(b"CCOB"));
+    for b in compressed {
+        ccob.resize(b.len as usize, 0);
+        file.read_exact_at(&mut ccob, section.offset + b.offset)
+            .unwrap();
+        let header_len = match u16::from_le_bytes([ccob[4], ccob[5]]) {
+            2 => 24,
+            3 => 32,
+            v => panic!("CCOB v{v} in {}", lib.display()),
+        };
+        frames.write_all(&ccob[header_len..]).unwrap();
+        total += (ccob.len() - header_len) as u64;
+    }
+    frames.flush().unwrap();
+    total
+}
+
 /// `input` transformed into an install-like tree, `root/lib/<name>` plus `root/.kpack/`, with
 /// the default group, kernel name and search path; returns the host binary and the summary.
 #[cfg(feature = "transform")]
