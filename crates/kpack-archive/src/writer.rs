@@ -74,6 +74,9 @@ impl Compression {
 /// Kernels are stored as they arrive: with [`Compression::Zstd`] each one is compressed in
 /// `add` and only the frame is kept; with [`Compression::None`] the writer keeps the bytes,
 /// borrowing them when given a slice (`&'a [u8]`) and taking ownership of a `Vec<u8>`.
+/// With [`Compression::Unified`] the kernels of one binary key are gathered and coded together
+/// when another key comes or the archive is written ([`crate::unified`]), so adding a
+/// binary's targets one after another gives the smallest archive.
 /// Entries whose stored bytes are identical share one blob (one ordinal). To keep only the
 /// TOC in memory, stream the blobs to the file with [`ArchiveFileWriter`].
 pub struct ArchiveWriter<'a> {
