@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_fs::{Replace, Stage};
 use kpack_pipeline::prune::{PruneError, PrunedFile, Selection, check_named, prune_elf};
+use kpack_pipeline::prune_offload::{holds_offload, prune_offload};
 use kpack_target::TargetId;
 
 use crate::handlers::{self, Handler};
@@ -231,7 +232,7 @@ impl PruneJob<'_> {
         let file = File::open(input).map_err(io_at(input))?;
         let mode = file.metadata().map_err(io_at(input))?.permissions();
         let map = kpack_pipeline::map_file(&file, input).map_err(|e| in_file(e.into()))?;
-        prune_elf(&map, Some(&map), staged, Some(mode), self.selection).map_err(in_file)
+        prune_bytes(&map, Some(&map), staged, mode, self.selection).map_err(in_file)
     }
 
     /// Prunes the tree `input` into the (created) directory `staged`, to be published at `to`.
@@ -258,7 +259,7 @@ impl PruneJob<'_> {
                 self.record(&e.path, None, omitted);
                 continue;
             }
-            if is_linked_fat(&e.path)? {
+            if is_prunable(&e.path)? {
                 let pruned = self.binary(&e.path, &dst)?;
                 self.record(&e.path, Some(&published), Action::Pruned(pruned));
                 continue;
@@ -306,13 +307,13 @@ impl PruneJob<'_> {
             self.record(shown, None, omitted);
             return Ok(MemberFate::Omitted);
         }
-        if !is_linked_fat_bytes(bytes) {
+        if !is_prunable_bytes(bytes) {
             self.record(shown, Some(published), Action::Copied);
             return Ok(MemberFate::Copied);
         }
         let mode = std::fs::Permissions::from_mode(mode);
         let pruned =
-            prune_elf(bytes, Some(bytes), spool, Some(mode), self.selection).map_err(|source| {
+            prune_bytes(bytes, Some(bytes), spool, mode, self.selection).map_err(|source| {
                 PruneTreeError::File {
                     path: shown.to_owned(),
                     source: Box::new(source),
@@ -340,21 +341,38 @@ impl PruneJob<'_> {
     }
 }
 
-/// Whether `path` is a linked ELF file with device code in `.hip_fatbin` (what prune
-/// rewrites); anything else in a tree is copied.
-fn is_linked_fat(path: &Path) -> Result<bool, PruneTreeError> {
+/// Prunes a fat binary ([`prune_elf`]) or OffloadBinary device code
+/// ([`prune_offload`]) into the new file `output`.
+fn prune_bytes(
+    bytes: &[u8],
+    mapping: Option<&kpack_pipeline::FileBytes>,
+    output: &Path,
+    mode: std::fs::Permissions,
+    selection: &Selection,
+) -> Result<PrunedFile, PruneError> {
+    if holds_offload(bytes) {
+        prune_offload(bytes, output, Some(mode), selection)
+    } else {
+        prune_elf(bytes, mapping, output, Some(mode), selection)
+    }
+}
+
+/// Whether `path` is a linked ELF file with device code in `.hip_fatbin`, or OffloadBinary
+/// device code (what prune rewrites); anything else in a tree is copied.
+fn is_prunable(path: &Path) -> Result<bool, PruneTreeError> {
     let file = File::open(path).map_err(io_at(path))?;
     let map = kpack_pipeline::map_file(&file, path).map_err(|e| PruneTreeError::File {
         path: path.to_owned(),
         source: Box::new(e.into()),
     })?;
-    Ok(is_linked_fat_bytes(&map))
+    Ok(is_prunable_bytes(&map))
 }
 
-/// [`is_linked_fat`] of a file's bytes.
-fn is_linked_fat_bytes(bytes: &[u8]) -> bool {
+/// [`is_prunable`] of a file's bytes.
+fn is_prunable_bytes(bytes: &[u8]) -> bool {
     // A file that does not parse as ELF is not ours to judge here: it is copied.
-    kpack_elf::is_elf(bytes)
-        && kpack_elf::inspect(bytes)
-            .is_ok_and(|f| f.kind == kpack_elf::FatBinaryKind::Fat && !f.is_relocatable())
+    holds_offload(bytes)
+        || kpack_elf::is_elf(bytes)
+            && kpack_elf::inspect(bytes)
+                .is_ok_and(|f| f.kind == kpack_elf::FatBinaryKind::Fat && !f.is_relocatable())
 }

@@ -192,7 +192,9 @@ fn a_pruned_tarball_is_its_unpacked_tree_pruned_in_the_same_compression() {
             .filter(|f| f["action"] == "pruned")
             .map(|f| f["input"].as_str().unwrap())
             .collect();
-        assert_eq!(pruned, [format!("{}!lib/libone.so", s(tarball))], "{name}");
+        let expected =
+            ["lib/libone.so", "share/offload/mk.offload"].map(|m| format!("{}!{m}", s(tarball)));
+        assert_eq!(pruned, expected, "{name}");
 
         let head = |p: &Path| std::fs::read(p).unwrap()[..8].to_vec();
         assert_eq!(
@@ -207,8 +209,7 @@ fn a_pruned_tarball_is_its_unpacked_tree_pruned_in_the_same_compression() {
         common::kpack_ok(&args);
         let ours = unpacked(&out);
         assert_eq!(snapshot(ours.path()), snapshot(&pruned_tree), "{name}");
-        // Only linked fat binaries are pruned (the bundle, OffloadBinary and static
-        // library files of the tree are copied).
+        // The bare bundle and the static library of the tree are copied as they are.
         let libone = |m: BTreeMap<String, Vec<u8>>| -> BTreeMap<_, _> {
             m.into_iter()
                 .filter(|(n, _)| n.starts_with("libone.so."))
@@ -312,4 +313,88 @@ fn prune_of_a_container_refuses_absent_targets_and_empty_results_writing_nothing
         .unwrap();
     assert_eq!(exe["kept"], serde_json::json!([]));
     assert_record_matches(&whl);
+}
+
+#[test]
+fn pruned_offload_binaries_hold_exactly_the_kept_images_as_llvm_reads_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (rel, selection, kept, dropped) in [
+        (
+            "offload/mk.offload",
+            &["--keep", "gfx900", "gfx90a"][..],
+            &["gfx900", "gfx90a:xnack+"][..],
+            &["gfx1030"][..],
+        ),
+        (
+            "offload/mk_embedded.o",
+            &["--drop", "gfx1030"][..],
+            &["gfx900", "gfx90a:xnack+"][..],
+            &["gfx1030"][..],
+        ),
+        (
+            "offload/mk_rdc.o",
+            &["--keep", "gfx1030"][..],
+            &["gfx1030"][..],
+            &["gfx900"][..],
+        ),
+    ] {
+        let input = fixture(rel);
+        let out = tmp.path().join(input.file_name().unwrap());
+        let mut args = vec!["prune", s(&input), "-o", s(&out), "--json"];
+        args.extend(selection);
+        let report = json(&args);
+        assert_eq!(report["kept"], serde_json::json!(kept), "{rel}");
+        assert_eq!(report["dropped"], serde_json::json!(dropped), "{rel}");
+        // LLVM's witnesses: the kept images, in order, and each byte for byte the original's.
+        let before = common::objdump_images(&input);
+        let after = common::objdump_images(&out);
+        let expected: Vec<_> = before
+            .iter()
+            .filter(|i| !dropped.contains(&i[2].as_str()))
+            .cloned()
+            .collect();
+        assert_eq!(after, expected, "{rel}");
+        for arch in kept {
+            assert_eq!(
+                common::llvm_extracts(&out, arch, None),
+                common::llvm_extracts(&input, arch, None),
+                "{rel} {arch}"
+            );
+        }
+        let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+        assert!(size(&out) < size(&input), "{rel} did not shrink");
+        // An object stays a valid relocatable object: every section but the pruned one is
+        // the original's, byte for byte.
+        if rel.ends_with(".o") {
+            assert_sections_kept(&input, &out);
+        }
+    }
+}
+
+/// Every section of the object `pruned` but `.llvm.offloading` holds the bytes it held in
+/// `original`, at its alignment.
+fn assert_sections_kept(original: &Path, pruned: &Path) {
+    use object::{Object, ObjectSection};
+    let (a, b) = (
+        std::fs::read(original).unwrap(),
+        std::fs::read(pruned).unwrap(),
+    );
+    let (a, b) = (
+        object::File::parse(&*a).unwrap(),
+        object::File::parse(&*b).unwrap(),
+    );
+    let sections = |f: &object::File<'_>| -> Vec<(String, Vec<u8>)> {
+        f.sections()
+            .filter(|s| s.name().unwrap() != ".llvm.offloading")
+            .map(|s| {
+                if let Some((offset, _)) = s.file_range() {
+                    assert_eq!(offset % s.align().max(1), 0, "{:?}", s.name());
+                }
+                (s.name().unwrap().to_owned(), s.data().unwrap().to_vec())
+            })
+            .collect()
+    };
+    assert_eq!(sections(&a), sections(&b), "{}", pruned.display());
+    let offloading = |f: &object::File<'_>| f.section_by_name(".llvm.offloading").unwrap().size();
+    assert!(offloading(&b) < offloading(&a));
 }
