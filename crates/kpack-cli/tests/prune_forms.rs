@@ -398,3 +398,34 @@ fn assert_sections_kept(original: &Path, pruned: &Path) {
     let offloading = |f: &object::File<'_>| f.section_by_name(".llvm.offloading").unwrap().size();
     assert!(offloading(&b) < offloading(&a));
 }
+
+#[test]
+#[ignore = "real-world"]
+fn corpus_wheels_prune_as_their_unpacked_trees_with_a_matching_record() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, version) in [("jax_rocm7_plugin", "0.12.0"), ("cupy_rocm_7_0", "14.2.0")] {
+        let wheel = kpack_testkit::corpus_wheel(name, version);
+        let out = tmp.path().join(format!("{name}.whl"));
+        let keep = ["--keep", "gfx90a", "gfx1100"];
+        let mut args = vec!["prune", s(&wheel), "-o", s(&out)];
+        args.extend(keep);
+        common::kpack_ok(&args);
+        assert_record_matches(&out);
+        let tree = unpacked(&wheel);
+        let pruned_tree = tmp.path().join(format!("{name}-tree"));
+        let mut args = vec!["prune", s(tree.path()), "-o", s(&pruned_tree)];
+        args.extend(keep);
+        common::kpack_ok(&args);
+        let ours = unpacked(&out);
+        let digests = |root: &Path| -> Vec<(String, Vec<u8>)> {
+            kpack_testkit::snapshot_digests(root)
+                .into_iter()
+                .filter(|(p, _, c)| !p.ends_with(".dist-info/RECORD") && !c.is_empty())
+                .map(|(p, _, c)| (p, c))
+                .collect()
+        };
+        assert_eq!(digests(ours.path()), digests(&pruned_tree), "{name}");
+        let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+        assert!(size(&out) < size(&wheel), "{name} did not shrink");
+    }
+}
