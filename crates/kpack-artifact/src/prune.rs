@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_fs::{Replace, Stage};
 use kpack_pipeline::prune::{PruneError, PrunedFile, Selection, check_named, prune_elf};
+use kpack_pipeline::prune_offload::{holds_offload, prune_offload};
 use kpack_target::TargetId;
 
 use crate::handlers::{self, Handler};
@@ -33,7 +34,8 @@ pub enum PruneTreeError {
         /// What went wrong.
         source: Box<PruneError>,
     },
-    /// A named target matches nothing in the inputs.
+    /// A named target matches nothing in the inputs, or a container (wheel, tarball) cannot
+    /// be read or written.
     #[error(transparent)]
     Prune(Box<PruneError>),
     /// Reading or writing failed.
@@ -44,6 +46,12 @@ pub enum PruneTreeError {
         /// The failure.
         source: std::io::Error,
     },
+}
+
+impl From<kpack_pipeline::SourceError> for PruneTreeError {
+    fn from(e: kpack_pipeline::SourceError) -> Self {
+        PruneTreeError::Prune(Box::new(e.into()))
+    }
 }
 
 fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> PruneTreeError + '_ {
@@ -101,8 +109,26 @@ pub fn prune(
     selection: &Selection,
     allow_empty: bool,
 ) -> Result<PruneReport, PruneTreeError> {
+    prune_each(inputs, output, selection, allow_empty, &mut |_, _, _, _| {
+        Ok(false)
+    })
+}
+
+/// Prunes one input file into the output `to`; `false` when the file is not its to prune.
+pub type FilePruner<'f> =
+    dyn FnMut(&mut PruneJob<'_>, &mut Stage, &Path, &Path) -> Result<bool, PruneTreeError> + 'f;
+
+/// [`prune`], each input file first offered to `container` (which prunes wheels and
+/// tarballs member by member, through [`PruneJob::member`]).
+pub fn prune_each(
+    inputs: &[PathBuf],
+    output: &Path,
+    selection: &Selection,
+    allow_empty: bool,
+    container: &mut FilePruner<'_>,
+) -> Result<PruneReport, PruneTreeError> {
     let mut stage = Stage::new();
-    let mut job = Job {
+    let mut job = PruneJob {
         selection,
         files: Vec::new(),
         present: BTreeSet::new(),
@@ -124,18 +150,12 @@ pub fn prune(
         if meta.is_dir() {
             let staged = stage
                 .add_tree(&to, |_| false)
-                .map_err(|e| PruneTreeError::Io {
-                    path: e.path,
-                    source: e.source,
-                })?;
+                .map_err(PruneTreeError::from)?;
             job.tree(input, &staged, &to)?;
-        } else {
+        } else if !container(&mut job, &mut stage, input, &to)? {
             let staged = stage
                 .add(&to, Replace::Allowed)
-                .map_err(|e| PruneTreeError::Io {
-                    path: e.path,
-                    source: e.source,
-                })?;
+                .map_err(PruneTreeError::from)?;
             let pruned = job.binary(input, &staged)?;
             job.record(input, Some(&to), Action::Pruned(pruned));
         }
@@ -151,10 +171,7 @@ pub fn prune(
             }
         }
     }
-    stage.publish().map_err(|e| PruneTreeError::Io {
-        path: e.path,
-        source: e.source,
-    })?;
+    stage.publish().map_err(PruneTreeError::from)?;
     Ok(PruneReport {
         files: job.files,
         kept: job.kept.into_iter().collect(),
@@ -162,7 +179,28 @@ pub fn prune(
     })
 }
 
-struct Job<'s> {
+impl From<kpack_fs::StageError> for PruneTreeError {
+    fn from(e: kpack_fs::StageError) -> Self {
+        PruneTreeError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
+/// What became of a member of a container ([`PruneJob::member`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberFate {
+    /// Pruned into the spool file given.
+    Pruned,
+    /// To be copied as it is.
+    Copied,
+    /// Left out (a database file of a dropped target).
+    Omitted,
+}
+
+/// One prune in progress: what every input became, and the targets seen.
+pub struct PruneJob<'s> {
     selection: &'s Selection,
     files: Vec<FileOutcome>,
     /// Every device target found (code objects and database files).
@@ -171,7 +209,7 @@ struct Job<'s> {
     dropped: BTreeSet<String>,
 }
 
-impl Job<'_> {
+impl PruneJob<'_> {
     fn record(&mut self, input: &Path, output: Option<&Path>, action: Action) {
         if let Action::Pruned(p) = &action {
             self.present.extend(p.present());
@@ -194,7 +232,7 @@ impl Job<'_> {
         let file = File::open(input).map_err(io_at(input))?;
         let mode = file.metadata().map_err(io_at(input))?.permissions();
         let map = kpack_pipeline::map_file(&file, input).map_err(|e| in_file(e.into()))?;
-        prune_elf(&map, Some(&map), staged, Some(mode), self.selection).map_err(in_file)
+        prune_bytes(&map, Some(&map), staged, mode, self.selection).map_err(in_file)
     }
 
     /// Prunes the tree `input` into the (created) directory `staged`, to be published at `to`.
@@ -217,26 +255,11 @@ impl Job<'_> {
                 continue;
             }
             let rel = e.rel.to_string_lossy().replace('\\', "/");
-            if let Some((handler, arch)) = Handler::ALL
-                .iter()
-                .find_map(|h| h.classify(&rel).map(|a| (h.name(), a)))
-            {
-                if let Some(t) = handlers::parse_target(&arch.target) {
-                    self.present.insert(t);
-                }
-                if !self.keeps_database(&arch.target) {
-                    self.dropped.insert(arch.target.clone());
-                    self.record(
-                        &e.path,
-                        None,
-                        Action::Omitted {
-                            handler,
-                            target: arch.target,
-                        },
-                    );
-                    continue;
-                }
-            } else if is_linked_fat(&e.path)? {
+            if let Some(omitted) = self.omitted(&rel) {
+                self.record(&e.path, None, omitted);
+                continue;
+            }
+            if is_prunable(&e.path)? {
                 let pruned = self.binary(&e.path, &dst)?;
                 self.record(&e.path, Some(&published), Action::Pruned(pruned));
                 continue;
@@ -245,6 +268,64 @@ impl Job<'_> {
             self.record(&e.path, Some(&published), Action::Copied);
         }
         Ok(())
+    }
+
+    /// [`Action::Omitted`] when `rel` is a database file of a dropped target (its target
+    /// counts as present either way).
+    fn omitted(&mut self, rel: &str) -> Option<Action> {
+        let (handler, arch) = Handler::ALL
+            .iter()
+            .find_map(|h| h.classify(rel).map(|a| (h.name(), a)))?;
+        if let Some(t) = handlers::parse_target(&arch.target) {
+            self.present.insert(t);
+        }
+        if self.keeps_database(&arch.target) {
+            return None;
+        }
+        self.dropped.insert(arch.target.clone());
+        Some(Action::Omitted {
+            handler,
+            target: arch.target,
+        })
+    }
+
+    /// Decides and records what becomes of the member `rel` (`/`-separated) of a
+    /// container, shown as `shown` and to be written as `published`, as a file of a tree:
+    /// a database file of a dropped target is left out, a linked fat binary is pruned into
+    /// the new file `spool` with permission bits `mode`, anything else is to be copied.
+    pub fn member(
+        &mut self,
+        shown: &Path,
+        rel: &str,
+        bytes: &kpack_pipeline::FileBytes,
+        mode: u32,
+        spool: &Path,
+        published: &Path,
+    ) -> Result<MemberFate, PruneTreeError> {
+        use std::os::unix::fs::PermissionsExt;
+        if let Some(omitted) = self.omitted(rel) {
+            self.record(shown, None, omitted);
+            return Ok(MemberFate::Omitted);
+        }
+        if !is_prunable_bytes(bytes) {
+            self.record(shown, Some(published), Action::Copied);
+            return Ok(MemberFate::Copied);
+        }
+        let mode = std::fs::Permissions::from_mode(mode);
+        let pruned =
+            prune_bytes(bytes, Some(bytes), spool, mode, self.selection).map_err(|source| {
+                PruneTreeError::File {
+                    path: shown.to_owned(),
+                    source: Box::new(source),
+                }
+            })?;
+        self.record(shown, Some(published), Action::Pruned(pruned));
+        Ok(MemberFate::Pruned)
+    }
+
+    /// Records a member copied as it is without a look at its bytes (a symbolic link).
+    pub fn copied(&mut self, shown: &Path, published: &Path) {
+        self.record(shown, Some(published), Action::Copied);
     }
 
     /// Whether a database file of `target` (a target or a family such as `gfx11xx`) stays: a
@@ -260,18 +341,38 @@ impl Job<'_> {
     }
 }
 
-/// Whether `path` is a linked ELF file with device code in `.hip_fatbin` (what prune
-/// rewrites); anything else in a tree is copied.
-fn is_linked_fat(path: &Path) -> Result<bool, PruneTreeError> {
+/// Prunes a fat binary ([`prune_elf`]) or OffloadBinary device code
+/// ([`prune_offload`]) into the new file `output`.
+fn prune_bytes(
+    bytes: &[u8],
+    mapping: Option<&kpack_pipeline::FileBytes>,
+    output: &Path,
+    mode: std::fs::Permissions,
+    selection: &Selection,
+) -> Result<PrunedFile, PruneError> {
+    if holds_offload(bytes) {
+        prune_offload(bytes, output, Some(mode), selection)
+    } else {
+        prune_elf(bytes, mapping, output, Some(mode), selection)
+    }
+}
+
+/// Whether `path` is a linked ELF file with device code in `.hip_fatbin`, or OffloadBinary
+/// device code (what prune rewrites); anything else in a tree is copied.
+fn is_prunable(path: &Path) -> Result<bool, PruneTreeError> {
     let file = File::open(path).map_err(io_at(path))?;
     let map = kpack_pipeline::map_file(&file, path).map_err(|e| PruneTreeError::File {
         path: path.to_owned(),
         source: Box::new(e.into()),
     })?;
-    if !kpack_elf::is_elf(&map) {
-        return Ok(false);
-    }
+    Ok(is_prunable_bytes(&map))
+}
+
+/// [`is_prunable`] of a file's bytes.
+fn is_prunable_bytes(bytes: &[u8]) -> bool {
     // A file that does not parse as ELF is not ours to judge here: it is copied.
-    Ok(kpack_elf::inspect(&map)
-        .is_ok_and(|f| f.kind == kpack_elf::FatBinaryKind::Fat && !f.is_relocatable()))
+    holds_offload(bytes)
+        || kpack_elf::is_elf(bytes)
+            && kpack_elf::inspect(bytes)
+                .is_ok_and(|f| f.kind == kpack_elf::FatBinaryKind::Fat && !f.is_relocatable())
 }

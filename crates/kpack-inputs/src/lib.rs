@@ -23,6 +23,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kpack_pipeline::report::{self, Inspection};
+
+pub mod prune;
 use kpack_pipeline::{FileBytes, SourceError};
 
 /// Members up to this size are read into memory; larger ones spill to a temporary file.
@@ -70,6 +72,8 @@ pub struct Input<'a> {
     pub bytes: &'a FileBytes,
     /// The file `bytes` are mapped from, for copies by range; `None` when they are in memory.
     pub file: Option<&'a File>,
+    /// Its Unix permission bits.
+    pub mode: u32,
 }
 
 /// Reads the file at `path` (`given`: the user named it) and hands `visit` each input it
@@ -92,8 +96,10 @@ fn read_with<E: From<SourceError>>(
 ) -> Result<(), E> {
     match Form::of(path) {
         Form::File => {
+            use std::os::unix::fs::PermissionsExt;
             let file = File::open(path).map_err(io_error(path))?;
             let bytes = kpack_pipeline::map_file(&file, path)?;
+            let meta = file.metadata().map_err(io_error(path))?;
             visit(&Input {
                 path,
                 member: None,
@@ -101,6 +107,7 @@ fn read_with<E: From<SourceError>>(
                 given,
                 bytes: &bytes,
                 file: Some(&file),
+                mode: meta.permissions().mode() & 0o7777,
             })
         }
         Form::Wheel => read_wheel(path, in_memory, visit),
@@ -146,12 +153,12 @@ fn read_wheel<E: From<SourceError>>(
         wheel,
         reader,
         &kpack_wheel::Limits::default(),
-        |name, _mode, size, content| {
+        |name, mode, size, content| {
             let shown = member_path(wheel, name);
             let (member, sha256) = Member::load(&shown, size, in_memory, |out| {
                 kpack_wheel::reader::copy_exact(wheel, name, content, out, size).map_err(Stop::from)
             })?;
-            member.visit(wheel, name, &shown, visit)?;
+            member.visit(wheel, name, &shown, mode, visit)?;
             Ok(sha256)
         },
     )
@@ -165,35 +172,47 @@ fn read_tarball<E: From<SourceError>>(
     visit: &mut dyn FnMut(&Input<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
     kpack_tar::open(tarball, |m, content| {
-        let kpack_tar::MemberKind::File { size, .. } = m.kind else {
-            return Ok(());
-        };
-        let shown = member_path(tarball, &m.path);
-        let (member, ()) = Member::load(&shown, size, in_memory, |out| {
-            let copied = std::io::copy(content, out).map_err(|e| {
-                Stop::from(kpack_tar::TarError::Member {
-                    path: tarball.to_owned(),
-                    index: m.index,
-                    name: m.path.clone(),
-                    offset: m.offset,
-                    problem: format!("reading its content: {e}"),
-                })
-            })?;
-            if copied != size {
-                return Err(Stop::from(kpack_tar::TarError::Member {
-                    path: tarball.to_owned(),
-                    index: m.index,
-                    name: m.path.clone(),
-                    offset: m.offset,
-                    problem: format!("{copied} bytes of content, its header declares {size}"),
-                }));
-            }
-            Ok(())
-        })?;
-        member.visit(tarball, &m.path, &shown, visit)
+        visit_tar_member(tarball, in_memory, m, content, visit)
     })
     .map(drop)
     .map_err(Stop::into_error)
+}
+
+/// Hands `visit` the tar member `m` (of `tarball`) when it is a regular file, its `content`
+/// read as [`read`] reads members.
+fn visit_tar_member<E>(
+    tarball: &Path,
+    in_memory: u64,
+    m: &kpack_tar::Member,
+    content: &mut dyn std::io::Read,
+    visit: &mut dyn FnMut(&Input<'_>) -> Result<(), E>,
+) -> Result<(), Stop<E>> {
+    let kpack_tar::MemberKind::File { size, mode } = m.kind else {
+        return Ok(());
+    };
+    let shown = member_path(tarball, &m.path);
+    let (member, ()) = Member::load(&shown, size, in_memory, |out| {
+        let copied = std::io::copy(content, out).map_err(|e| {
+            Stop::from(kpack_tar::TarError::Member {
+                path: tarball.to_owned(),
+                index: m.index,
+                name: m.path.clone(),
+                offset: m.offset,
+                problem: format!("reading its content: {e}"),
+            })
+        })?;
+        if copied != size {
+            return Err(Stop::from(kpack_tar::TarError::Member {
+                path: tarball.to_owned(),
+                index: m.index,
+                name: m.path.clone(),
+                offset: m.offset,
+                problem: format!("{copied} bytes of content, its header declares {size}"),
+            }));
+        }
+        Ok(())
+    })?;
+    member.visit(tarball, &m.path, &shown, mode, visit)
 }
 
 /// `kpack inspect` of the file at `path` (`given`: the user named it): `each` receives the
@@ -268,6 +287,7 @@ impl Member {
         container: &Path,
         member: &str,
         shown: &Path,
+        mode: u32,
         visit: &mut dyn FnMut(&Input<'_>) -> Result<(), E>,
     ) -> Result<(), Stop<E>> {
         visit(&Input {
@@ -277,6 +297,7 @@ impl Member {
             given: false,
             bytes: &self.bytes,
             file: self.spill.as_ref(),
+            mode,
         })
         .map_err(Stop::Visit)
     }

@@ -376,6 +376,73 @@ impl<'a> Binary<'a> {
     }
 }
 
+/// Appends `image` to `out` as one version-1 binary, laid out byte for byte as LLVM's
+/// `OffloadBinary::write` lays it out (LLVM ≤ 22 writes every image so): the header, the
+/// entry, the string map in the image's order, an ELF-style string table (a leading NUL,
+/// then each distinct string once, ordered by its reversed bytes, descending, so that a
+/// string that ends another is stored as that string's tail, as `StringTableBuilder`
+/// does), zeros up to the 8-byte aligned image, the image, zeros up to 8 bytes. The image's
+/// position fields (`binary`, `entry`, `binary_offset`, `version`, `offset`) are not
+/// written: they say where it was read.
+pub fn write_binary(image: &Image<'_>, out: &mut Vec<u8>) {
+    let mut strings: Vec<&str> = image.strings.iter().flat_map(|(k, v)| [*k, *v]).collect();
+    strings.sort_by(|a, b| b.bytes().rev().cmp(a.bytes().rev()));
+    strings.dedup();
+    let mut table = vec![0u8];
+    let mut offsets: Vec<(&str, u64)> = Vec::with_capacity(strings.len());
+    let mut previous: Option<&str> = None;
+    for s in strings {
+        let at = match previous {
+            Some(p) if p.ends_with(s) => table.len() - s.len() - 1,
+            _ => {
+                let at = table.len();
+                table.extend_from_slice(s.as_bytes());
+                table.push(0);
+                previous = Some(s);
+                at
+            }
+        };
+        offsets.push((s, at as u64));
+    }
+    let offset_of = |s: &str| {
+        offsets
+            .iter()
+            .find(|(t, _)| *t == s)
+            .map_or(0, |(_, at)| *at)
+    };
+    let map_at = HEADER_SIZE + ENTRY_SIZE;
+    let table_at = map_at + 16 * image.strings.len() as u64;
+    let image_at = (table_at + table.len() as u64).next_multiple_of(8);
+    let size = (image_at + image.data.len() as u64).next_multiple_of(8);
+    let start = out.len();
+    out.reserve(size as usize);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for field in [size, HEADER_SIZE, ENTRY_SIZE] {
+        out.extend_from_slice(&field.to_le_bytes());
+    }
+    out.extend_from_slice(&image.image_kind.0.to_le_bytes());
+    out.extend_from_slice(&image.offload_kind.0.to_le_bytes());
+    out.extend_from_slice(&image.flags.to_le_bytes());
+    let entry = [
+        map_at,
+        image.strings.len() as u64,
+        image_at,
+        image.data.len() as u64,
+    ];
+    for field in entry {
+        out.extend_from_slice(&field.to_le_bytes());
+    }
+    for (k, v) in &image.strings {
+        out.extend_from_slice(&(table_at + offset_of(k)).to_le_bytes());
+        out.extend_from_slice(&(table_at + offset_of(v)).to_le_bytes());
+    }
+    out.extend_from_slice(&table);
+    out.resize(start + image_at as usize, 0);
+    out.extend_from_slice(image.data);
+    out.resize(start + size as usize, 0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

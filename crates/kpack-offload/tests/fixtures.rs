@@ -72,3 +72,33 @@ fn any_corrupt_header_byte_is_an_error_or_a_bounded_reading() {
         }
     }
 }
+
+/// The `.llvm.offloading` section of the relocatable object `fixture`.
+fn offloading_section(fixture: &str) -> Vec<u8> {
+    use object::{Object, ObjectSection};
+    let bytes = read_fixture(fixture);
+    let file = object::File::parse(&*bytes).unwrap();
+    let section = file.section_by_name(".llvm.offloading").unwrap();
+    section.data().unwrap().to_vec()
+}
+
+#[test]
+fn the_writer_writes_every_fixture_binary_back_byte_for_byte() {
+    let mut inputs = vec![("offload/mk.offload", read_fixture("offload/mk.offload"))];
+    for o in [
+        "offload/mk_rdc.o",
+        "offload/mk2_rdc.o",
+        "offload/mk_embedded.o",
+    ] {
+        inputs.push((o, offloading_section(o)));
+    }
+    for (name, bytes) in inputs {
+        let images = parse(&bytes, 0).unwrap();
+        assert!(!images.is_empty(), "{name}");
+        let mut written = Vec::new();
+        for image in &images {
+            kpack_offload::write_binary(image, &mut written);
+        }
+        assert!(written == bytes, "{name}: written differently");
+    }
+}

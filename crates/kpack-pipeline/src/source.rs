@@ -384,11 +384,18 @@ const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
 /// with their offsets in `elf`.
 fn offloading_sections(elf: &[u8]) -> Result<Vec<(&[u8], u64)>, SourceError> {
     let file = kpack_elf::ElfFile::parse(elf)?;
+    offloading_section_headers(&file)
+        .map(|s| Ok((file.section_data(s)?, s.sh_offset)))
+        .collect()
+}
+
+/// The section headers of [`offloading_sections`].
+pub(crate) fn offloading_section_headers<'f>(
+    file: &'f kpack_elf::ElfFile<'_>,
+) -> impl Iterator<Item = &'f kpack_elf::SectionHeader> {
     file.section_headers()
         .iter()
         .filter(|s| s.sh_type == SHT_LLVM_OFFLOADING || s.name == ".llvm.offloading")
-        .map(|s| Ok((file.section_data(s)?, s.sh_offset)))
-        .collect()
 }
 
 /// Visits the images of the OffloadBinaries in `regions` (bytes and their absolute offset

@@ -355,8 +355,7 @@ fn prune(
             ));
         }
     };
-    let report =
-        py.detach(|| kpack_artifact::prune::prune(&paths, &output, &selection, allow_empty));
+    let report = py.detach(|| kpack_inputs::prune::prune(&paths, &output, &selection, allow_empty));
     let report = report.map_err(|e| {
         let class = match &e {
             PruneTreeError::Io { .. } => Class::Input,

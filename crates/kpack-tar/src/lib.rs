@@ -26,7 +26,8 @@
 //! members sorted by path (a directory's entries right after it), mtime `SOURCE_DATE_EPOCH`
 //! or 0, uid/gid 0 with no user or group names, file modes kept (directories 0755),
 //! symlinks kept as links, GNU long names, single-threaded zstd. The tarball is written
-//! under a temporary name beside the destination and renamed when complete.
+//! under a temporary name beside the destination and renamed when complete. [`TarWriter`]
+//! writes the same members one by one, compressed in any [`Compression`].
 
 #![warn(missing_docs)]
 
@@ -509,8 +510,7 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
     use std::os::unix::fs::PermissionsExt;
     // Named as every kpack temporary (a killed run's is swept), mode 0666 less the umask.
     let temp = kpack_fs::temp_file_beside(out).map_err(io_error(out))?;
-    let encoder = zstd::Encoder::new(temp.as_file(), opts.level).map_err(io_error(out))?;
-    let mut builder = tar::Builder::new(encoder);
+    let mut writer = TarWriter::new(temp.as_file(), Compression::Zstd, opts, out)?;
     let mut members = 0;
     for e in kpack_fs::walk(dir) {
         let e = e.map_err(|e| TarError::Io {
@@ -521,40 +521,25 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
             path: e.path.clone(),
             source: std::io::Error::other("file name is not UTF-8"),
         })?;
-        let mut header = tar::Header::new_gnu();
-        header.set_mtime(opts.mtime);
-        header.set_uid(0);
-        header.set_gid(0);
         let kind = e.file_type;
-        let written = if kind.is_symlink() {
+        if kind.is_symlink() {
             let target = std::fs::read_link(&e.path).map_err(io_error(&e.path))?;
-            header.set_entry_type(tar::EntryType::Symlink);
-            header.set_mode(0o777);
-            header.set_size(0);
-            builder.append_link(&mut header, name, target)
+            writer.symlink(name, &target)
         } else if kind.is_dir() {
-            header.set_entry_type(tar::EntryType::Directory);
-            header.set_mode(0o755);
-            header.set_size(0);
-            builder.append_data(&mut header, format!("{name}/"), std::io::empty())
+            writer.dir(name)
         } else if kind.is_file() {
             let file = std::fs::File::open(&e.path).map_err(io_error(&e.path))?;
             let meta = file.metadata().map_err(io_error(&e.path))?;
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(meta.permissions().mode() & 0o7777);
-            header.set_size(meta.len());
-            builder.append_data(&mut header, name, file)
+            writer.file(name, meta.permissions().mode() & 0o7777, meta.len(), file)
         } else {
-            return Err(TarError::Io {
-                path: e.path.clone(),
-                source: std::io::Error::other("neither a file, a directory nor a symlink"),
-            });
-        };
-        written.map_err(io_error(&e.path))?;
+            Err(std::io::Error::other(
+                "neither a file, a directory nor a symlink",
+            ))
+        }
+        .map_err(io_error(&e.path))?;
         members += 1;
     }
-    let encoder = builder.into_inner().map_err(io_error(out))?;
-    let mut file = encoder.finish().map_err(io_error(out))?;
+    let mut file = writer.finish()?;
     file.flush().map_err(io_error(out))?;
     file.sync_all().map_err(io_error(out))?;
     temp.persist_noclobber(out).map_err(|e| TarError::Io {
@@ -562,6 +547,127 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
         source: e.error,
     })?;
     Ok(members)
+}
+
+/// The reproducible tar writer (see the crate docs), member by member, into `W` compressed
+/// with a [`Compression`]: [`pack_dir`] writes a tree with it, and a streamed rewrite of a
+/// tarball (`kpack prune`) its members as they come, in the input's compression.
+pub struct TarWriter<W: Write> {
+    builder: tar::Builder<Encoder<W>>,
+    mtime: u64,
+    /// The output, in errors.
+    out: PathBuf,
+}
+
+/// The compressing layer of a [`TarWriter`].
+enum Encoder<W: Write> {
+    None(W),
+    Zstd(zstd::Encoder<'static, W>),
+    Xz(xz2::write::XzEncoder<W>),
+    Gzip(flate2::write::GzEncoder<W>),
+}
+
+impl<W: Write> Write for Encoder<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Encoder::None(w) => w.write(buf),
+            Encoder::Zstd(w) => w.write(buf),
+            Encoder::Xz(w) => w.write(buf),
+            Encoder::Gzip(w) => w.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Encoder::None(w) => w.flush(),
+            Encoder::Zstd(w) => w.flush(),
+            Encoder::Xz(w) => w.flush(),
+            Encoder::Gzip(w) => w.flush(),
+        }
+    }
+}
+
+/// The xz preset of written `.tar.xz` (xz's default).
+pub const XZ_LEVEL: u32 = 6;
+
+impl<W: Write> TarWriter<W> {
+    /// A writer of a tarball into `sink` with `compression` (zstd at `opts.level`, xz at
+    /// [`XZ_LEVEL`], gzip at its default level with no name and mtime 0 in its header);
+    /// `out` names the output in errors.
+    pub fn new(
+        sink: W,
+        compression: Compression,
+        opts: PackOptions,
+        out: &Path,
+    ) -> Result<TarWriter<W>, TarError> {
+        let encoder = match compression {
+            Compression::None => Encoder::None(sink),
+            Compression::Zstd => {
+                Encoder::Zstd(zstd::Encoder::new(sink, opts.level).map_err(io_error(out))?)
+            }
+            Compression::Xz => Encoder::Xz(xz2::write::XzEncoder::new(sink, XZ_LEVEL)),
+            Compression::Gzip => Encoder::Gzip(
+                flate2::GzBuilder::new()
+                    .mtime(0)
+                    .write(sink, flate2::Compression::default()),
+            ),
+        };
+        Ok(TarWriter {
+            builder: tar::Builder::new(encoder),
+            mtime: opts.mtime,
+            out: out.to_owned(),
+        })
+    }
+
+    fn header(&self, kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(self.mtime);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_entry_type(kind);
+        header.set_mode(mode);
+        header.set_size(size);
+        header
+    }
+
+    /// Appends the directory `name` (mode 0755).
+    pub fn dir(&mut self, name: &str) -> std::io::Result<()> {
+        let mut header = self.header(tar::EntryType::Directory, 0o755, 0);
+        self.builder
+            .append_data(&mut header, format!("{name}/"), std::io::empty())
+    }
+
+    /// Appends the symbolic link `name` to `target`.
+    pub fn symlink(&mut self, name: &str, target: &Path) -> std::io::Result<()> {
+        let mut header = self.header(tar::EntryType::Symlink, 0o777, 0);
+        self.builder.append_link(&mut header, name, target)
+    }
+
+    /// Appends the regular file `name` with permission bits `mode` and the `size` bytes
+    /// `content` holds.
+    pub fn file(
+        &mut self,
+        name: &str,
+        mode: u32,
+        size: u64,
+        content: impl Read,
+    ) -> std::io::Result<()> {
+        let mut header = self.header(tar::EntryType::Regular, mode, size);
+        self.builder.append_data(&mut header, name, content)
+    }
+
+    /// Ends the tar and its compression stream; returns the sink.
+    pub fn finish(self) -> Result<W, TarError> {
+        let out = self.out;
+        let encoder = self.builder.into_inner().map_err(io_error(&out))?;
+        match encoder {
+            Encoder::None(w) => Ok(w),
+            Encoder::Zstd(w) => w.finish(),
+            Encoder::Xz(w) => w.finish(),
+            Encoder::Gzip(w) => w.finish(),
+        }
+        .map_err(io_error(&out))
+    }
 }
 
 #[cfg(test)]

@@ -92,22 +92,122 @@ pub fn entry_time() -> zip::DateTime {
         .unwrap_or_default()
 }
 
-/// Streams `path` into `sink`, returning its SHA-256 and size.
-fn hash_into(path: &Path, sink: &mut dyn Write) -> Result<([u8; 32], u64), WheelError> {
-    let mut file = BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io(path))?);
+/// Streams `content` (read from `path`) into `sink`, returning its SHA-256 and size.
+fn hash_into(
+    path: &Path,
+    content: &mut dyn Read,
+    sink: &mut dyn Write,
+) -> Result<([u8; 32], u64), WheelError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
     loop {
-        let n = file.read(&mut buf).map_err(io(path))?;
-        if n == 0 {
-            break;
-        }
+        let n = match content.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(path)(e)),
+        };
         hasher.update(&buf[..n]);
         sink.write_all(&buf[..n]).map_err(io(path))?;
         size += n as u64;
     }
     Ok((hasher.finalize().into(), size))
+}
+
+/// Streams the file at `path` into `sink`, returning its SHA-256 and size.
+fn hash_file_into(path: &Path, sink: &mut dyn Write) -> Result<([u8; 32], u64), WheelError> {
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    hash_into(path, &mut BufReader::with_capacity(1 << 20, file), sink)
+}
+
+/// A deterministic wheel zip being written (see the module docs): files in the order they
+/// are added, then RECORD, listing each with its SHA-256 and size. `publish` writes a
+/// staged tree with it, and `kpack prune` a wheel's members as it reads them.
+pub struct WheelZip {
+    zip: zip::ZipWriter<std::io::BufWriter<std::fs::File>>,
+    rows: Vec<(String, [u8; 32], u64)>,
+    time: zip::DateTime,
+    wheel: std::path::PathBuf,
+    dest: std::path::PathBuf,
+}
+
+impl WheelZip {
+    /// Creates the new file `dest` (a staged path: the caller publishes it). `wheel` names
+    /// the input in errors.
+    pub fn create(wheel: &Path, dest: &Path) -> Result<WheelZip, WheelError> {
+        let out = std::fs::File::create(dest).map_err(io(dest))?;
+        Ok(WheelZip {
+            zip: zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, out)),
+            rows: Vec::new(),
+            time: entry_time(),
+            wheel: wheel.to_owned(),
+            dest: dest.to_owned(),
+        })
+    }
+
+    fn zip_error(&self) -> impl FnOnce(zip::result::ZipError) -> WheelError + use<> {
+        let (wheel, output) = (self.wheel.clone(), self.dest.clone());
+        move |source| WheelError::Zip {
+            wheel,
+            output,
+            source,
+        }
+    }
+
+    fn start(
+        &mut self,
+        path: &str,
+        mode: u32,
+        compressed: bool,
+        len: u64,
+    ) -> Result<(), WheelError> {
+        let options = SimpleFileOptions::default()
+            .compression_method(if compressed {
+                zip::CompressionMethod::Deflated
+            } else {
+                zip::CompressionMethod::Stored
+            })
+            .last_modified_time(self.time)
+            .unix_permissions(mode)
+            .large_file(len >= u32::MAX as u64);
+        let err = self.zip_error();
+        self.zip.start_file(path, options).map_err(err)
+    }
+
+    /// Adds the file `path` (`/`-separated) with permission bits `mode`: `len` bytes read
+    /// from `content` (`from` names it in errors), deflated unless `compressed` is false.
+    pub fn add(
+        &mut self,
+        path: &str,
+        mode: u32,
+        compressed: bool,
+        len: u64,
+        from: &Path,
+        content: &mut dyn Read,
+    ) -> Result<(), WheelError> {
+        self.start(path, mode, compressed, len)?;
+        let (digest, size) = hash_into(from, content, &mut self.zip)?;
+        self.rows.push((path.to_owned(), digest, size));
+        Ok(())
+    }
+
+    /// Writes `dist_info/RECORD` and ends the zip.
+    pub fn finish(mut self, dist_info: &str) -> Result<Published, WheelError> {
+        let record = metadata::write_record(dist_info, &self.rows);
+        self.start(&format!("{dist_info}/RECORD"), 0o644, true, 0)?;
+        let dest = self.dest.clone();
+        self.zip.write_all(&record).map_err(io(&dest))?;
+        let err = self.zip_error();
+        let out = self.zip.finish().map_err(err)?;
+        let file = out.into_inner().map_err(|e| io(&dest)(e.into_error()))?;
+        file.sync_all().map_err(io(&dest))?;
+        Ok(Published {
+            files: self.rows.len() + 1,
+            bytes: self.rows.iter().map(|r| r.2).sum::<u64>() + record.len() as u64,
+            size: file.metadata().map_err(io(&dest))?.len(),
+        })
+    }
 }
 
 /// Writes RECORD for the staged tree `root` and publishes it at `dest`: a `.whl` (the
@@ -123,17 +223,12 @@ pub fn publish(
     stored: &dyn Fn(&str) -> bool,
 ) -> Result<Published, WheelError> {
     let files = tree_files(root, dist_info)?;
-    let mut rows = Vec::with_capacity(files.len());
     let record_path = format!("{dist_info}/RECORD");
-    let zip_err = |source| WheelError::Zip {
-        wheel: wheel.to_owned(),
-        output: dest.to_owned(),
-        source,
-    };
     let (bytes, size) = match format {
         OutputFormat::Directory => {
+            let mut rows = Vec::with_capacity(files.len());
             for (path, _) in &files {
-                let (digest, size) = hash_into(&root.join(path), &mut std::io::sink())?;
+                let (digest, size) = hash_file_into(&root.join(path), &mut std::io::sink())?;
                 rows.push((path.clone(), digest, size));
             }
             let record = metadata::write_record(dist_info, &rows);
@@ -144,40 +239,16 @@ pub fn publish(
             (bytes, bytes)
         }
         OutputFormat::Wheel => {
-            let out = std::fs::File::create(dest).map_err(io(dest))?;
-            let mut zip = zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, out));
-            let time = entry_time();
-            let options = |mode: u32, compressed: bool, size: u64| {
-                SimpleFileOptions::default()
-                    .compression_method(if compressed {
-                        zip::CompressionMethod::Deflated
-                    } else {
-                        zip::CompressionMethod::Stored
-                    })
-                    .last_modified_time(time)
-                    .unix_permissions(mode)
-                    .large_file(size >= u32::MAX as u64)
-            };
+            let mut zip = WheelZip::create(wheel, dest)?;
             for (path, mode) in &files {
                 let full = root.join(path);
-                let len = std::fs::metadata(&full).map_err(io(&full))?.len();
-                zip.start_file(path.as_str(), options(*mode, !stored(path), len))
-                    .map_err(zip_err)?;
-                let (digest, size) = hash_into(&full, &mut zip)?;
-                rows.push((path.clone(), digest, size));
+                let file = std::fs::File::open(&full).map_err(io(&full))?;
+                let len = file.metadata().map_err(io(&full))?.len();
+                let mut content = BufReader::with_capacity(1 << 20, file);
+                zip.add(path, *mode, !stored(path), len, &full, &mut content)?;
             }
-            let record = metadata::write_record(dist_info, &rows);
-            zip.start_file(record_path.as_str(), options(0o644, true, 0))
-                .map_err(zip_err)?;
-            zip.write_all(&record).map_err(io(dest))?;
-            let out = zip.finish().map_err(zip_err)?;
-            let file = out.into_inner().map_err(|e| io(dest)(e.into_error()))?;
-            file.sync_all().map_err(io(dest))?;
-            let size = file.metadata().map_err(io(dest))?.len();
-            (
-                rows.iter().map(|r| r.2).sum::<u64>() + record.len() as u64,
-                size,
-            )
+            let published = zip.finish(dist_info)?;
+            (published.bytes, published.size)
         }
     };
     Ok(Published {

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_artifact::prune::{Action, prune};
+use kpack_artifact::prune::Action;
+use kpack_inputs::prune::prune;
 use kpack_pipeline::prune::{Selection, parse_target_name};
 use kpack_target::TargetId;
 
@@ -12,7 +13,8 @@ use crate::output::{self, Error};
 #[derive(clap::Args)]
 #[command(group = clap::ArgGroup::new("selection").required(true).args(["keep", "drop"]))]
 pub struct Args {
-    /// Fat binaries (shared libraries, executables), directories or artifacts.
+    /// Fat binaries (shared libraries, executables), directories or artifacts, Python
+    /// wheels, artifact tarballs (`.tar.zst`, `.tar.xz`, `.tar.gz`, `.tar`).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// The output: a file for one input file, a tree for one directory, a directory holding

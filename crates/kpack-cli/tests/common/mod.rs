@@ -112,3 +112,68 @@ pub fn transformed_libtwo(root: &Path) -> std::path::PathBuf {
     ]);
     lib
 }
+
+/// What `llvm-offload-binary` extracts from `input` for `arch`: one image, or with
+/// `member`, that member's image in the static archive it writes (`--archive`).
+pub fn llvm_extracts(input: &Path, arch: &str, member: Option<&str>) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("extracted");
+    let image = format!("--image=file={},arch={arch}", s(&out));
+    match member {
+        None => {
+            kpack_testkit::run_llvm22("llvm-offload-binary", &[s(input), &image]);
+            std::fs::read(&out).unwrap()
+        }
+        Some(member) => {
+            kpack_testkit::run_llvm22("llvm-offload-binary", &[s(input), &image, "--archive"]);
+            kpack_testkit::run_llvm22("llvm-ar", &["p", s(&out), member])
+        }
+    }
+}
+
+/// `llvm-objdump --offloading`'s images: (member or "", kind, arch, triple, producer), with
+/// its kind names mapped to kpack's (`elf` → `object`, `llvm ir` → `bitcode`).
+pub fn objdump_images(input: &Path) -> Vec<[String; 5]> {
+    let text = String::from_utf8(kpack_testkit::run_llvm22(
+        "llvm-objdump",
+        &["--offloading", s(input)],
+    ))
+    .unwrap();
+    let mut images = Vec::new();
+    let mut member = String::new();
+    let mut fields: BTreeMap<&str, String> = BTreeMap::new();
+    let mut flush = |member: &str, fields: &mut BTreeMap<&str, String>| {
+        if !fields.is_empty() {
+            let kind = match fields["kind"].as_str() {
+                "elf" => "object".to_owned(),
+                "llvm ir" => "bitcode".to_owned(),
+                other => other.to_owned(),
+            };
+            images.push([
+                member.to_owned(),
+                kind,
+                fields["arch"].clone(),
+                fields["triple"].clone(),
+                fields["producer"].clone(),
+            ]);
+            fields.clear();
+        }
+    };
+    for line in text.lines() {
+        if let Some(head) = line.strip_suffix(":\tfile format elf64-x86-64") {
+            flush(&member, &mut fields);
+            member = head
+                .split_once('(')
+                .map(|(_, m)| m.trim_end_matches(')').to_owned())
+                .unwrap_or_default();
+        } else if line.starts_with("OFFLOADING IMAGE") {
+            flush(&member, &mut fields);
+        } else if let Some((key, value)) = line.split_once(char::is_whitespace) {
+            if ["kind", "arch", "triple", "producer"].contains(&key) {
+                fields.insert(key, value.trim().to_owned());
+            }
+        }
+    }
+    flush(&member, &mut fields);
+    images
+}
