@@ -240,7 +240,7 @@ fn unified_archive_of_librocsparse_holds_its_7_targets_in_100_mb() {
 #[ignore = "real-world"]
 fn unified_reads_back_every_code_object_of_librocblas() {
     // At level 3, which keeps CI within minutes (identity does not depend on the level; the
-    // size at level 19 is the bench's, projected at 1.08x the CCOB from its sample).
+    // size at level 19 is the bench's, projected at 1.04x the CCOB from its sample).
     let rocblas = kpack_testkit::corpus()
         .join("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2");
     let (v2, v1) = real_world_identity(&rocblas, "3");
