@@ -123,7 +123,8 @@ def recombine(
     validation raises :class:`ArtifactError`). Shards may hold ``.tar.zst`` artifacts;
     ``output_format="tar.zst"`` writes every package as a ``<name>.tar.zst``.
     ``group_archives=True`` writes one archive per module and group with all of the group's
-    targets (``compression``, ``level``), plus a relative link per target.
+    targets (``compression``, ``level``), plus a relative link per target;
+    ``compression="unified"`` implies it.
 
     Returns the summary ``kpack recombine --json`` prints.
     """

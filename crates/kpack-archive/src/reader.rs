@@ -185,6 +185,14 @@ impl Archive {
         self.lookup(binary, arch).is_some()
     }
 
+    /// The bytes the archive stores for `(binary, arch)`, not decoded: the kernel (`none`),
+    /// its zstd frame without the size prefix (`zstd-per-kernel`), or its frame (`unified`,
+    /// which may need its reference to decode).
+    pub fn stored_bytes(&self, binary: &str, arch: &str) -> Result<&[u8], ArchiveError> {
+        let (_, entry) = self.find(binary, arch)?;
+        self.stored(entry)
+    }
+
     /// The kernel for `(binary, arch)`: borrowed from the file for `none`, decoded for zstd.
     ///
     /// A zstd frame must decode to exactly `original_size` bytes, and a frame whose header

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::msgpack::Encoder;
 use crate::unified::{Coded, Coder, GROUP_BUDGET};
 use crate::{
-    ArchiveError, CompressionScheme, DATA_START, HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
+    Archive, ArchiveError, CompressionScheme, DATA_START, HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
     first_repeat, normalise_key,
 };
 
@@ -147,6 +147,40 @@ impl PreparedKernel<'_> {
             original_size: self.original_size,
             compression: self.compression,
         }
+    }
+}
+
+impl<'a> PreparedKernel<'a> {
+    /// The entry `(binary, arch)` of `archive` as a writer of `compression` stores it, taken
+    /// as the archive stores it, without decoding, when that is already the form
+    /// `compression` stores: a `none` kernel for `none`, a zstd frame for `zstd` at the
+    /// default level (frames record no level: they are kept as the archive's writer made
+    /// them, at the default unless asked otherwise; another level asked for codes them
+    /// again). `None` otherwise (and always for `unified`, whose frames depend on the other
+    /// frames of their archive): the kernel must be decoded and prepared again.
+    /// The bytes are taken unchecked, as a copied single-target archive's would be.
+    pub fn stored_in(
+        archive: &'a Archive,
+        binary: &str,
+        arch: &str,
+        compression: Compression,
+    ) -> Result<Option<PreparedKernel<'a>>, ArchiveError> {
+        let copies = match compression {
+            Compression::None => archive.compression_scheme() == CompressionScheme::None,
+            Compression::Zstd { level } => {
+                level == DEFAULT_ZSTD_LEVEL
+                    && archive.compression_scheme() == CompressionScheme::ZstdPerKernel
+            }
+            Compression::Unified { .. } => false,
+        };
+        let Some(info) = archive.info(binary, arch).filter(|_| copies) else {
+            return Ok(None);
+        };
+        Ok(Some(PreparedKernel {
+            stored: Cow::Borrowed(archive.stored_bytes(binary, arch)?),
+            original_size: info.original_size,
+            compression,
+        }))
     }
 }
 
@@ -869,6 +903,16 @@ impl<'a> ArchiveFileWriter<'a> {
     pub fn set_gfx_arches(&mut self, arches: Vec<String>) -> Result<(), ArchiveError> {
         let result = self.writer.set_gfx_arches(arches);
         result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
+    /// [`ArchiveWriter::gfx_arches`].
+    pub fn gfx_arches(&self) -> &[String] {
+        self.writer.gfx_arches()
+    }
+
+    /// [`ArchiveWriter::set_gfx_arch_family`].
+    pub fn set_gfx_arch_family(&mut self, family: impl Into<String>) {
+        self.writer.set_gfx_arch_family(family);
     }
 
     /// The final path.

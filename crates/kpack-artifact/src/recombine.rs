@@ -276,6 +276,18 @@ pub struct RecombineOptions {
     pub group_archives: Option<Compression>,
 }
 
+impl RecombineOptions {
+    /// The [`RecombineOptions::group_archives`] of a request: group archives when asked for
+    /// (`--group-archives`) or when `compression` is `unified`, which implies them: format v2
+    /// saves what it saves across targets (per target it would only recompress each shard's
+    /// archives, which `kpack recompress` does); else `None`, and `compression` has nothing
+    /// to write.
+    pub fn group_archives_for(asked: bool, compression: Compression) -> Option<Compression> {
+        let unified = matches!(compression, Compression::Unified { .. });
+        (asked || unified).then_some(compression)
+    }
+}
+
 /// One group package written.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GroupSummary {

@@ -611,6 +611,40 @@ fn group_archives_hold_every_target_of_their_group_behind_relative_per_target_li
     assert_eq!(verify_against_shards(&zstd).failures, Vec::<String>::new());
 }
 
+/// Group archives of the per-target archives' own scheme (`none` into `none`, zstd frames
+/// into zstd at the level they were written with) copy the stored bytes without decoding and
+/// coding them again, and come out byte for byte as coding them again would make them.
+#[test]
+fn group_archives_copy_stored_frames_into_the_bytes_coding_again_gives() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shards = split_shards(&tmp.path().join("shards"));
+    let plain = tmp.path().join("plain");
+    run(&shards, &config(STRICT, GROUPS), &plain).unwrap();
+    for compression in [Compression::zstd(), Compression::None] {
+        let out = tmp.path().join(format!("{compression:?}"));
+        run_grouped(&shards, &out, compression, 0);
+        for (package, group, targets) in GROUP_ARCHIVES {
+            let kpack = |root: &Path| root.join(package).join("demo/stage/.kpack");
+            for module in ["bin_demo", "lib_libdemo.so.1"] {
+                let mut coded = kpack_archive::ArchiveWriter::new(module, group, compression);
+                for target in targets {
+                    let path = kpack(&plain).join(format!("{module}_{target}.kpack"));
+                    let source = kpack_archive::Archive::open(path).unwrap();
+                    for (binary, arch, info) in source.entries() {
+                        let code = source.get(binary, arch).unwrap().into_owned();
+                        coded.add(binary, arch, code, info.metadata).unwrap();
+                    }
+                }
+                let mut want = Vec::new();
+                coded.write_to(&mut want).unwrap();
+                let name = format!("{module}_{group}.kpack");
+                let got = std::fs::read(kpack(&out).join(&name)).unwrap();
+                assert!(got == want, "{compression:?} {package} {name}");
+            }
+        }
+    }
+}
+
 #[test]
 fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
     let tmp = tempfile::tempdir().unwrap();

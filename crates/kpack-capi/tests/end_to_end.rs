@@ -198,14 +198,30 @@ fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
 /// `cp -a` and `tar` elsewhere (the links are relative).
 #[test]
 fn the_overlaid_install_tree_with_group_archives_loads_every_target_through_the_runtime() {
+    group_archives_load_every_target(Compression::zstd());
+}
+
+/// The same with format v2 group archives (`recombine --compression unified`): every target
+/// of every group archive, coded across the group's targets, loads byte for byte.
+#[test]
+fn the_overlaid_install_tree_with_unified_group_archives_loads_every_target_through_the_runtime() {
+    group_archives_load_every_target(Compression::unified());
+}
+
+/// Recombines the shards with group archives of `compression` and loads every target of the
+/// installed tree, and of copies of it, through both runtimes.
+fn group_archives_load_every_target(compression: Compression) {
     let tmp = tempfile::tempdir().unwrap();
     let rt = runtime(tmp.path());
-    let install = recombined_install(tmp.path(), Some(Compression::zstd()));
+    let install = recombined_install(tmp.path(), Some(compression));
     let kpack = install.join(".kpack");
     assert_eq!(
         std::fs::read_link(kpack.join("lib_libdemo.so.1_gfx90a:xnack-.kpack")).unwrap(),
         Path::new("lib_libdemo.so.1_gfx90X.kpack")
     );
+    let group = kpack_archive::Archive::open(kpack.join("lib_libdemo.so.1_gfx90X.kpack")).unwrap();
+    assert_eq!(group.compression_scheme(), compression.scheme());
+    assert_eq!(group.gfx_arches().len(), 3, "{:?}", group.gfx_arches());
     let copies = kpack_testkit::copied_elsewhere(&install, tmp.path());
     std::fs::remove_dir_all(&install).unwrap();
     for tree in &copies {

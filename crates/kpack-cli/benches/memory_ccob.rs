@@ -3,7 +3,10 @@
 //! (65 CCOB v3, 1 GB), and two TheRock-style artifacts (rocBLAS with its 1897-file kernel
 //! database and hipSPARSELt; rocSPARSE) split, recombined and verified, as directories and
 //! as `.tar.zst` (split from the tarball into `.tar.zst` shards, recombined and verified
-//! from those; the baseline there is `zstd -d` of the artifact tarball).
+//! from those; the baseline there is `zstd -d` of the artifact tarball). Also format v2:
+//! bookworm's librocsparse.so.0.1 (1.3 GB of plain bundles) packed `--compression unified`
+//! and its v1 archive recompressed to v2 (the baseline: its v1 pack), and the artifacts
+//! recombined with group archives, copied from the split's frames or coded again.
 //!
 //! Each command runs as a child process (the `kpack` binary Cargo builds for this bench);
 //! its peak RSS is the child's `ru_maxrss` from `wait4`. The baseline, in the same run, is
@@ -122,8 +125,7 @@ fn main() {
             &[Path::new("-d"), Path::new("-c"), Path::new("-q"), &frames],
         );
         std::fs::remove_file(&frames).unwrap();
-        report.baselines.push((name.to_owned(), zstd.time));
-        report.add(name, zstd);
+        report.baseline(name, "zstd -d", zstd);
         report.add(
             name,
             measure("kpack inspect".into(), kpack, &[Path::new("inspect"), lib]),
@@ -172,6 +174,39 @@ fn main() {
         );
         std::fs::remove_dir_all(&out).unwrap();
     }
+
+    // Format v2 of bookworm's librocsparse.so.0.1 (1.3 GB of plain bundles, 777 code
+    // objects), packed whole at level 19 and converted from its v1 archive; the baseline is
+    // the v1 pack of the same library (zstd-3, streamed).
+    let name = "librocsparse.so.0.1 v2";
+    let lib = deb_lib("librocsparse0_5.3.0+dfsg-2").join("librocsparse.so.0.1");
+    let (v1, v2) = (d.join("v1.kpack"), d.join("v2.kpack"));
+    let pack = |compression: &str, out: &Path| {
+        let args = [
+            Path::new("pack"),
+            Path::new("--compression"),
+            Path::new(compression),
+        ];
+        let args = [&args[..], &[lib.as_path(), Path::new("-o"), out]].concat();
+        measure(
+            format!("kpack pack --compression {compression}"),
+            kpack,
+            &args,
+        )
+    };
+    report.baseline(name, "v1 pack", pack("zstd", &v1));
+    report.add(name, pack("unified", &v2));
+    std::fs::remove_file(&v2).unwrap();
+    let recompress = [Path::new("recompress"), &v1, Path::new("-o"), &v2];
+    let unified = [Path::new("--compression"), Path::new("unified")];
+    let run = measure(
+        "kpack recompress v1 -> v2".into(),
+        kpack,
+        &[&recompress[..], &unified[..]].concat(),
+    );
+    report.add(name, run);
+    std::fs::remove_file(&v1).unwrap();
+    std::fs::remove_file(&v2).unwrap();
 
     // The artifacts: one shard, rocBLAS (+ database) with hipSPARSELt, and rocSPARSE.
     let original = d.join("original");
@@ -260,6 +295,32 @@ fn main() {
         &[],
     );
 
+    // Group archives (one per group and module; here one group): the split's zstd-3 frames
+    // copied as they are, against the same archives decoded and coded again (at level 4, so
+    // that they cannot be copied).
+    for (what, extra) in [
+        ("kpack recombine --group-archives", &[][..]),
+        (
+            "  ... --level 4 (coded again)",
+            &[Path::new("--level"), Path::new("4")][..],
+        ),
+    ] {
+        let out = d.join("grouped");
+        let args = [
+            Path::new("recombine"),
+            Path::new("--shards"),
+            &split,
+            Path::new("--config"),
+            &config,
+            Path::new("-o"),
+            &out,
+            Path::new("--group-archives"),
+        ];
+        let run = measure(what.into(), kpack, &[&args[..], extra].concat());
+        report.add("both artifacts", run);
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
     // The same artifacts as TheRock's CI stores them: `.tar.zst` in, `.tar.zst` shards out,
     // recombined and verified from those shards (streamed, never extracted to $TMPDIR).
     let original_tar = d.join("original-tar");
@@ -287,8 +348,7 @@ fn main() {
             "zstd",
             &[Path::new("-d"), Path::new("-c"), Path::new("-q"), &tarball],
         );
-        report.baselines.push((label.clone(), zstd.time));
-        report.add(&label, zstd);
+        report.baseline(&label, "zstd -d", zstd);
         report.add(
             &label,
             measure(
@@ -384,30 +444,40 @@ fn recombine_and_verify(
 
 #[derive(Default)]
 struct Report {
-    baselines: Vec<(String, Duration)>,
+    /// Per input: the baseline's name (`zstd -d`) and time.
+    baselines: Vec<(String, &'static str, Duration)>,
     over: Vec<String>,
 }
 
 impl Report {
-    /// Prints `run` on `input` (beside the zstd baseline of the same input, if any).
+    /// Prints `run`, the baseline (called `short` in the ratios) of `input`, and records it.
+    fn baseline(&mut self, input: &str, short: &'static str, run: Run) {
+        self.baselines.push((input.to_owned(), short, run.time));
+        self.print(input, &run, "baseline", String::new());
+    }
+
+    /// Prints `run` on `input` (beside the baseline of the same input, if any).
     fn add(&mut self, input: &str, run: Run) {
-        let vs_zstd = self
+        let ratio = self
             .baselines
             .iter()
-            .find(|(n, _)| *n == input)
-            .filter(|_| !run.what.starts_with("zstd"))
-            .map(|(_, t)| format!("{:>6.2}x zstd -d", run.time.as_secs_f64() / t.as_secs_f64()))
+            .find(|(n, _, _)| *n == input)
+            .map(|(_, short, t)| {
+                format!("{:>6.2}x {short}", run.time.as_secs_f64() / t.as_secs_f64())
+            })
             .unwrap_or_default();
-        let verdict = if run.what.starts_with("zstd") {
-            "baseline"
-        } else if run.peak_mib <= TARGET_MIB {
+        let verdict = if run.peak_mib <= TARGET_MIB {
             "ok"
         } else {
             self.over.push(format!("{} on {input}", run.what));
             "OVER"
         };
+        self.print(input, &run, verdict, ratio);
+    }
+
+    fn print(&self, input: &str, run: &Run, verdict: &str, ratio: String) {
         println!(
-            "  {:<26} {:<25} {:>8.2} s  peak RSS {:>7.1} MiB / {TARGET_MIB} {verdict:<8} {vs_zstd}",
+            "  {:<32} {:<25} {:>8.2} s  peak RSS {:>7.1} MiB / {TARGET_MIB} {verdict:<8} {ratio}",
             run.what,
             input,
             run.time.as_secs_f64(),

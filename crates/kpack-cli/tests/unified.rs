@@ -1,7 +1,7 @@
 //! `--compression unified` (archive format v2) through the command line: every fixture's code
 //! objects read back byte for byte, `recompress` converting either way with identical
-//! content (a `none` archive back byte for byte), and `split` with unified passing
-//! `verify --original`.
+//! content (a `none` archive back byte for byte), and `split` and `recombine` with unified
+//! passing `verify --original`.
 
 mod common;
 
@@ -161,6 +161,68 @@ fn split_with_unified_passes_verify_original() {
     let res = kpack(&["verify", s(&out), "--original", s(&shard), "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
     assert!(res.status.success(), "{report}");
+    assert!(report["code_objects"].as_u64().unwrap() > 0, "{report}");
+}
+
+/// `recombine --compression unified` of shards split with `unified` writes v2 group archives
+/// (it implies `--group-archives`: one archive per group and module, per-target links), and
+/// the packages pass `verify --original` against the unsplit shards.
+#[test]
+fn recombine_with_unified_writes_v2_group_archives_and_passes_verify_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = fixture("shards");
+    let split = dir.path().join("split");
+    for shard in kpack_testkit::SHARDS {
+        kpack_ok(&[
+            "split",
+            "--batch",
+            s(&shards.join(shard)),
+            "-o",
+            s(&split.join(shard)),
+            "--split-databases",
+            "rocblas",
+            "--compression",
+            "unified",
+        ]);
+    }
+    let config = dir.path().join("packaging.json");
+    std::fs::write(
+        &config,
+        r#"{"primary_shard": "shard-a",
+            "architecture_groups": {
+                "gfx9": {"architectures": ["gfx900", "gfx906"]},
+                "gfx90X": {"architectures": ["gfx908", "gfx90a"]},
+                "gfx103X": {"architectures": ["gfx1030"]}}}"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    kpack_ok(&[
+        "recombine",
+        "--shards",
+        s(&split),
+        "--config",
+        s(&config),
+        "-o",
+        s(&out),
+        "--compression",
+        "unified",
+    ]);
+    let dot_kpack = out.join("demo_lib_gfx90X/demo/stage/.kpack");
+    for target in ["gfx908", "gfx90a:xnack+", "gfx90a:xnack-"] {
+        let link = dot_kpack.join(format!("lib_libdemo.so.1_{target}.kpack"));
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            Path::new("lib_libdemo.so.1_gfx90X.kpack"),
+            "{target}"
+        );
+    }
+    let group = Archive::open(dot_kpack.join("lib_libdemo.so.1_gfx90X.kpack")).unwrap();
+    assert_eq!(group.compression_scheme(), CompressionScheme::Unified);
+    assert_eq!(group.gfx_arches().len(), 3);
+    let res = kpack(&["verify", s(&out), "--original", s(&shards), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert!(res.status.success(), "{report}");
+    assert_eq!(report["failures"], serde_json::json!([]), "{report}");
     assert!(report["code_objects"].as_u64().unwrap() > 0, "{report}");
 }
 

@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use kpack_archive::{ArchiveWriter, Compression};
+use kpack_archive::{ArchiveFileWriter, Compression};
 
 use crate::error::{SourceError, io_error};
 use crate::source::{self, DeviceCode, Visitor};
@@ -33,6 +33,12 @@ pub struct PackSummary {
 /// resolve), or the bundle index for files without wrappers (raw bundles, code objects).
 /// The archive is written to a temporary file and renamed; identical code objects are
 /// stored once.
+///
+/// Memory is bounded by the work in flight, not by the inputs: each input is walked through
+/// its mapping with the pages of every bundle dropped once visited
+/// ([`source::walk_mapped`]), and the stored bytes go straight to the file
+/// ([`ArchiveFileWriter`], which keeps only the TOC, plus the candidate references of scheme
+/// `unified` within their budget).
 pub fn pack(
     inputs: &[PackInput],
     output: &Path,
@@ -40,8 +46,15 @@ pub fn pack(
     family: Option<&str>,
     compression: Compression,
 ) -> Result<PackSummary, SourceError> {
+    // What a killed pack to the same place left (housekeeping: never a reason to fail).
+    let _ = kpack_fs::sweep(kpack_fs::parent_dir(output));
     let mut collector = Collector {
-        writer: ArchiveWriter::new(group_name, family.unwrap_or(group_name), compression),
+        writer: ArchiveFileWriter::create(
+            output,
+            group_name,
+            family.unwrap_or(group_name),
+            compression,
+        )?,
         kernel_name: String::new(),
         entries: 0,
     };
@@ -50,7 +63,7 @@ pub fn pack(
         let map = crate::map_file(&file, &input.path)?;
         collector.kernel_name.clone_from(&input.kernel_name);
         let before = collector.entries;
-        let kind = source::walk(&map, &mut collector).map_err(|e| SourceError::InInput {
+        let kind = source::walk_mapped(&map, &mut collector).map_err(|e| SourceError::InInput {
             path: input.path.clone(),
             source: Box::new(e),
         })?;
@@ -70,9 +83,7 @@ pub fn pack(
     if family.is_none() && gfx_arches.len() == 1 {
         writer.set_gfx_arch_family(&gfx_arches[0]);
     }
-    // What a killed pack to the same place left (housekeeping: never a reason to fail).
-    let _ = kpack_fs::sweep(kpack_fs::parent_dir(output));
-    writer.write_file(output)?;
+    writer.finish()?;
     Ok(PackSummary {
         entries,
         gfx_arches,
@@ -81,7 +92,7 @@ pub fn pack(
 
 /// Adds each device code object under the key of every wrapper that leads to it.
 struct Collector {
-    writer: ArchiveWriter<'static>,
+    writer: ArchiveFileWriter<'static>,
     kernel_name: String,
     entries: usize,
 }

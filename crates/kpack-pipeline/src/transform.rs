@@ -505,7 +505,8 @@ impl<'a> Plan<'a> {
     ///
     /// Memory is bounded by the work in flight, not by the library: worker threads decode
     /// bundles (a CCOB decompressed one at a time per worker, within
-    /// [`ordered::DEFAULT_BUDGET`] bytes in flight) and compress their code objects; this
+    /// [`ordered::DEFAULT_BUDGET`] bytes in flight, a quarter of it for `unified`, whose
+    /// workers hand over code objects, not frames) and compress their code objects; this
     /// thread appends them, in file order, to archives streamed to their files
     /// ([`ArchiveFileWriter`]), which keep only their TOCs. The output is the same for any
     /// thread count. On failure no archive of this run is left behind.
@@ -517,10 +518,16 @@ impl<'a> Plan<'a> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cost = |i: usize| self.slots[i].decode_cost(self.input);
         let mut writers: BTreeMap<String, ArchiveFileWriter<'a>> = BTreeMap::new();
+        // `unified` codes on this thread, and the workers' results are the code objects
+        // themselves, not their frames: a quarter of the budget keeps the coder fed.
+        let budget = match compression {
+            Compression::Unified { .. } => ordered::DEFAULT_BUDGET / 4,
+            _ => ordered::DEFAULT_BUDGET,
+        };
         ordered::for_each_ordered(
             self.slots.len(),
             threads,
-            ordered::DEFAULT_BUDGET,
+            budget,
             cost,
             || KernelCompressor::new(compression),
             |compressor, i| self.prepare_bundle(i, compressor),

@@ -251,7 +251,7 @@ fn output_format(name: &str) -> PyResult<kpack_artifact::tarball::OutputFormat> 
 }
 
 /// `kpack recombine --shards SHARDS --config CONFIG -o OUTPUT [--component C]
-/// [--group-archives --compression S --level N] --json`: the JSON summary, as a string.
+/// [--group-archives] [--compression S --level N] --json`: the JSON summary, as a string.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)] // the command's options, one keyword each
 fn recombine(
@@ -274,7 +274,7 @@ fn recombine(
             component,
             threads,
             output: output_format,
-            group_archives: group_archives.then_some(compression),
+            group_archives: RecombineOptions::group_archives_for(group_archives, compression),
         };
         kpack_artifact::recombine::recombine(&shards, &config, &output, &opts)
     });

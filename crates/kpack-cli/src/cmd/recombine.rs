@@ -32,6 +32,7 @@ pub struct Args {
     /// Per group package and module, one archive holding all the group's targets
     /// (`<module>_<group>.kpack`, written with --compression) plus a relative link per
     /// target (`<module>_<target>.kpack`), which the markers and any runtime find.
+    /// Implied by `--compression unified`, whose value is across targets.
     #[arg(long)]
     group_archives: bool,
     #[command(flatten)]
@@ -47,7 +48,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         component: args.component.clone(),
         threads: args.threads,
         output: args.output_format.into(),
-        group_archives: args.group_archives.then(|| args.compression.compression()),
+        group_archives: RecombineOptions::group_archives_for(
+            args.group_archives,
+            args.compression.compression(),
+        ),
     };
     let summary = recombine::recombine(&args.shards, &config, &args.output, &opts)?;
     if args.json {
