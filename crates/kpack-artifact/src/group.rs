@@ -9,14 +9,17 @@
 //! coding them again when the sources were written at that level, for a fraction of the
 //! time.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use kpack_archive::{Archive, ArchiveFileWriter, Compression, PreparedKernel};
 
 use crate::ArtifactError;
 
-/// Writes the group archive `to`: every entry of `sources` (one target each), in order, so
-/// its `gfx_arches` are the sources' targets in that order.
+/// Writes the group archive `to`: every entry of `sources` (one target each). Its
+/// `gfx_arches` are the sources' targets in the order given; entries are added kernel by
+/// kernel (each binary key's targets together, in source order), so that a scheme coding
+/// entries against each other sees every target of a kernel at once.
 pub fn write(
     to: &Path,
     module: &str,
@@ -37,15 +40,37 @@ pub fn write(
         .collect::<Result<Vec<_>, _>>()?;
     let mut w =
         ArchiveFileWriter::create(to, module, group, compression).map_err(archive_error(to))?;
-    for ((_, src), a) in sources.iter().zip(&opened) {
+    let mut arches: Vec<String> = Vec::new();
+    for a in &opened {
+        for arch in a.gfx_arches() {
+            if !arches.contains(arch) {
+                arches.push(arch.clone());
+            }
+        }
+    }
+    w.set_gfx_arches(arches).map_err(archive_error(to))?;
+    // Binary keys in order of first appearance, each with its entries from every source.
+    let mut kernels: Vec<(&str, Vec<(usize, &str, &[(String, String)])>)> = Vec::new();
+    let mut position: HashMap<&str, usize> = HashMap::new();
+    for (source, a) in opened.iter().enumerate() {
         for (binary, arch, info) in a.entries() {
+            let at = *position.entry(binary).or_insert_with(|| {
+                kernels.push((binary, Vec::new()));
+                kernels.len() - 1
+            });
+            kernels[at].1.push((source, arch, info.metadata));
+        }
+    }
+    for (binary, entries) in kernels {
+        for (source, arch, metadata) in entries {
+            let (a, src) = (&opened[source], &sources[source].1);
             let stored = PreparedKernel::stored_in(a, binary, arch, compression)
                 .map_err(archive_error(src))?;
             let added = match stored {
-                Some(kernel) => w.add_prepared(binary, arch, kernel, info.metadata),
+                Some(kernel) => w.add_prepared(binary, arch, kernel, metadata),
                 None => {
                     let code = a.get(binary, arch).map_err(archive_error(src))?;
-                    w.add(binary, arch, code, info.metadata)
+                    w.add(binary, arch, code, metadata)
                 }
             };
             added.map_err(archive_error(to))?;

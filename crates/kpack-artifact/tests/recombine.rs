@@ -627,12 +627,28 @@ fn group_archives_copy_stored_frames_into_the_bytes_coding_again_gives() {
             let kpack = |root: &Path| root.join(package).join("demo/stage/.kpack");
             for module in ["bin_demo", "lib_libdemo.so.1"] {
                 let mut coded = kpack_archive::ArchiveWriter::new(module, group, compression);
-                for target in targets {
-                    let path = kpack(&plain).join(format!("{module}_{target}.kpack"));
-                    let source = kpack_archive::Archive::open(path).unwrap();
-                    for (binary, arch, info) in source.entries() {
-                        let code = source.get(binary, arch).unwrap().into_owned();
-                        coded.add(binary, arch, code, info.metadata).unwrap();
+                let sources: Vec<_> = targets
+                    .iter()
+                    .map(|target| {
+                        let path = kpack(&plain).join(format!("{module}_{target}.kpack"));
+                        kpack_archive::Archive::open(path).unwrap()
+                    })
+                    .collect();
+                let arches = sources.iter().flat_map(|s| s.gfx_arches().to_vec());
+                coded.set_gfx_arches(arches.collect()).unwrap();
+                // Kernel by kernel: each binary key's targets together, in target order.
+                let mut binaries: Vec<&str> = Vec::new();
+                for (binary, _, _) in sources.iter().flat_map(|s| s.entries()) {
+                    if !binaries.contains(&binary) {
+                        binaries.push(binary);
+                    }
+                }
+                for binary in binaries {
+                    for source in &sources {
+                        for (b, arch, info) in source.entries().filter(|e| e.0 == binary) {
+                            let code = source.get(b, arch).unwrap().into_owned();
+                            coded.add(b, arch, code, info.metadata).unwrap();
+                        }
                     }
                 }
                 let mut want = Vec::new();
