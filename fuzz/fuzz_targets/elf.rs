@@ -1,4 +1,5 @@
-//! ELF fat-binary inspection, `ar` archives, and the whole walk over any file kpack reads.
+//! ELF fat-binary inspection, `ar` archives (read, and rebuilt with each member's data
+//! halved: what prune of a static library writes), and the whole walk over any file kpack reads.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -8,6 +9,15 @@ impl kpack_pipeline::source::Visitor for Ignore {}
 
 fuzz_target!(|data: &[u8]| {
     let _ = kpack_elf::inspect(data);
-    let _ = kpack_elf::ar::members(data);
+    if let Ok(members) = kpack_elf::ar::members(data) {
+        let halved: Vec<_> = members
+            .iter()
+            .map(|m| Some(m.data[..m.data.len() / 2].to_vec()))
+            .collect();
+        if let Ok(rebuilt) = kpack_elf::ar::rebuild(data, &halved) {
+            let again = kpack_elf::ar::members(&rebuilt).expect("a rebuilt archive reads");
+            assert_eq!(again.len(), members.len());
+        }
+    }
     let _ = kpack_pipeline::source::walk(data, &mut Ignore);
 });

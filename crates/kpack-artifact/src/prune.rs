@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_fs::{Replace, Stage};
 use kpack_pipeline::prune::{PruneError, PrunedFile, Selection, check_named, prune_elf};
+use kpack_pipeline::prune_ar::{holds_prunable_member, prune_archive};
 use kpack_pipeline::prune_offload::{holds_offload, prune_offload};
 use kpack_target::TargetId;
 
@@ -341,8 +342,8 @@ impl PruneJob<'_> {
     }
 }
 
-/// Prunes a fat binary ([`prune_elf`]) or OffloadBinary device code
-/// ([`prune_offload`]) into the new file `output`.
+/// Prunes a fat binary ([`prune_elf`]), OffloadBinary device code ([`prune_offload`]) or
+/// a static library ([`prune_archive`]) into the new file `output`.
 fn prune_bytes(
     bytes: &[u8],
     mapping: Option<&kpack_pipeline::FileBytes>,
@@ -350,15 +351,18 @@ fn prune_bytes(
     mode: std::fs::Permissions,
     selection: &Selection,
 ) -> Result<PrunedFile, PruneError> {
-    if holds_offload(bytes) {
+    if kpack_elf::ar::is_ar(bytes) {
+        prune_archive(bytes, output, Some(mode), selection)
+    } else if holds_offload(bytes) {
         prune_offload(bytes, output, Some(mode), selection)
     } else {
         prune_elf(bytes, mapping, output, Some(mode), selection)
     }
 }
 
-/// Whether `path` is a linked ELF file with device code in `.hip_fatbin`, or OffloadBinary
-/// device code (what prune rewrites); anything else in a tree is copied.
+/// Whether `path` is a linked ELF file with device code in `.hip_fatbin`, OffloadBinary
+/// device code, or a static library with a member holding some (what prune rewrites);
+/// anything else in a tree is copied.
 fn is_prunable(path: &Path) -> Result<bool, PruneTreeError> {
     let file = File::open(path).map_err(io_at(path))?;
     let map = kpack_pipeline::map_file(&file, path).map_err(|e| PruneTreeError::File {
@@ -372,6 +376,7 @@ fn is_prunable(path: &Path) -> Result<bool, PruneTreeError> {
 fn is_prunable_bytes(bytes: &[u8]) -> bool {
     // A file that does not parse as ELF is not ours to judge here: it is copied.
     holds_offload(bytes)
+        || holds_prunable_member(bytes)
         || kpack_elf::is_elf(bytes)
             && kpack_elf::inspect(bytes)
                 .is_ok_and(|f| f.kind == kpack_elf::FatBinaryKind::Fat && !f.is_relocatable())

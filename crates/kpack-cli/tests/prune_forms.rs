@@ -429,3 +429,135 @@ fn corpus_wheels_prune_as_their_unpacked_trees_with_a_matching_record() {
         assert!(size(&out) < size(&wheel), "{name} did not shrink");
     }
 }
+
+/// Runs `ar x` (GNU) on `archive` in a new directory of `tmp` named `dir`: the members by name.
+fn extracted(archive: &Path, tmp: &Path, dir: &str) -> BTreeMap<String, std::path::PathBuf> {
+    let into = tmp.join(dir);
+    std::fs::create_dir(&into).unwrap();
+    let copy = into.join("lib.a");
+    std::fs::copy(archive, &copy).unwrap();
+    let status = std::process::Command::new("ar")
+        .current_dir(&into)
+        .args(["x", "lib.a"])
+        .status()
+        .expect("ar (binutils) is installed by scripts/setup.sh");
+    assert!(status.success());
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::read_dir(&into)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().to_string_lossy().into_owned(), e.path())
+        })
+        .collect()
+}
+
+#[test]
+fn a_pruned_static_library_is_each_member_pruned_alone_with_a_symbol_table_llvm_and_gnu_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = fixture("offload/libmk_rdc.a");
+    let out = tmp.path().join("libmk_rdc.a");
+    let report = json(&[
+        "prune",
+        s(&input),
+        "-o",
+        s(&out),
+        "--keep",
+        "gfx900",
+        "--json",
+    ]);
+    assert_eq!(report["kept"], serde_json::json!(["gfx900"]));
+    assert_eq!(report["dropped"], serde_json::json!(["gfx1030"]));
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    assert!(size(&out) < size(&input));
+    // Same members in the same order, and the same symbols, each resolved through the
+    // regenerated offsets to the same member, as LLVM 22 and GNU binutils read them.
+    let llvm = |tool: &str, args: &[&str], p: &Path| {
+        let mut full = args.to_vec();
+        full.push(s(p));
+        String::from_utf8(kpack_testkit::run_llvm22(tool, &full)).unwrap()
+    };
+    assert_eq!(
+        llvm("llvm-ar", &["t"], &out),
+        llvm("llvm-ar", &["t"], &input)
+    );
+    let armap = |p: &Path| {
+        let text = llvm("llvm-nm", &["--print-armap"], p);
+        text.split("\n\n").next().unwrap().to_owned()
+    };
+    assert!(armap(&input).contains("modern_add_one in mk_rdc.o"));
+    assert_eq!(armap(&out), armap(&input));
+    let gnu = |args: &[&str], p: &Path| {
+        let mut full = args.to_vec();
+        full.push(s(p));
+        String::from_utf8(kpack_testkit::run_tool(args[0], &full[1..])).unwrap()
+    };
+    assert_eq!(gnu(&["ar", "t"], &out), gnu(&["ar", "t"], &input));
+    let gnu_map = |p: &Path| {
+        gnu(&["nm", "-s"], p)
+            .split("\n\n")
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(gnu_map(&out), gnu_map(&input));
+    // Each member is what pruning it alone gives, byte for byte, and holds the kept images.
+    let before = extracted(&input, tmp.path(), "before");
+    let after = extracted(&out, tmp.path(), "after");
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    for (name, original) in &before {
+        let alone = tmp.path().join(format!("alone-{name}"));
+        common::kpack_ok(&["prune", s(original), "-o", s(&alone), "--keep", "gfx900"]);
+        assert!(
+            std::fs::read(&alone).unwrap() == std::fs::read(&after[name]).unwrap(),
+            "{name} differs from its prune alone"
+        );
+        let expected: Vec<_> = common::objdump_images(original)
+            .into_iter()
+            .filter(|i| i[2] == "gfx900")
+            .collect();
+        assert!(!expected.is_empty());
+        assert_eq!(common::objdump_images(&after[name]), expected, "{name}");
+    }
+    // Inside a directory, the library prunes to the same bytes; the output is deterministic.
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::copy(&input, tree.join("lib/libmk_rdc.a")).unwrap();
+    let tree_out = tmp.path().join("tree-out");
+    common::kpack_ok(&["prune", s(&tree), "-o", s(&tree_out), "--keep", "gfx900"]);
+    assert!(
+        std::fs::read(tree_out.join("lib/libmk_rdc.a")).unwrap() == std::fs::read(&out).unwrap()
+    );
+    // Refusals write nothing.
+    let out_dir = tmp.path().join("refused");
+    std::fs::create_dir(&out_dir).unwrap();
+    let refused_out = out_dir.join("lib.a");
+    refused(
+        &[
+            "prune",
+            s(&input),
+            "-o",
+            s(&refused_out),
+            "--keep",
+            "gfx1201",
+        ],
+        &["gfx1201 matches no code object"],
+        &refused_out,
+    );
+    refused(
+        &[
+            "prune",
+            s(&input),
+            "-o",
+            s(&refused_out),
+            "--drop",
+            "gfx900",
+            "gfx1030",
+        ],
+        &["libmk_rdc.a", "removes every device target"],
+        &refused_out,
+    );
+}

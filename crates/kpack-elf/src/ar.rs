@@ -9,6 +9,13 @@
 //! name space-padded, or `#1/N` with the name in the first `N` data bytes, and has
 //! the symbol tables `__.SYMDEF*`. Symbol and name tables are not returned as
 //! members. Thin archives (`!<thin>\n`) hold no member data and are rejected.
+//!
+//! [`rebuild`] writes an archive again with new contents for some members. It is
+//! hand-written next to the reader because the `ar` crate's writers build an archive
+//! from scratch (their own header fields, symbol table layout and long-name table),
+//! while a pruned static library must keep every header field, the member order, the
+//! long-name table and the symbols as they are: only member sizes and the symbol
+//! table's member offsets change.
 
 use thiserror::Error;
 
@@ -101,6 +108,44 @@ pub enum ArError {
         offset: u64,
         /// The byte found.
         found: u8,
+    },
+    /// A symbol table entry naming no member header.
+    #[error(
+        "symbol table at offset {offset:#x}: entry {index} points at offset {member_offset:#x}, expected the header of a member"
+    )]
+    BadSymbolOffset {
+        /// Offset of the symbol table's header.
+        offset: u64,
+        /// Index of the entry.
+        index: u64,
+        /// The offset it holds.
+        member_offset: u64,
+    },
+    /// A symbol table too short for the entry count it declares.
+    #[error("symbol table at offset {offset:#x}: {count} entries do not fit in {size} bytes")]
+    BadSymbolTable {
+        /// Offset of the symbol table's header.
+        offset: u64,
+        /// The declared entry count.
+        count: u64,
+        /// The table's size.
+        size: u64,
+    },
+    /// A BSD `__.SYMDEF` symbol table, which [`rebuild`] does not write.
+    #[error(
+        "BSD symbol table at offset {offset:#x}: rewriting BSD archives is not supported (expected a GNU archive)"
+    )]
+    BsdSymbolTable {
+        /// Offset of its header.
+        offset: u64,
+    },
+    /// A rewritten member too large for the 10-digit size field.
+    #[error("member {name:?}: {size} bytes do not fit in an ar size field")]
+    TooLarge {
+        /// The member's name.
+        name: String,
+        /// Its new size.
+        size: u64,
     },
     /// An ELF member that does not parse.
     #[error("member {name:?} at offset {offset:#x}: {source}")]
@@ -217,6 +262,131 @@ pub fn members(data: &[u8]) -> Result<Vec<Member<'_>>, ArError> {
         }
     }
     Ok(out)
+}
+
+/// One entry of an archive as stored: its header, name field and data.
+struct RawEntry<'a> {
+    offset: u64,
+    header: &'a [u8],
+    name_field: &'a [u8],
+    body: &'a [u8],
+}
+
+/// The entries of an archive [`members`] accepted, in file order.
+fn raw_entries(data: &[u8]) -> Vec<RawEntry<'_>> {
+    let mut out = Vec::new();
+    let mut pos = MAGIC.len();
+    while pos + HEADER_SIZE <= data.len() {
+        let header = &data[pos..pos + HEADER_SIZE];
+        let size = parse_size(&header[48..58]).unwrap_or(0) as usize;
+        let start = pos + HEADER_SIZE;
+        let body = &data[start..start + size];
+        out.push(RawEntry {
+            offset: pos as u64,
+            header,
+            name_field: trim_end_spaces(&header[..16]),
+            body,
+        });
+        pos = start + size + (start + size) % 2;
+    }
+    out
+}
+
+/// The archive `data` written again with `replaced[i]` (when `Some`) as the data of the
+/// `i`-th member of [`members`]: every header field but the size, the member order, the
+/// long-name table and the symbols stay; the GNU symbol table (`/` or `/SYM64/`) gets the
+/// members' new offsets. Deterministic: the output depends only on the inputs.
+pub fn rebuild(data: &[u8], replaced: &[Option<Vec<u8>>]) -> Result<Vec<u8>, ArError> {
+    let listed = members(data)?;
+    let entries = raw_entries(data);
+    // The data of each entry in the output, and the new offset of every member header.
+    let mut bodies: Vec<std::borrow::Cow<'_, [u8]>> = Vec::with_capacity(entries.len());
+    let mut moved = std::collections::HashMap::new();
+    let mut pos = MAGIC.len() as u64;
+    let mut member = 0;
+    for e in &entries {
+        let is_member = !matches!(e.name_field, b"/" | b"/SYM64/" | b"//")
+            && !e.name_field.starts_with(b"__.SYMDEF");
+        if e.name_field.starts_with(b"__.SYMDEF") {
+            return Err(ArError::BsdSymbolTable { offset: e.offset });
+        }
+        let body = match (is_member, replaced.get(member).and_then(Option::as_ref)) {
+            (true, Some(new)) => {
+                let m = &listed[member];
+                // A BSD `#1/N` name is stored before the data.
+                let name_len = (m.offset - e.offset) as usize - HEADER_SIZE;
+                let mut b = e.body[..name_len].to_vec();
+                b.extend_from_slice(new);
+                std::borrow::Cow::Owned(b)
+            }
+            _ => std::borrow::Cow::Borrowed(e.body),
+        };
+        if is_member {
+            member += 1;
+        }
+        if body.len() > 9_999_999_999 {
+            return Err(ArError::TooLarge {
+                name: String::from_utf8_lossy(e.name_field).into_owned(),
+                size: body.len() as u64,
+            });
+        }
+        moved.insert(e.offset, pos);
+        pos += (HEADER_SIZE + body.len() + body.len() % 2) as u64;
+        bodies.push(body);
+    }
+    let mut out = Vec::with_capacity(pos as usize);
+    out.extend_from_slice(MAGIC);
+    for (e, body) in entries.iter().zip(bodies) {
+        let mut header = e.header.to_vec();
+        header[48..58].copy_from_slice(format!("{:<10}", body.len()).as_bytes());
+        out.extend_from_slice(&header);
+        match e.name_field {
+            b"/" => out.extend(remap_symbols::<4>(e, &moved)?),
+            b"/SYM64/" => out.extend(remap_symbols::<8>(e, &moved)?),
+            _ => out.extend_from_slice(&body),
+        }
+        if body.len() % 2 == 1 {
+            out.push(b'\n');
+        }
+    }
+    Ok(out)
+}
+
+/// A GNU symbol table (`W`-byte big-endian count and member offsets, then the names) with
+/// every member offset replaced by its entry in `moved`.
+fn remap_symbols<const W: usize>(
+    e: &RawEntry<'_>,
+    moved: &std::collections::HashMap<u64, u64>,
+) -> Result<Vec<u8>, ArError> {
+    let read = |b: &[u8]| b.iter().fold(0u64, |acc, &d| acc << 8 | u64::from(d));
+    let mut table = e.body.to_vec();
+    let count = table.get(..W).map_or(u64::MAX, read);
+    let bad = ArError::BadSymbolTable {
+        offset: e.offset,
+        count,
+        size: table.len() as u64,
+    };
+    let entries_end = count
+        .checked_add(1)
+        .and_then(|n| n.checked_mul(W as u64))
+        .filter(|&end| end <= table.len() as u64)
+        .ok_or(bad)? as usize;
+    for (index, slot) in table[W..entries_end].chunks_exact_mut(W).enumerate() {
+        let member_offset = read(slot);
+        let new = *moved.get(&member_offset).ok_or(ArError::BadSymbolOffset {
+            offset: e.offset,
+            index: index as u64,
+            member_offset,
+        })?;
+        if W == 4 && new > u64::from(u32::MAX) {
+            return Err(ArError::TooLarge {
+                name: "/".to_owned(),
+                size: new,
+            });
+        }
+        slot.copy_from_slice(&new.to_be_bytes()[8 - W..]);
+    }
+    Ok(table)
 }
 
 /// Every member, with an inspection of those that are ELF files.

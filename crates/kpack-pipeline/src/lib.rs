@@ -12,6 +12,7 @@ pub mod kpacked;
 pub mod ordered;
 pub mod pack;
 pub mod prune;
+pub mod prune_ar;
 pub mod prune_offload;
 pub mod report;
 pub mod restore;

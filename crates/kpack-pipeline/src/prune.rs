@@ -111,6 +111,20 @@ pub enum PruneError {
     /// Reading the input or writing the output failed, or the device code is malformed.
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// A static library that does not read or write as an `ar` archive.
+    #[error(transparent)]
+    Ar(#[from] kpack_elf::ar::ArError),
+    /// A member of a static library that does not prune.
+    #[error("member {name:?} (header at offset {offset:#x}): {source}")]
+    Member {
+        /// The member's name.
+        name: String,
+        /// File offset of its header.
+        offset: u64,
+        /// Why it does not prune.
+        #[source]
+        source: Box<PruneError>,
+    },
     /// The host rewrite was refused.
     #[error(transparent)]
     Rewrite(#[from] RewriteError),

@@ -100,6 +100,29 @@ pub fn prune_offload(
     mode: Option<std::fs::Permissions>,
     selection: &Selection,
 ) -> Result<PrunedFile, PruneError> {
+    let (bytes, pruned) = prune_offload_bytes(input, selection)?;
+    write_pruned(output, &bytes, mode)?;
+    Ok(pruned)
+}
+
+/// Writes the pruned `bytes` to the new file `output` with permissions `mode`.
+pub(crate) fn write_pruned(
+    output: &Path,
+    bytes: &[u8],
+    mode: Option<std::fs::Permissions>,
+) -> Result<(), PruneError> {
+    std::fs::write(output, bytes).map_err(io_error(output))?;
+    if let Some(mode) = mode {
+        std::fs::set_permissions(output, mode).map_err(io_error(output))?;
+    }
+    Ok(())
+}
+
+/// [`prune_offload`] in memory: the pruned bytes (checked) and what was done.
+pub fn prune_offload_bytes(
+    input: &[u8],
+    selection: &Selection,
+) -> Result<(Vec<u8>, PrunedFile), PruneError> {
     let (bytes, regions, before, after, kept, dropped) = if kpack_offload::is_offload_binary(input)
     {
         let r = prune_region(input, 0, selection)?;
@@ -117,12 +140,8 @@ pub fn prune_offload(
     } else {
         prune_object(input, selection)?
     };
-    std::fs::write(output, &bytes).map_err(io_error(output))?;
-    if let Some(mode) = mode {
-        std::fs::set_permissions(output, mode).map_err(io_error(output))?;
-    }
     check_written(&bytes, kpack_offload::is_offload_binary(input), &kept)?;
-    Ok(PrunedFile {
+    let pruned = PrunedFile {
         input_size: input.len() as u64,
         output_size: bytes.len() as u64,
         fatbin_size: before,
@@ -133,7 +152,8 @@ pub fn prune_offload(
         wrappers: 0,
         kept: kept.iter().map(ToString::to_string).collect(),
         dropped: dropped.iter().map(ToString::to_string).collect(),
-    })
+    };
+    Ok((bytes, pruned))
 }
 
 /// The pruned object, its (regions, rewritten) counts, region bytes before and after, and
