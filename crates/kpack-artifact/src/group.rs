@@ -16,6 +16,9 @@ use kpack_archive::{Archive, ArchiveFileWriter, Compression, PreparedKernel};
 
 use crate::ArtifactError;
 
+/// One entry of a source archive: the source's index, the arch and the entry's metadata.
+type SourceEntry<'a> = (usize, &'a str, &'a [(String, String)]);
+
 /// Writes the group archive `to`: every entry of `sources` (one target each). Its
 /// `gfx_arches` are the sources' targets in the order given; entries are added kernel by
 /// kernel (each binary key's targets together, in source order), so that a scheme coding
@@ -50,7 +53,7 @@ pub fn write(
     }
     w.set_gfx_arches(arches).map_err(archive_error(to))?;
     // Binary keys in order of first appearance, each with its entries from every source.
-    let mut kernels: Vec<(&str, Vec<(usize, &str, &[(String, String)])>)> = Vec::new();
+    let mut kernels: Vec<(&str, Vec<SourceEntry>)> = Vec::new();
     let mut position: HashMap<&str, usize> = HashMap::new();
     for (source, a) in opened.iter().enumerate() {
         for (binary, arch, info) in a.entries() {
