@@ -340,14 +340,36 @@ impl Archive {
     /// kernel maps every page around each fault that is in the page cache: without this, an
     /// archive whose frames were located stays resident whole, though only the frames
     /// later decoded are needed (`kpack restore` opens every target's archive per wrapper).
-    /// The map is private and read-only, so `MADV_DONTNEED` only forgets the pages: a later
-    /// read faults them in again from the file, with the same bytes.
     fn forget_pages(&self) {
+        self.forget(0..self.bytes().len());
+    }
+
+    /// Drops the pages holding the stored bytes of `(binary, arch)` from this process's
+    /// resident set, for a caller that reads every entry once (`recompress`): otherwise the
+    /// whole file would stay resident (ru_maxrss counts mapped file pages).
+    pub fn forget_stored(&self, binary: &str, arch: &str) -> Result<(), ArchiveError> {
+        let stored = self.stored_bytes(binary, arch)?;
+        let start = stored.as_ptr() as usize - self.bytes().as_ptr() as usize;
+        self.forget(start..start + stored.len());
+        Ok(())
+    }
+
+    /// `MADV_DONTNEED` over the pages of `range` of a mapped archive (memmap2 widens it to
+    /// whole pages); nothing for bytes held in memory, whose pages it would zero. The map is
+    /// private and read-only, so this only forgets the pages: a later read faults them in
+    /// again from the file, with the same bytes. A refusal only leaves the pages resident.
+    fn forget(&self, range: Range<usize>) {
         if let Data::Mapped(map) = &self.data {
             #[allow(unsafe_code)]
             // SAFETY: DONTNEED on a private read-only file mapping cannot change what any
             // reference into it reads (the pages are re-read from the unchanged file).
-            let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    range.start,
+                    range.len(),
+                )
+            };
         }
     }
 
