@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use kpack_fs::{Replace, Stage};
 use kpack_pipeline::prune::{PruneError, PrunedFile, Selection, check_named, prune_elf};
-use kpack_pipeline::prune_ar::{holds_prunable_member, prune_archive};
-use kpack_pipeline::prune_offload::{holds_offload, prune_offload};
+use kpack_pipeline::prune_ar::{holds_prunable_member, prune_archive_bytes};
+use kpack_pipeline::prune_offload::{holds_offload, prune_offload_bytes, write_pruned};
 use kpack_target::TargetId;
 
 use crate::handlers::{self, Handler};
@@ -342,8 +342,8 @@ impl PruneJob<'_> {
     }
 }
 
-/// Prunes a fat binary ([`prune_elf`]), OffloadBinary device code ([`prune_offload`]) or
-/// a static library ([`prune_archive`]) into the new file `output`.
+/// Prunes a fat binary ([`prune_elf`]), OffloadBinary device code ([`prune_offload_bytes`])
+/// or a static library ([`prune_archive_bytes`]) into the new file `output`.
 fn prune_bytes(
     bytes: &[u8],
     mapping: Option<&kpack_pipeline::FileBytes>,
@@ -351,13 +351,15 @@ fn prune_bytes(
     mode: std::fs::Permissions,
     selection: &Selection,
 ) -> Result<PrunedFile, PruneError> {
-    if kpack_elf::ar::is_ar(bytes) {
-        prune_archive(bytes, output, Some(mode), selection)
+    let (pruned_bytes, pruned) = if kpack_elf::ar::is_ar(bytes) {
+        prune_archive_bytes(bytes, selection)?
     } else if holds_offload(bytes) {
-        prune_offload(bytes, output, Some(mode), selection)
+        prune_offload_bytes(bytes, selection)?
     } else {
-        prune_elf(bytes, mapping, output, Some(mode), selection)
-    }
+        return prune_elf(bytes, mapping, output, Some(mode), selection);
+    };
+    write_pruned(output, &pruned_bytes, Some(mode))?;
+    Ok(pruned)
 }
 
 /// Whether `path` is a linked ELF file with device code in `.hip_fatbin`, OffloadBinary

@@ -6,32 +6,18 @@
 //! member offsets). Members are small objects: the output is built in memory.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use crate::prune::{PruneError, PrunedFile, Selection};
-use crate::prune_offload::{holds_offload, prune_offload_bytes, write_pruned};
+use crate::prune_offload::{holds_offload, prune_offload_bytes};
 
-/// Whether `bytes` are an `ar` archive with a member [`prune_archive`] rewrites.
+/// Whether `bytes` are an `ar` archive with a member [`prune_archive_bytes`] rewrites.
 pub fn holds_prunable_member(bytes: &[u8]) -> bool {
     kpack_elf::ar::is_ar(bytes)
         && kpack_elf::ar::members(bytes).is_ok_and(|m| m.iter().any(|m| holds_offload(m.data)))
 }
 
-/// Prunes the members of the archive `input` into the new file `output` (a staged path)
-/// with permissions `mode`. In the result, sizes and counts are the sums over the pruned
-/// members and the targets their union.
-pub fn prune_archive(
-    input: &[u8],
-    output: &Path,
-    mode: Option<std::fs::Permissions>,
-    selection: &Selection,
-) -> Result<PrunedFile, PruneError> {
-    let (bytes, pruned) = prune_archive_bytes(input, selection)?;
-    write_pruned(output, &bytes, mode)?;
-    Ok(pruned)
-}
-
-/// [`prune_archive`] in memory.
+/// Prunes the members of the archive `input` in memory. In the result, sizes and counts are
+/// the sums over the pruned members and the targets their union.
 pub fn prune_archive_bytes(
     input: &[u8],
     selection: &Selection,

@@ -88,25 +88,8 @@ fn prune_region(
     })
 }
 
-/// Prunes the OffloadBinary device code of `input` ([`holds_offload`]) into the new file
-/// `output` (a staged path) with permissions `mode`. As [`crate::prune::prune_elf`], a
-/// result without device code is written too ([`PrunedFile::check_not_empty`]). In the
-/// result, `bundles` counts the regions holding binaries (the file, or the sections) and
-/// `bundles_rewritten` those rewritten; `fatbin_size` and `pruned_fatbin_size` are their
-/// bytes before and after.
-pub fn prune_offload(
-    input: &[u8],
-    output: &Path,
-    mode: Option<std::fs::Permissions>,
-    selection: &Selection,
-) -> Result<PrunedFile, PruneError> {
-    let (bytes, pruned) = prune_offload_bytes(input, selection)?;
-    write_pruned(output, &bytes, mode)?;
-    Ok(pruned)
-}
-
 /// Writes the pruned `bytes` to the new file `output` with permissions `mode`.
-pub(crate) fn write_pruned(
+pub fn write_pruned(
     output: &Path,
     bytes: &[u8],
     mode: Option<std::fs::Permissions>,
@@ -118,7 +101,12 @@ pub(crate) fn write_pruned(
     Ok(())
 }
 
-/// [`prune_offload`] in memory: the pruned bytes (checked) and what was done.
+/// Prunes the OffloadBinary device code of `input` ([`holds_offload`]) in memory: the
+/// pruned bytes (checked) and what was done. As [`crate::prune::prune_elf`], a result
+/// without device code is returned too ([`PrunedFile::check_not_empty`]). In the result,
+/// `bundles` counts the regions holding binaries (the file, or the sections) and
+/// `bundles_rewritten` those rewritten; `fatbin_size` and `pruned_fatbin_size` are their
+/// bytes before and after.
 pub fn prune_offload_bytes(
     input: &[u8],
     selection: &Selection,
