@@ -263,7 +263,9 @@ fn real_world_identity(input: &Path, level: &str) -> (u64, u64) {
     }
     assert_eq!(n, unified.entries().count());
     let size = |name: &str| std::fs::metadata(p(name)).unwrap().len();
-    (size("unified.kpack"), size("zstd.kpack"))
+    let (v2, v1) = (size("unified.kpack"), size("zstd.kpack"));
+    eprintln!("{}: v2 {v2} bytes, v1 zstd-3 {v1}", input.display());
+    (v2, v1)
 }
 
 /// The size of the `.hip_fatbin` of `input` (a CCOB bundle or plain bundles), as inspect says.
@@ -300,11 +302,16 @@ fn unified_archive_of_librocsparse_holds_its_7_targets_in_100_mb() {
 
 #[test]
 #[ignore = "real-world"]
-fn unified_reads_back_every_code_object_of_librocblas() {
-    // At level 3, which keeps CI within minutes (identity does not depend on the level; the
-    // size at level 19 is the bench's, projected at 1.04x the CCOB from its sample).
+fn unified_archive_of_librocblas_is_no_larger_than_its_ccob_fatbin() {
+    // Debian's librocblas.so.5.2 whole (65 CCOB bundles, 14 targets, 1 GB of code objects) at
+    // the default level 19: every code object reads back, and the archive is no larger than
+    // the compiler's CCOB `.hip_fatbin` (188,857,258 bytes; v2 measured 176,591,894, 0.94x).
     let rocblas = kpack_testkit::corpus()
         .join("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2");
-    let (v2, v1) = real_world_identity(&rocblas, "3");
-    assert!(v2 < v1, "librocblas: v2 {v2} bytes, v1 zstd-3 {v1}");
+    let (v2, v1) = real_world_identity(&rocblas, "19");
+    let ccob = fatbin_size(&rocblas);
+    assert!(
+        v2 <= ccob,
+        "librocblas: v2 {v2} bytes, CCOB {ccob}, v1 zstd-3 {v1}"
+    );
 }
