@@ -48,10 +48,15 @@
 //! `choose_levels`). The frames are then compressed once at the archive's level and written
 //! roots first, then middles, then leaves, so that every reference points back. A group is
 //! bounded by [`GROUP_BUDGET`] bytes (a larger one is coded in parts) and the earlier roots by
-//! [`RETAINED_BUDGET`] (one per target, oldest dropped first), so the writer's memory is
-//! bounded by one kernel's targets, not by the library. The choice depends only on the
+//! [`RETAINED_BUDGET`] (one per target, oldest dropped first). The writer holds only the
+//! earlier roots' ordinals and reads a root back from the archive when a group is coded
+//! against it, so its memory is bounded by one group, not by the library nor by the number
+//! of archives written at once (a transform writes one per target). The choice depends only on the
 //! kernels and the order they are added in, never on timing: the output is the same for any
 //! thread count.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
@@ -65,8 +70,9 @@ pub const MAX_WINDOW_LOG: u32 = 27;
 /// against it, and a leaf coded against the middle one.
 pub const MAX_CHAIN: usize = 3;
 
-/// Bytes of candidate reference content (the latest root of each target) the writer keeps
-/// in memory across groups.
+/// Bytes of candidate reference content (the latest root of each target) that stay
+/// candidates across groups, oldest dropped first; the writer holds their ordinals, not
+/// their content.
 pub const RETAINED_BUDGET: usize = 96 << 20;
 
 /// Bytes of one group's kernels the writer holds before coding them: a kernel's targets are
@@ -92,11 +98,13 @@ pub(crate) struct Coded {
     pub(crate) reference: Option<u32>,
 }
 
-/// A root of an earlier group, kept as a candidate reference for its target.
+/// A root of an earlier group, a candidate reference for its target. Only its ordinal is
+/// kept: its content is read back from the archive (one standalone frame) when a group
+/// needs it, so that a writer holds no kernel between groups.
 struct Candidate {
     ordinal: u32,
     arch: String,
-    content: Vec<u8>,
+    len: usize,
 }
 
 /// Where a kernel sits in its group's forest.
@@ -142,17 +150,20 @@ impl Coder {
 
     /// Codes one group, the kernels `(arch, data)` of one binary key (distinct arches), whose
     /// frames take the ordinals from `first` on, in the order returned: roots, then middle
-    /// kernels, then leaves, so that every reference is an earlier frame.
+    /// kernels, then leaves, so that every reference is an earlier frame. `root(ordinal)`
+    /// reads back the content of an earlier root.
     pub(crate) fn code_group(
         &mut self,
         first: u32,
         members: &[(&str, &[u8])],
+        root: impl FnMut(u32) -> Result<Vec<u8>, ArchiveError>,
     ) -> Result<Vec<Coded>, ArchiveError> {
         let earlier: Vec<Option<usize>> = members
             .iter()
             .map(|(arch, data)| self.earlier_for(arch, data.len()))
             .collect();
-        let trials = self.trials(members, &earlier)?;
+        let contents = self.read_back(&earlier, root)?;
+        let trials = self.trials(members, &earlier, &contents)?;
         let levels = choose_levels(&trials);
         let parent = |i: usize, levels: &[Level]| best_parent(&trials, levels, i);
         let mut order: Vec<usize> = Vec::with_capacity(members.len());
@@ -169,8 +180,8 @@ impl Coder {
                 _ => match parent(i, &levels) {
                     Some((Parent::Member(j), _)) => (Some(ordinal_of[j]), Some(members[j].1)),
                     Some((Parent::Earlier, _)) => {
-                        let c = &self.candidates[earlier[i].expect("an earlier root was tried")];
-                        (Some(c.ordinal), Some(&c.content[..]))
+                        let c = earlier[i].expect("an earlier root was tried");
+                        (Some(self.candidates[c].ordinal), Some(&contents[&c][..]))
                     }
                     None => unreachable!("choose_levels gives every non-root a parent"),
                 },
@@ -190,11 +201,27 @@ impl Coder {
         Ok(coded)
     }
 
+    /// The contents of the candidates `earlier` names, by candidate index, read back once.
+    fn read_back(
+        &self,
+        earlier: &[Option<usize>],
+        mut root: impl FnMut(u32) -> Result<Vec<u8>, ArchiveError>,
+    ) -> Result<BTreeMap<usize, Vec<u8>>, ArchiveError> {
+        let mut contents = BTreeMap::new();
+        for &c in earlier.iter().flatten() {
+            if let Entry::Vacant(slot) = contents.entry(c) {
+                slot.insert(root(self.candidates[c].ordinal)?);
+            }
+        }
+        Ok(contents)
+    }
+
     /// The trial sizes the choice of references rests on.
     fn trials(
         &self,
         members: &[(&str, &[u8])],
         earlier: &[Option<usize>],
+        contents: &BTreeMap<usize, Vec<u8>>,
     ) -> Result<Trials, ArchiveError> {
         let n = members.len();
         let mut alone = Vec::with_capacity(n);
@@ -208,7 +235,7 @@ impl Coder {
                 }
             }
             if let Some(c) = earlier[i] {
-                let content = &self.candidates[c].content;
+                let content = &contents[&c];
                 earlier_size[i] = Some(compress(data, Some(content), TRIAL_LEVEL)?.len());
             }
         }
@@ -223,7 +250,7 @@ impl Coder {
     fn earlier_for(&self, arch: &str, len: usize) -> Option<usize> {
         self.candidates
             .iter()
-            .position(|c| c.arch == arch && c.content.len() + len <= 1 << MAX_WINDOW_LOG)
+            .position(|c| c.arch == arch && c.len + len <= 1 << MAX_WINDOW_LOG)
     }
 
     /// Keeps the root `data` of `arch`, stored as `ordinal`, as its target's candidate
@@ -236,11 +263,11 @@ impl Coder {
         self.candidates.push(Candidate {
             ordinal,
             arch: arch.to_owned(),
-            content: data.to_vec(),
+            len: data.len(),
         });
-        let mut retained: usize = self.candidates.iter().map(|c| c.content.len()).sum();
+        let mut retained: usize = self.candidates.iter().map(|c| c.len).sum();
         while retained > RETAINED_BUDGET {
-            retained -= self.candidates.remove(0).content.len();
+            retained -= self.candidates.remove(0).len;
         }
     }
 }

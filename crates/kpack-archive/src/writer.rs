@@ -405,6 +405,14 @@ impl<'a> ArchiveWriter<'a> {
         Ok(slot)
     }
 
+    /// `unified`: codes the kernels gathered for the current binary key now, as the next
+    /// key or the end of the archive would, so that they are not held until then. The bytes
+    /// written are the same when no more kernels of that key follow (a later one starts a
+    /// group of its own). Nothing to do for the other schemes.
+    pub fn end_group(&mut self) -> Result<(), ArchiveError> {
+        self.code_group()
+    }
+
     /// Number of `(binary, arch)` entries added.
     pub fn entry_count(&self) -> usize {
         self.binaries.iter().map(|b| b.arches.len()).sum()
@@ -458,9 +466,9 @@ impl<'a> ArchiveWriter<'a> {
             self.code_group()?;
         }
         let key = content_key(&data);
-        if let Some(candidates) = self.dedupe.get(&key) {
-            for &o in candidates.clone().iter() {
-                if self.decode_unified(o)? == *data {
+        if let (Some(candidates), Some(u)) = (self.dedupe.get(&key), &self.unified) {
+            for &o in candidates {
+                if decode_unified(&mut self.blobs, &u.refs, o)? == *data {
                     return Ok(o);
                 }
             }
@@ -498,7 +506,11 @@ impl<'a> ArchiveWriter<'a> {
         let group = std::mem::take(&mut u.group);
         let first = self.blobs.count() as u32;
         let members: Vec<(&str, &[u8])> = group.iter().map(|(a, d)| (a.as_str(), &d[..])).collect();
-        let coded = u.coder.code_group(first, &members)?;
+        let blobs = &mut self.blobs;
+        let refs = &u.refs;
+        let coded = u
+            .coder
+            .code_group(first, &members, |o| decode_unified(blobs, refs, o))?;
         let mut final_ordinal = vec![0u32; group.len()];
         for (
             pos,
@@ -526,21 +538,6 @@ impl<'a> ArchiveWriter<'a> {
             }
         }
         Ok(())
-    }
-
-    /// `unified`: the kernel stored as `ordinal`, decoded (with its chain of references, at
-    /// most [`crate::unified::MAX_CHAIN`] frames).
-    fn decode_unified(&mut self, ordinal: u32) -> Result<Vec<u8>, ArchiveError> {
-        let reference = self.unified.as_ref().and_then(|u| u.refs[ordinal as usize]);
-        let base = match reference {
-            Some(r) => self.decode_unified(r)?,
-            None => Vec::new(),
-        };
-        let frame = self.blobs.read(ordinal)?;
-        crate::reader::decode_frame(&frame, &base).map_err(|reason| ArchiveError::Io {
-            context: "reading back a stored frame",
-            source: std::io::Error::other(reason),
-        })
     }
 
     /// [`ArchiveWriter::gfx_arches`], checked to list every entry's arch.
@@ -736,6 +733,24 @@ impl<'a> ArchiveWriter<'a> {
     }
 }
 
+/// `unified`: the kernel stored as `ordinal`, decoded (with its chain of references `refs`,
+/// at most [`crate::unified::MAX_CHAIN`] frames).
+fn decode_unified(
+    blobs: &mut Blobs<'_>,
+    refs: &[Option<u32>],
+    ordinal: u32,
+) -> Result<Vec<u8>, ArchiveError> {
+    let base = match refs[ordinal as usize] {
+        Some(r) => decode_unified(blobs, refs, r)?,
+        None => Vec::new(),
+    };
+    let frame = blobs.read(ordinal)?;
+    crate::reader::decode_frame(&frame, &base).map_err(|reason| ArchiveError::Io {
+        context: "reading back a stored frame",
+        source: std::io::Error::other(reason),
+    })
+}
+
 /// (hash, length) of `bytes`: the dedupe key, confirmed bytewise on a match.
 fn content_key(bytes: &[u8]) -> (u64, usize) {
     let mut h = DefaultHasher::new();
@@ -891,6 +906,12 @@ impl<'a> ArchiveFileWriter<'a> {
         metadata: &[(String, String)],
     ) -> Result<(), ArchiveError> {
         let result = self.writer.add_prepared(binary_key, arch, kernel, metadata);
+        result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
+    /// [`ArchiveWriter::end_group`], the frames going straight to the file.
+    pub fn end_group(&mut self) -> Result<(), ArchiveError> {
+        let result = self.writer.end_group();
         result.map_err(|e| e.in_file(Some(&self.path)))
     }
 

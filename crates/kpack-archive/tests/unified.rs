@@ -158,18 +158,38 @@ fn version_2_header_and_toc() {
     assert_eq!(top[5].1.as_str(), Some("unified"));
 }
 
-#[test]
-fn streamed_and_in_memory_unified_archives_are_identical() {
-    let ks = kernels();
+/// `ks` written by an [`ArchiveFileWriter`] of scheme `unified`, each group ended (see
+/// [`ArchiveFileWriter::end_group`]) once its last kernel is added if `end_groups`.
+fn write_streamed(ks: &[(String, String, Vec<u8>)], end_groups: bool) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("u.kpack");
     let mut w = ArchiveFileWriter::create(&path, "grp", "gfx90X", Compression::unified()).unwrap();
-    for (b, a, d) in &ks {
+    for (i, (b, a, d)) in ks.iter().enumerate() {
         w.add(b, a, d.as_slice(), &[]).unwrap();
+        if end_groups && ks.get(i + 1).is_none_or(|next| next.0 != *b) {
+            w.end_group().unwrap();
+        }
     }
     w.finish().unwrap();
+    std::fs::read(&path).unwrap()
+}
+
+#[test]
+fn streamed_and_in_memory_unified_archives_are_identical() {
+    let ks = kernels();
     assert_eq!(
-        std::fs::read(&path).unwrap(),
+        write_streamed(&ks, false),
+        write(Compression::unified(), &ks)
+    );
+}
+
+#[test]
+fn ending_each_group_once_its_key_is_complete_changes_no_byte() {
+    // What a transform does after each bundle, so that no writer holds a group until the
+    // next bundle: the groups are the same, coded earlier.
+    let ks = kernels();
+    assert_eq!(
+        write_streamed(&ks, true),
         write(Compression::unified(), &ks)
     );
 }

@@ -252,20 +252,50 @@ struct Prepare<'a, 'k> {
 
 impl Visitor for Prepare<'_, '_> {
     fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
-        let kernel = match &code.file_range {
-            Some(r) => self
-                .compressor
-                .prepare(&self.input[r.start as usize..r.end as usize])?,
-            None => self.compressor.prepare(code.data)?.into_owned(),
-        };
-        let keys = code
-            .wrappers
-            .iter()
-            .map(|&w| kpack_archive::binary_key(self.kernel_name, w as u32))
-            .collect();
+        let (keys, kernel) = prepare_code(self.input, self.kernel_name, self.compressor, code)?;
         self.out.push((code.target().to_string(), keys, kernel));
         Ok(())
     }
+}
+
+/// Appends the device code objects of one bundle to the archives as they are met
+/// (`unified`, on the writing thread: see [`Plan::write_archives_into`]).
+struct Append<'a, 'k, F> {
+    input: &'a [u8],
+    kernel_name: &'k str,
+    compressor: &'k mut KernelCompressor,
+    append: &'k mut F,
+}
+
+impl<'a, F> Visitor for Append<'a, '_, F>
+where
+    F: FnMut(&str, &[String], PreparedKernel<'a>) -> Result<(), SourceError>,
+{
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        let (keys, kernel) = prepare_code(self.input, self.kernel_name, self.compressor, code)?;
+        (self.append)(&code.target().to_string(), &keys, kernel)
+    }
+}
+
+/// A code object's keys (one per wrapper leading to its bundle) and its stored form:
+/// borrowed from the input when stored there uncompressed, else owned (decoded from a CCOB,
+/// it does not outlive its bundle).
+fn prepare_code<'a>(
+    input: &'a [u8],
+    kernel_name: &str,
+    compressor: &mut KernelCompressor,
+    code: &DeviceCode<'_>,
+) -> Result<(Vec<String>, PreparedKernel<'a>), SourceError> {
+    let kernel = match &code.file_range {
+        Some(r) => compressor.prepare(&input[r.start as usize..r.end as usize])?,
+        None => compressor.prepare(code.data)?.into_owned(),
+    };
+    let keys = code
+        .wrappers
+        .iter()
+        .map(|&w| kpack_archive::binary_key(kernel_name, w as u32))
+        .collect();
+    Ok((keys, kernel))
 }
 
 /// Checks the structure of a host binary as every transform output is checked: the ELF
@@ -505,59 +535,75 @@ impl<'a> Plan<'a> {
     ///
     /// Memory is bounded by the work in flight, not by the library: worker threads decode
     /// bundles (a CCOB decompressed one at a time per worker, within
-    /// [`ordered::DEFAULT_BUDGET`] bytes in flight, a quarter of it for `unified`, whose
-    /// workers hand over code objects, not frames) and compress their code objects; this
+    /// [`ordered::DEFAULT_BUDGET`] bytes in flight) and compress their code objects; this
     /// thread appends them, in file order, to archives streamed to their files
-    /// ([`ArchiveFileWriter`]), which keep only their TOCs. The output is the same for any
-    /// thread count. On failure no archive of this run is left behind.
+    /// ([`ArchiveFileWriter`]), which keep only their TOCs. `unified` codes on this thread
+    /// (its frames depend on the frames before), so this thread walks the bundles itself, one
+    /// at a time, and each code object is coded as soon as it is met: a worker would hand
+    /// over a copy of every code object of its bundle, twice the bundle's bytes alive at
+    /// once. The output is the same for any thread count. On failure no archive of this run
+    /// is left behind.
     pub fn write_archives_into(
         &self,
         dir_for: impl Fn(&str) -> PathBuf,
         compression: Compression,
     ) -> Result<Vec<WrittenArchive>, TransformError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let cost = |i: usize| self.slots[i].decode_cost(self.input);
         let mut writers: BTreeMap<String, ArchiveFileWriter<'a>> = BTreeMap::new();
-        // `unified` codes on this thread, and the workers' results are the code objects
-        // themselves, not their frames: a quarter of the budget keeps the coder fed.
-        let budget = match compression {
-            Compression::Unified { .. } => ordered::DEFAULT_BUDGET / 4,
-            _ => ordered::DEFAULT_BUDGET,
+        let mut append = |target: &str, keys: &[String], kernel: PreparedKernel<'a>| {
+            let writer = match writers.get_mut(target) {
+                Some(w) => w,
+                None => {
+                    let dir = dir_for(target);
+                    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+                    let path = self.archive_path(&dir, target);
+                    let w =
+                        ArchiveFileWriter::create(path, self.group.as_str(), target, compression)?;
+                    writers.entry(target.to_owned()).or_insert(w)
+                }
+            };
+            for key in keys {
+                writer.add_prepared(key, target, kernel.clone(), &[])?;
+            }
+            // A bundle's keys (its wrappers) lead to no other bundle: a `unified` group is
+            // coded now rather than held until the next bundle.
+            writer.end_group()?;
+            Ok::<(), SourceError>(())
         };
-        ordered::for_each_ordered(
-            self.slots.len(),
-            threads,
-            budget,
-            cost,
-            || KernelCompressor::new(compression),
-            |compressor, i| self.prepare_bundle(i, compressor),
-            |i, prepared| {
-                for (target, keys, kernel) in prepared {
-                    let writer = match writers.get_mut(&target) {
-                        Some(w) => w,
-                        None => {
-                            let dir = dir_for(&target);
-                            std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-                            let path = self.archive_path(&dir, &target);
-                            let w = ArchiveFileWriter::create(
-                                path,
-                                self.group.as_str(),
-                                target.as_str(),
-                                compression,
-                            )?;
-                            writers.entry(target.clone()).or_insert(w)
-                        }
-                    };
-                    for key in &keys {
-                        writer.add_prepared(key, &target, kernel.clone(), &[])?;
+        let release = |i: usize| {
+            if let Some(map) = self.mapping {
+                map.release(&self.input[self.slots[i].range.clone()]);
+            }
+        };
+        if let Compression::Unified { .. } = compression {
+            let mut compressor = KernelCompressor::new(compression);
+            for i in 0..self.slots.len() {
+                let mut visitor = Append {
+                    input: self.input,
+                    kernel_name: &self.kernel_name,
+                    compressor: &mut compressor,
+                    append: &mut append,
+                };
+                source::walk_bundle(self.input, &self.slots[i], 0, None, &mut visitor)?;
+                release(i);
+            }
+        } else {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            ordered::for_each_ordered(
+                self.slots.len(),
+                threads,
+                ordered::DEFAULT_BUDGET,
+                |i| self.slots[i].decode_cost(self.input),
+                || KernelCompressor::new(compression),
+                |compressor, i| self.prepare_bundle(i, compressor),
+                |i, prepared| {
+                    for (target, keys, kernel) in prepared {
+                        append(&target, &keys, kernel)?;
                     }
-                }
-                if let Some(map) = self.mapping {
-                    map.release(&self.input[self.slots[i].range.clone()]);
-                }
-                Ok::<(), TransformError>(())
-            },
-        )?;
+                    release(i);
+                    Ok::<(), TransformError>(())
+                },
+            )?;
+        }
         let mut written = Vec::with_capacity(writers.len());
         let result = (|| {
             for (target, writer) in writers {
