@@ -113,7 +113,8 @@ fn main() {
     println!("peak RSS and wall time per command, {cores} cores (target <= {TARGET_MIB} MiB)");
     let mut report = Report::default();
 
-    // Format v2 (`unified`) is coded on one thread, at level 19 by default: librocblas.so.5.2
+    // Format v2 (`unified`, per-target archives from transform and all targets in one from
+    // pack) is coded on one thread, at level 19 by default: librocblas.so.5.2
     // (1 GB) at that level takes minutes; librocsparse.so.1.0 (2.1 GB) at level 3, whose zstd
     // contexts are smaller, so its peak is a floor under level 19's.
     for (name, lib, unified_level) in [
@@ -165,6 +166,11 @@ fn main() {
         ];
         let what = format!("kpack transform unified -{unified_level}");
         report.add(name, transform(what, &unified, &options));
+        // Every target in one archive: a bundle's targets are coded as one group.
+        let archive = unified.join("all.kpack");
+        let args = [Path::new("pack"), lib, Path::new("-o"), &archive];
+        let what = format!("kpack pack unified -{unified_level}");
+        report.add(name, measure(what, kpack, &[&args[..], &options].concat()));
         std::fs::remove_dir_all(&unified).unwrap();
         let out = d.join("transformed");
         std::fs::create_dir_all(&out).unwrap();
