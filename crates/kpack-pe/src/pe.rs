@@ -1,6 +1,8 @@
 //! The PE32+ reader: headers, sections (long names through the COFF string table), data
 //! directories, base relocations, and the PE checksum.
 
+use std::ops::Range;
+
 use kpack_elf::bytes::{record, slice};
 use object::LittleEndian as LE;
 use object::pe::{
@@ -342,6 +344,16 @@ impl<'a> PeFile<'a> {
     /// Whether the image is a DLL.
     pub fn is_dll(&self) -> bool {
         self.characteristics & IMAGE_FILE_DLL != 0
+    }
+
+    /// The file bytes of the COFF symbol table and the string table after it, if the image
+    /// keeps them (mingw GNU ld does, after the sections).
+    pub fn coff_symbols(&self) -> Result<Option<Range<u64>>, PeError> {
+        let strings = string_table(self.data, self.symbol_table, self.symbol_count)?;
+        Ok(strings.map(|strings| {
+            let start = u64::from(self.symbol_table);
+            start..start + u64::from(self.symbol_count) * SYMBOL_SIZE + strings.len() as u64
+        }))
     }
 
     /// The first section named `name`.

@@ -220,6 +220,23 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
             s.index, s.name
         )));
     }
+    // The COFF symbols and strings move as one block: sharing bytes with the headers or a
+    // section, a part of them would move (or go with the device code) without the rest.
+    if let Some(symbols) = pe.coff_symbols()? {
+        let (start, end) = (symbols.start, symbols.end);
+        let shared = with_data()
+            .find(|s| {
+                u64::from(s.raw_offset) < end
+                    && u64::from(s.raw_offset) + u64::from(s.raw_size) > start
+            })
+            .map(|s| format!("section [{}] {}", s.index, s.name));
+        if let Some(other) = shared.or_else(|| (start < headers_end).then(|| "the headers".into()))
+        {
+            return Err(layout(format!(
+                "the COFF symbol and string tables at {start:#x}..{end:#x} share file bytes with {other}"
+            )));
+        }
+    }
 
     // Where the marker goes: after every section's bytes in the file, after every section in
     // memory.

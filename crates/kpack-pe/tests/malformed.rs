@@ -312,3 +312,40 @@ fn a_wrapper_pointer_without_its_base_relocation_is_refused() {
     let msg = plan(&data, &marker()).unwrap_err().to_string();
     assert!(msg.contains("none for its pointer"), "{msg}");
 }
+
+#[test]
+fn coff_symbols_sharing_bytes_with_the_last_section_are_refused_not_split() {
+    // Found by the `pe` fuzz target: mingw's COFF symbols (after the sections) made to begin
+    // inside the last section's bytes. The rewrite moves what follows the sections, so the
+    // symbols would stay and their string table move: the output's string table size was
+    // read from the wrong bytes.
+    let mut data = read_fixture("platforms/hipapp_mingw.dll");
+    let pe = PeFile::parse(&data).unwrap();
+    let symbols = pe
+        .coff_symbols()
+        .unwrap()
+        .expect("mingw keeps its COFF symbols");
+    let last = pe
+        .sections
+        .iter()
+        .filter(|s| s.raw_size != 0)
+        .max_by_key(|s| s.raw_offset)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        u64::from(last.raw_offset + last.raw_size),
+        symbols.start,
+        "the fixture's symbols follow its last section"
+    );
+    put_u32(&mut data, last.header_offset + 16, last.raw_size + 4);
+    let err = plan(&data, &marker()).unwrap_err();
+    assert!(matches!(err, PeRewriteError::Layout(_)), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("{:#x}", symbols.start)) && msg.contains(&last.name),
+        "{msg}"
+    );
+    // The unmodified fixture still rewrites and verifies.
+    let good = read_fixture("platforms/hipapp_mingw.dll");
+    verify(&plan(&good, &marker()).unwrap().to_vec(&good)).unwrap();
+}
