@@ -77,6 +77,9 @@ pub fn write(
                 }
             };
             added.map_err(archive_error(to))?;
+            // Every source is open at once (a kernel's targets are added together): without
+            // this, each would stay resident whole once read (ru_maxrss counts mapped pages).
+            a.forget_stored(binary, arch).map_err(archive_error(src))?;
         }
     }
     w.finish().map_err(archive_error(to))
