@@ -191,6 +191,7 @@ pub(crate) mod field {
     pub const NUMBER_OF_SECTIONS: u64 = 2;
     pub const POINTER_TO_SYMBOL_TABLE: u64 = 8;
     /// From a section header's start.
+    pub const VIRTUAL_SIZE: u64 = 8;
     pub const SIZE_OF_RAW_DATA: u64 = 16;
     pub const POINTER_TO_RAW_DATA: u64 = 20;
     pub const CHARACTERISTICS: u64 = 36;

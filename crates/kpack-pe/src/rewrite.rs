@@ -9,7 +9,8 @@
 //!   `NumberOfSections` and `SizeOfImage` grow accordingly;
 //! * each wrapper becomes `HIPK`, version 1, pointer = `ImageBase + RVA(.kpackrf)`,
 //!   `reserved1` = its slot; the `IMAGE_REL_BASED_DIR64` fix-ups of the pointers stay valid;
-//! * the device code goes: the fat-binary section keeps its RVA and `VirtualSize` (nothing
+//! * the device code goes: the fat-binary section keeps its RVA and `VirtualSize` (written
+//!   out as `SizeOfRawData` when it was 0, which loaders read as "as long as its bytes"; nothing
 //!   in memory moves, so no RVA, relocation or directory changes) but loses **all** its file
 //!   bytes (`SizeOfRawData` = `PointerToRawData` = 0, `CNT_UNINITIALIZED_DATA`: the loader
 //!   maps zeros, like `.bss`), where the reference only cuts whole 4 KiB RVA pages out and
@@ -295,9 +296,14 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     let opt = pe.optional_offset;
     let initialized = (u64::from(pe.initialized_size).saturating_sub(removed) + marker_raw)
         .min(u32::MAX.into()) as u32;
-    let uninitialized = (u64::from(pe.uninitialized_size)
-        + align_up(fatbin.virtual_size.into(), fa))
-    .min(u32::MAX.into()) as u32;
+    // A `VirtualSize` of 0 means the section is `SizeOfRawData` long in memory: once its file
+    // bytes are gone that length must be written out, or the section would vanish from memory.
+    let fat_virtual_size = match fatbin.virtual_size {
+        0 => fatbin.raw_size,
+        size => size,
+    };
+    let uninitialized = (u64::from(pe.uninitialized_size) + align_up(fat_virtual_size.into(), fa))
+        .min(u32::MAX.into()) as u32;
     patches.add(opt + field::SIZE_OF_INITIALIZED_DATA, u32b(initialized))?;
     patches.add(opt + field::SIZE_OF_UNINITIALIZED_DATA, u32b(uninitialized))?;
     patches.add(opt + field::SIZE_OF_IMAGE, u32b(size_of_image))?;
@@ -307,6 +313,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     for s in &pe.sections {
         let h = s.header_offset;
         if s.index == fatbin.index {
+            patches.add(h + field::VIRTUAL_SIZE, u32b(fat_virtual_size))?;
             patches.add(h + field::SIZE_OF_RAW_DATA, u32b(0))?;
             patches.add(h + field::POINTER_TO_RAW_DATA, u32b(0))?;
             let c = (s.characteristics & !CNT_INITIALIZED_DATA) | CNT_UNINITIALIZED_DATA;

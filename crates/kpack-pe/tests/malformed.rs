@@ -349,3 +349,22 @@ fn coff_symbols_sharing_bytes_with_the_last_section_are_refused_not_split() {
     let good = read_fixture("platforms/hipapp_mingw.dll");
     verify(&plan(&good, &marker()).unwrap().to_vec(&good)).unwrap();
 }
+
+#[test]
+fn a_device_section_with_virtual_size_zero_keeps_its_memory_length_after_the_rewrite() {
+    // Found by the `pe` fuzz target: `.hip_fat` with VirtualSize 0 (loaders then map
+    // SizeOfRawData bytes). Keeping the 0 while the file bytes go left a section of no
+    // length in memory, which the verifier reads as device code still in the file.
+    let mut data = fixture();
+    let pe = PeFile::parse(&data).unwrap();
+    let fat = pe.section_by_name(".hip_fat").unwrap().clone();
+    put_u32(&mut data, fat.header_offset + 8, 0);
+    let out = plan(&data, &marker()).unwrap().to_vec(&data);
+    verify(&out).unwrap();
+    let rewritten = PeFile::parse(&out).unwrap();
+    let section = rewritten.section_by_name(".hip_fat").unwrap();
+    assert_eq!(
+        (section.virtual_size, section.raw_size, section.rva),
+        (fat.raw_size, 0, fat.rva)
+    );
+}
