@@ -30,6 +30,12 @@ class ArchiveError(KpackError):
     asked for."""
 
 
+class IntegrityError(ArchiveError):
+    """A ``.kpack`` archive is damaged: a code object or the table of contents read from it
+    does not match the digest the archive stores (``KPACK_ERROR_INTEGRITY_CHECK_FAILED`` in
+    the C library). The message names the file, the entry and the byte offset."""
+
+
 class TransformError(KpackError):
     """A fat binary cannot be turned into a host-only binary (the rewrite or its verifier
     refused it)."""
@@ -59,6 +65,7 @@ __all__ = [
     "InputError",
     "FormatError",
     "ArchiveError",
+    "IntegrityError",
     "TransformError",
     "ArtifactError",
     "VerificationError",

@@ -24,6 +24,12 @@ pub enum ErrorKind {
     MsgpackParse,
     /// `KPACK_ERROR_INVALID_METADATA` (HIPK marker metadata, `.kpm` manifests).
     InvalidMetadata,
+    /// `KPACK_ERROR_INTEGRITY_CHECK_FAILED` (kpack's addition, value 15): bytes read from an
+    /// archive do not match the digest it stores for them ([`crate::digest`]). None of the
+    /// reference's codes says "the file is damaged": `INVALID_FORMAT` means unreadable
+    /// structure and `DECOMPRESSION_FAILED` a frame zstd refused, while a damaged `none`
+    /// entry decodes fine and is simply other bytes.
+    IntegrityCheckFailed,
 }
 
 /// Everything that can go wrong reading or writing a `.kpack` archive.
@@ -166,6 +172,19 @@ pub enum ArchiveError {
         reason: String,
     },
 
+    /// Bytes read do not match the digest the archive stores for them, a frame of an archive
+    /// with digests does not decode, or the digests themselves are inconsistent: the file is
+    /// damaged ([`crate::digest`]).
+    #[error("{what} at byte {offset}: {problem}; the archive is damaged")]
+    Damaged {
+        /// What was read: the TOC, or an entry (binary and arch).
+        what: String,
+        /// The absolute file offset of what was read (the TOC, or the entry's stored bytes).
+        offset: u64,
+        /// What did not match.
+        problem: String,
+    },
+
     /// Found by [`crate::Archive::validate`]: the runtime could not reach this entry.
     #[error("{binary:?}/{arch:?}: {problem}")]
     Unreachable {
@@ -219,6 +238,7 @@ impl ArchiveError {
             E::TocParse { .. } | E::TocNotMap { .. } => ErrorKind::MsgpackParse,
             E::KernelNotFound { .. } => ErrorKind::KernelNotFound,
             E::DecompressionFailed { .. } => ErrorKind::DecompressionFailed,
+            E::Damaged { .. } => ErrorKind::IntegrityCheckFailed,
             E::DuplicateEntry { .. } | E::InvalidArgument(_) | E::Encode(_) => {
                 ErrorKind::InvalidArgument
             }

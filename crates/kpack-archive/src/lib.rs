@@ -72,6 +72,7 @@
 
 #![warn(missing_docs)]
 
+pub mod digest;
 mod error;
 pub mod kpm;
 pub mod marker;

@@ -572,6 +572,19 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A bin's bytes, borrowed.
+    pub(crate) fn bin<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
+        let start = self.pos;
+        if let Some(n) = self.rmp(rmp::decode::read_bin_len) {
+            if let Some(b) = self.bytes.get(self.pos..self.pos + n as usize) {
+                self.pos += b.len();
+                return Ok(b);
+            }
+        }
+        self.pos = start;
+        Err(self.mismatch(path, "bin"))
+    }
+
     /// Reads the map at the cursor, at `map` in a document whose maps may hold keys of other
     /// types than str (skipped with their values): calls `field` for each str key, with the
     /// cursor at its value, which `field` must read or skip.

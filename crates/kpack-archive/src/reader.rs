@@ -8,6 +8,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use zstd::zstd_safe::{self, DCtx, WriteBuf};
 
+use crate::digest::{ENTRY_KEY, content_digest};
 use crate::msgpack::FieldError;
 use crate::toc::{Entry, Index, Stored, frame_ranges};
 use crate::unified::DICTIONARY_MAGIC;
@@ -56,6 +57,9 @@ pub struct EntryInfo<'a> {
     pub stored_size: u64,
     /// The entry's `metadata` map in file order; empty when absent.
     pub metadata: &'a [(String, String)],
+    /// The XXH3-64 of the code object ([`crate::digest`]) that every read checks; `None` in
+    /// archives written before digests existed.
+    pub digest: Option<u64>,
 }
 
 impl Archive {
@@ -139,6 +143,13 @@ impl Archive {
         &self.index.gfx_arches
     }
 
+    /// Whether the archive carries digests ([`crate::digest`]): its TOC was checked at open,
+    /// and every read checks the entry's code object. Archives written before digests
+    /// existed carry none and read unchecked.
+    pub fn has_digests(&self) -> bool {
+        self.index.digests
+    }
+
     /// How the blob region stores kernels.
     pub fn compression_scheme(&self) -> CompressionScheme {
         self.index.scheme
@@ -204,17 +215,23 @@ impl Archive {
     ///
     /// A `unified` entry coded against another frame decodes that frame (and its own
     /// reference) first: at most 3 frames per call ([`crate::unified`]).
+    ///
+    /// In an archive with digests the code object is checked against its entry's digest
+    /// before it is returned, and any failure to decode is damage:
+    /// [`ErrorKind::IntegrityCheckFailed`](crate::ErrorKind::IntegrityCheckFailed).
     pub fn get(&self, binary: &str, arch: &str) -> Result<Cow<'_, [u8]>, ArchiveError> {
         let (name, entry) = self.find(binary, arch)?;
         let stored = self.stored(entry)?;
-        match self.index.scheme {
-            CompressionScheme::None => Ok(Cow::Borrowed(stored)),
+        let data = match self.index.scheme {
+            CompressionScheme::None => Cow::Borrowed(stored),
             CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => self
                 .reference(entry)
                 .and_then(|r| decode_to_vec(stored, &r, entry.original_size))
                 .map(Cow::Owned)
-                .map_err(|reason| self.decode_error(name, arch, reason)),
-        }
+                .map_err(|reason| self.decode_error(name, arch, stored, reason))?,
+        };
+        self.check(name, arch, entry, stored, &data)?;
+        Ok(data)
     }
 
     /// [`Archive::get`] into the start of `out`, which must hold at least the entry's
@@ -245,8 +262,9 @@ impl Archive {
             CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => self
                 .reference(entry)
                 .and_then(|r| decode_into(stored, &r, entry.original_size, out))
-                .map_err(|reason| self.decode_error(name, arch, reason))?,
+                .map_err(|reason| self.decode_error(name, arch, stored, reason))?,
         }
+        self.check(name, arch, entry, stored, out)?;
         Ok(size)
     }
 
@@ -409,11 +427,60 @@ impl Archive {
         Ok(&self.bytes()[range])
     }
 
-    fn decode_error(&self, binary: &str, arch: &str, reason: String) -> ArchiveError {
+    /// A frame that does not decode: in an archive with digests, whose TOC was proven intact
+    /// at open, that is damage to the frame (or to a frame it references).
+    fn decode_error(
+        &self,
+        binary: &str,
+        arch: &str,
+        stored: &[u8],
+        reason: String,
+    ) -> ArchiveError {
+        if self.index.digests {
+            return self.damaged(
+                binary,
+                arch,
+                stored,
+                format!("it does not decode: {reason}"),
+            );
+        }
         ArchiveError::DecompressionFailed {
             binary: binary.to_owned(),
             arch: arch.to_owned(),
             reason,
+        }
+        .in_file(self.path())
+    }
+
+    /// Fails unless `data`, read for `entry` from `stored`, matches the entry's digest.
+    fn check(
+        &self,
+        binary: &str,
+        arch: &str,
+        entry: &Entry,
+        stored: &[u8],
+        data: &[u8],
+    ) -> Result<(), ArchiveError> {
+        let Some(expected) = entry.digest else {
+            return Ok(());
+        };
+        let actual = content_digest(data);
+        if actual == expected {
+            return Ok(());
+        }
+        let problem = format!(
+            "the code object read has XXH3-64 {actual:#018x}, the TOC's {ENTRY_KEY} is \
+             {expected:#018x}"
+        );
+        Err(self.damaged(binary, arch, stored, problem))
+    }
+
+    fn damaged(&self, binary: &str, arch: &str, stored: &[u8], problem: String) -> ArchiveError {
+        let offset = stored.as_ptr() as usize - self.bytes().as_ptr() as usize;
+        ArchiveError::Damaged {
+            what: format!("binary {binary:?}, arch {arch:?}"),
+            offset: offset as u64,
+            problem,
         }
         .in_file(self.path())
     }
@@ -429,6 +496,7 @@ impl Archive {
             original_size: e.original_size,
             stored_size: stored_size as u64,
             metadata: self.index.metadata_of(e),
+            digest: e.digest,
         }
     }
 }

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+use crate::digest::{self, ENTRY_KEY, TOC_KEY};
 use crate::msgpack::{Cursor, DecodeError, FieldError, KeySet, Path, Source, once, required};
 use crate::unified::MAX_CHAIN;
 use crate::{
@@ -37,6 +38,8 @@ pub(crate) struct Index {
     /// Every entry's metadata pairs; [`Entry::metadata`] ranges into it.
     metadata: Vec<(String, String)>,
     pub(crate) stored: Stored,
+    /// Whether the TOC carries its digest, and so every entry its own ([`crate::digest`]).
+    pub(crate) digests: bool,
 }
 
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -52,6 +55,8 @@ pub(crate) struct Entry {
     pub(crate) ordinal: u32,
     pub(crate) original_size: u64,
     metadata: Range<usize>,
+    /// The decoded code object's XXH3-64 ([`crate::digest`]), in archives that carry digests.
+    pub(crate) digest: Option<u64>,
 }
 
 /// Where the kernels are.
@@ -109,9 +114,52 @@ impl Index {
         Some(&self.binaries[self.sorted[i] as usize])
     }
 
-    /// Reads the header and the TOC of the archive `bytes`.
+    /// Every entry carries a digest if the TOC does, and none does if it does not: either way
+    /// round, a digest was lost to damage (a renamed key), and what it covered is unproven.
+    fn check_digests(&self, toc_at: usize) -> Result<(), ArchiveError> {
+        for b in &self.binaries {
+            for e in self.entries_of(b) {
+                if e.digest.is_some() == self.digests {
+                    continue;
+                }
+                let problem = if self.digests {
+                    format!("the TOC carries {TOC_KEY}, but this entry has no {ENTRY_KEY}")
+                } else {
+                    format!("this entry carries {ENTRY_KEY}, but the TOC has no {TOC_KEY}")
+                };
+                return Err(ArchiveError::Damaged {
+                    what: format!(
+                        "TOC entry {:?} / {:?}",
+                        self.binary_name(b),
+                        self.arch_name(e)
+                    ),
+                    offset: toc_at as u64,
+                    problem,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the header and the TOC of the archive `bytes`, checking the TOC digest first
+    /// when the file ends with one, so that a damaged TOC is reported as such rather than as
+    /// whatever its damage happens to look like.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Index, ArchiveError> {
         let (version, toc_at) = toc_start(bytes)?;
+        let trailer = digest::stored_toc_digest(bytes, toc_at);
+        if let Some((at, stored)) = trailer {
+            let actual = digest::toc_digest(bytes, &bytes[toc_at..at]);
+            if actual != stored {
+                return Err(ArchiveError::Damaged {
+                    what: "TOC".to_owned(),
+                    offset: toc_at as u64,
+                    problem: format!(
+                        "its XXH3-64 is {actual:#018x}, the digest stored at byte {at} is \
+                         {stored:#018x}"
+                    ),
+                });
+            }
+        }
         // The cursor reads the whole file from the TOC on, so its error offsets are file
         // offsets.
         let mut c = Cursor::new(bytes, toc_at);
@@ -128,6 +176,16 @@ impl Index {
             .read(&mut c)
             .map_err(|Failed(e)| *e)?;
         c.finish()?;
+        if index.digests != trailer.is_some() {
+            // The key is there but not as the trailer (or the reverse): not what a writer
+            // makes, and the digest cannot be trusted to cover the TOC.
+            return Err(ArchiveError::Damaged {
+                what: "TOC".to_owned(),
+                offset: toc_at as u64,
+                problem: format!("{TOC_KEY} must be the TOC's last field, a bin 8 ending the file"),
+            });
+        }
+        index.check_digests(toc_at)?;
         Ok(index)
     }
 }
@@ -225,6 +283,7 @@ struct Top<'a> {
     zstd_offset: Option<Result<u64, Failed>>,
     zstd_size: Option<Result<u64, Failed>>,
     frames: Option<Result<FrameTable, Failed>>,
+    toc_digest: Option<()>,
 }
 
 /// Reads the TOC into an [`Index`].
@@ -328,6 +387,22 @@ impl<'a> TocReader<'a> {
                     let size = deferred(c, |c| c.uint::<Failed>(path))?;
                     once(&mut top.zstd_size, size, root, key)?;
                 }
+                TOC_KEY => {
+                    // Its value was checked against the TOC before parsing; here only that it
+                    // is the trailer the check read (see `Index::parse`).
+                    let value = c.bin::<Failed>(path)?;
+                    if value.len() != 8 || c.room() != 0 {
+                        return Err(ArchiveError::Damaged {
+                            what: "TOC".to_owned(),
+                            offset: self.data.end,
+                            problem: format!(
+                                "{TOC_KEY} must be the TOC's last field, a bin 8 ending the file"
+                            ),
+                        }
+                        .into());
+                    }
+                    once(&mut top.toc_digest, (), root, key)?;
+                }
                 _ => others.skip_unknown::<Failed>(c, root, key)?,
             }
         }
@@ -380,6 +455,7 @@ impl<'a> TocReader<'a> {
             entries: self.entries.list,
             metadata: self.entries.metadata,
             stored,
+            digests: top.toc_digest.is_some(),
         })
     }
 
@@ -474,6 +550,7 @@ impl<'a> Entries<'a> {
     /// ordinal and size are checked against the stored kernels once those are known.
     fn read(&mut self, c: &mut Cursor<'a>, path: &Path<'_>, arch: u32) -> Result<Entry, Failed> {
         let (mut hsaco, mut ordinal, mut original_size, mut metadata) = (None, None, None, None);
+        let mut digest = None;
         self.others.clear();
         for _ in 0..c.map::<Failed>(path)? {
             match c.key_bytes::<Failed>(path)? {
@@ -502,6 +579,10 @@ impl<'a> Entries<'a> {
                     let m = self.metadata(c, &Path::Field(path, "metadata"))?;
                     once(&mut metadata, m, path, "metadata")?;
                 }
+                key if key == ENTRY_KEY.as_bytes() => {
+                    let n = c.uint::<Failed>(&Path::Field(path, ENTRY_KEY))?;
+                    once(&mut digest, n, path, ENTRY_KEY)?;
+                }
                 key => {
                     let key = c.utf8(key)?;
                     self.others.skip_unknown::<Failed>(c, path, key)?;
@@ -520,6 +601,7 @@ impl<'a> Entries<'a> {
             ordinal: narrow,
             original_size,
             metadata: metadata.unwrap_or(0..0),
+            digest,
         })
     }
 

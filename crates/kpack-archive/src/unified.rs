@@ -378,6 +378,8 @@ pub(crate) fn compress(
         .map_err(fail)?;
     cctx.set_parameter(CParameter::ContentSizeFlag(true))
         .map_err(fail)?;
+    cctx.set_parameter(CParameter::ChecksumFlag(true))
+        .map_err(fail)?;
     if let Some(prefix) = prefix {
         let total = prefix.len() + data.len();
         let window_log = (usize::BITS - total.saturating_sub(1).leading_zeros()).clamp(10, 27);

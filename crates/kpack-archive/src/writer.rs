@@ -7,6 +7,7 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::digest::{self, content_digest};
 use crate::msgpack::Encoder;
 use crate::unified::{Coded, Coder, GROUP_BUDGET};
 use crate::{
@@ -26,7 +27,7 @@ pub const DEFAULT_UNIFIED_LEVEL: i32 = 19;
 pub enum Compression {
     /// Scheme `none`: kernels stored raw.
     None,
-    /// Scheme `zstd-per-kernel`: one frame per kernel, content size recorded, no checksum.
+    /// Scheme `zstd-per-kernel`: one frame per kernel, content size and checksum recorded.
     Zstd {
         /// The zstd level (1 to 22).
         level: i32,
@@ -131,6 +132,8 @@ enum Blobs<'a> {
 pub struct PreparedKernel<'a> {
     stored: Cow<'a, [u8]>,
     original_size: u64,
+    /// The code object's digest ([`crate::digest`]), whatever form `stored` is in.
+    digest: u64,
     compression: Compression,
 }
 
@@ -145,6 +148,7 @@ impl PreparedKernel<'_> {
         PreparedKernel {
             stored: Cow::Owned(self.stored.into_owned()),
             original_size: self.original_size,
+            digest: self.digest,
             compression: self.compression,
         }
     }
@@ -157,8 +161,10 @@ impl<'a> PreparedKernel<'a> {
     /// default level (frames record no level: they are kept as the archive's writer made
     /// them, at the default unless asked otherwise; another level asked for codes them
     /// again). `None` otherwise (and always for `unified`, whose frames depend on the other
-    /// frames of their archive): the kernel must be decoded and prepared again.
-    /// The bytes are taken unchecked, as a copied single-target archive's would be.
+    /// frames of their archive, and for archives without digests, whose copies could not be
+    /// proven): the kernel must be decoded and prepared again.
+    /// The entry is read and checked against its digest first ([`Archive::get`]), so a copy
+    /// carries only what the source's writer was given.
     pub fn stored_in(
         archive: &'a Archive,
         binary: &str,
@@ -173,12 +179,18 @@ impl<'a> PreparedKernel<'a> {
             }
             Compression::Unified { .. } => false,
         };
-        let Some(info) = archive.info(binary, arch).filter(|_| copies) else {
+        let Some((info, digest)) = archive
+            .info(binary, arch)
+            .and_then(|info| Some((info, info.digest?)))
+            .filter(|_| copies)
+        else {
             return Ok(None);
         };
+        archive.get(binary, arch)?;
         Ok(Some(PreparedKernel {
             stored: Cow::Borrowed(archive.stored_bytes(binary, arch)?),
             original_size: info.original_size,
+            digest,
             compression,
         }))
     }
@@ -213,6 +225,7 @@ impl KernelCompressor {
                 "kernel of {original_size} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
             )));
         }
+        let digest = content_digest(&data);
         let stored = match self.compression {
             Compression::None | Compression::Unified { .. } => data,
             Compression::Zstd { level } => Cow::Owned(self.compress(&data, level)?),
@@ -220,6 +233,7 @@ impl KernelCompressor {
         Ok(PreparedKernel {
             stored,
             original_size,
+            digest,
             compression: self.compression,
         })
     }
@@ -231,12 +245,16 @@ impl KernelCompressor {
         };
         let compressor = match &mut self.context {
             Some(c) => c,
-            None => self
-                .context
-                .insert(zstd::bulk::Compressor::new(level).map_err(io)?),
+            None => {
+                let mut c = zstd::bulk::Compressor::new(level).map_err(io)?;
+                // Every zstd decoder checks this, the reference readers' included.
+                c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+                    .map_err(io)?;
+                self.context.insert(c)
+            }
         };
-        // The bulk API writes the content size into the frame header and no checksum, as
-        // python-zstandard's ZstdCompressor(level).compress does.
+        // The bulk API writes the content size into the frame header, which the reference's
+        // Python reader needs.
         let frame = compressor.compress(data).map_err(io)?;
         if u32::try_from(frame.len()).is_err() {
             return Err(ArchiveError::InvalidArgument(format!(
@@ -256,6 +274,7 @@ struct PendingBinary {
 struct PendingEntry {
     ordinal: u32,
     original_size: u64,
+    digest: u64,
     metadata: Vec<(String, String)>,
 }
 
@@ -349,7 +368,7 @@ impl<'a> ArchiveWriter<'a> {
             )));
         }
         let key = normalise_key(binary_key);
-        let original_size = kernel.original_size;
+        let (original_size, digest) = (kernel.original_size, kernel.digest);
         let ordinal = if self.unified.is_some() {
             self.intern_unified(&key, arch, kernel.stored)?
         } else {
@@ -371,6 +390,7 @@ impl<'a> ArchiveWriter<'a> {
         let entry = PendingEntry {
             ordinal,
             original_size,
+            digest,
             metadata: metadata.to_vec(),
         };
         self.binaries[b].arches.push((arch.to_owned(), entry));
@@ -561,7 +581,8 @@ impl<'a> ArchiveWriter<'a> {
         }
     }
 
-    /// The TOC's msgpack, keys in the reference writer's order.
+    /// The TOC's msgpack, keys in the reference writer's order, then the digests' keys
+    /// ([`crate::digest`]): each entry's last, the TOC's last of all.
     fn toc(&self, region_len: u64) -> Result<Vec<u8>, ArchiveError> {
         let gfx_arches = self.checked_gfx_arches()?;
         let mut e = Encoder::default();
@@ -570,7 +591,7 @@ impl<'a> ArchiveWriter<'a> {
             Compression::Zstd { .. } => 2,    // zstd_offset, zstd_size
             Compression::Unified { .. } => 1, // frames
         };
-        e.map(6 + layout_keys)?;
+        e.map(7 + layout_keys)?;
         e.str("format_version")?;
         e.uint(self.compression.scheme().format_version().into());
         e.str("group_name")?;
@@ -589,7 +610,7 @@ impl<'a> ArchiveWriter<'a> {
             e.map(b.arches.len())?;
             for (arch, entry) in &b.arches {
                 e.str(arch)?;
-                e.map(if entry.metadata.is_empty() { 3 } else { 4 })?;
+                e.map(if entry.metadata.is_empty() { 4 } else { 5 })?;
                 e.str("type")?;
                 e.str("hsaco")?;
                 e.str("ordinal")?;
@@ -604,6 +625,8 @@ impl<'a> ArchiveWriter<'a> {
                         e.str(v)?;
                     }
                 }
+                e.str(digest::ENTRY_KEY)?;
+                e.uint(entry.digest);
             }
         }
         e.str("compression_scheme")?;
@@ -649,7 +672,9 @@ impl<'a> ArchiveWriter<'a> {
                 }
             }
         }
-        Ok(e.into_bytes())
+        let mut toc = e.into_bytes();
+        digest::seal_toc(&self.header(DATA_START + region_len), &mut toc);
+        Ok(toc)
     }
 
     /// The header with `toc_offset`, padded to [`DATA_START`].

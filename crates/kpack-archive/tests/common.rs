@@ -51,12 +51,63 @@ pub fn split_toc(archive: &[u8]) -> (Vec<u8>, Vec<(Value, Value)>) {
     (archive[..toc_offset].to_vec(), top)
 }
 
-/// Re-encodes a TOC after `edit` and puts it back at the same offset (the TOC is last).
+/// Re-encodes a TOC after `edit` and puts it back at the same offset (the TOC is last). A
+/// TOC that carried its digest gets it recomputed, as a writer would, so that the edit
+/// reaches the checks behind the digest.
 pub fn edit_toc(archive: &[u8], edit: impl FnOnce(&mut Vec<(Value, Value)>)) -> Vec<u8> {
+    let sealed = split_toc(archive)
+        .1
+        .iter()
+        .any(|(k, _)| k.as_str() == Some(TOC_DIGEST_KEY));
+    rewrite_toc(archive, sealed, edit)
+}
+
+/// The TOC key of the TOC digest.
+pub const TOC_DIGEST_KEY: &str = "toc_xxh3";
+
+/// `archive` without its digests: the TOC as the reference's writer would write it.
+pub fn without_digests(archive: &[u8]) -> Vec<u8> {
+    rewrite_toc(archive, false, |top| {
+        let Value::Map(toc) = top_field(top, "toc") else {
+            panic!("toc is not a map")
+        };
+        for (_, arches) in toc {
+            let Value::Map(arches) = arches else {
+                panic!("toc binary is not a map")
+            };
+            for (_, entry) in arches {
+                let Value::Map(entry) = entry else {
+                    panic!("toc entry is not a map")
+                };
+                take_key(entry, "xxh3").expect("every entry carries its digest");
+            }
+        }
+    })
+}
+
+/// The TOC re-encoded after `edit`, without its digest, then (`seal`) with a digest of the
+/// result ending it.
+fn rewrite_toc(archive: &[u8], seal: bool, edit: impl FnOnce(&mut Vec<(Value, Value)>)) -> Vec<u8> {
     let (mut out, mut top) = split_toc(archive);
+    take_key(&mut top, TOC_DIGEST_KEY);
     edit(&mut top);
-    out.extend(encode(&Value::Map(top)).unwrap());
+    if !seal {
+        out.extend(encode(&Value::Map(top)).unwrap());
+        return out;
+    }
+    top.push((TOC_DIGEST_KEY.into(), Value::Binary(vec![0; 8])));
+    let mut toc = encode(&Value::Map(top)).unwrap();
+    toc.truncate(toc.len() - 8);
+    let digest = kpack_archive::digest::toc_digest(&out, &toc);
+    toc.extend(digest.to_be_bytes());
+    out.extend(toc);
     out
+}
+
+/// Removes `key` from a map's pairs; its value, if it was there.
+pub fn take_key(map: &mut Vec<(Value, Value)>, key: &str) -> Option<Value> {
+    let i = map.iter().position(|(k, _)| k.as_str() == Some(key))?;
+    Some(map.remove(i).1)
 }
 
 /// The value under string key `key` of a map value, mutably.

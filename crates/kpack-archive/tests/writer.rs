@@ -42,7 +42,7 @@ fn writer_with(
 }
 
 #[test]
-fn zstd_frames_decode_with_an_independent_decoder_and_record_their_size() {
+fn zstd_frames_decode_with_an_independent_decoder_and_record_their_size_and_checksum() {
     let ks = kernels();
     let out = write(&mut writer_with(Compression::Zstd { level: 19 }, &ks));
     let frames = zstd_frames(&out);
@@ -55,7 +55,7 @@ fn zstd_frames_decode_with_an_independent_decoder_and_record_their_size() {
             0,
             "Frame_Content_Size present"
         );
-        assert_eq!(descriptor & 0x04, 0, "no checksum");
+        assert_eq!(descriptor & 0x04, 0x04, "content checksum");
         assert_eq!(descriptor & 0x03, 0, "no dictionary");
         let content_size = zstd::zstd_safe::get_frame_content_size(frame).unwrap();
         assert_eq!(content_size, Some(data.len() as u64));
@@ -198,9 +198,12 @@ fn metadata_is_written_in_order_only_when_present() {
     };
     assert_eq!(
         entry_keys("gfx1100"),
-        ["type", "ordinal", "original_size", "metadata"]
+        ["type", "ordinal", "original_size", "metadata", "xxh3"]
     );
-    assert_eq!(entry_keys("gfx1101"), ["type", "ordinal", "original_size"]);
+    assert_eq!(
+        entry_keys("gfx1101"),
+        ["type", "ordinal", "original_size", "xxh3"]
+    );
     let keys: Vec<_> = top.iter().map(|(k, _)| k.as_str().unwrap()).collect();
     assert_eq!(
         keys,
@@ -211,7 +214,8 @@ fn metadata_is_written_in_order_only_when_present() {
             "gfx_arches",
             "toc",
             "compression_scheme",
-            "blobs"
+            "blobs",
+            "toc_xxh3"
         ]
     );
 }
@@ -224,7 +228,7 @@ fn zstd_toc_ends_with_the_region_location() {
     let keys: Vec<_> = top.iter().map(|(k, _)| k.as_str().unwrap()).collect();
     assert_eq!(
         keys[5..],
-        ["compression_scheme", "zstd_offset", "zstd_size"]
+        ["compression_scheme", "zstd_offset", "zstd_size", "toc_xxh3"]
     );
     assert_eq!(top[6].1, Value::from(64));
 }

@@ -42,6 +42,9 @@ pub enum kpack_error_t {
     KPACK_ERROR_INVALID_METADATA = 12,
     KPACK_ERROR_ARCHIVE_NOT_FOUND = 13,
     KPACK_ERROR_ARCH_NOT_FOUND = 14,
+    /// kpack's addition: the archive's digest of the bytes read does not match (the file is
+    /// damaged). Only archives that carry digests (written by kpack) report it.
+    KPACK_ERROR_INTEGRITY_CHECK_FAILED = 15,
 }
 
 use kpack_error_t::*;
@@ -93,6 +96,7 @@ impl From<ErrorCode> for kpack_error_t {
             ErrorCode::InvalidMetadata => KPACK_ERROR_INVALID_METADATA,
             ErrorCode::ArchiveNotFound => KPACK_ERROR_ARCHIVE_NOT_FOUND,
             ErrorCode::ArchNotFound => KPACK_ERROR_ARCH_NOT_FOUND,
+            ErrorCode::IntegrityCheckFailed => KPACK_ERROR_INTEGRITY_CHECK_FAILED,
         }
     }
 }

@@ -37,6 +37,8 @@ enum Class {
     Format,
     /// A `.kpack` archive is malformed or lacks the entry asked for.
     Archive,
+    /// A `.kpack` archive is damaged: what was read does not match its digest.
+    Integrity,
     /// A fat binary cannot be transformed.
     Transform,
     /// A build artifact, its manifest or the packaging configuration is wrong.
@@ -51,6 +53,7 @@ impl Class {
             Class::Input => "InputError",
             Class::Format => "FormatError",
             Class::Archive => "ArchiveError",
+            Class::Integrity => "IntegrityError",
             Class::Transform => "TransformError",
             Class::Artifact => "ArtifactError",
             Class::Usage => "UsageError",
@@ -72,6 +75,7 @@ impl Class {
         match e.kind() {
             ErrorKind::FileNotFound | ErrorKind::Io => Class::Input,
             ErrorKind::InvalidArgument => Class::Usage,
+            ErrorKind::IntegrityCheckFailed => Class::Integrity,
             _ => Class::Archive,
         }
     }

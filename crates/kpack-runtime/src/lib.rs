@@ -102,11 +102,14 @@ pub enum ErrorCode {
     ArchiveNotFound = 13,
     /// `KPACK_ERROR_ARCH_NOT_FOUND`.
     ArchNotFound = 14,
+    /// `KPACK_ERROR_INTEGRITY_CHECK_FAILED`, kpack's addition: the archive's digest of what
+    /// was read does not match ([`kpack_archive::digest`]): the file is damaged.
+    IntegrityCheckFailed = 15,
 }
 
 impl ErrorCode {
-    /// Every code, in C value order (1 to 14).
-    pub const ALL: [ErrorCode; 14] = [
+    /// Every code, in C value order (1 to 15).
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::InvalidArgument,
         ErrorCode::FileNotFound,
         ErrorCode::InvalidFormat,
@@ -121,6 +124,7 @@ impl ErrorCode {
         ErrorCode::InvalidMetadata,
         ErrorCode::ArchiveNotFound,
         ErrorCode::ArchNotFound,
+        ErrorCode::IntegrityCheckFailed,
     ];
 }
 
@@ -137,6 +141,7 @@ impl From<kpack_archive::ErrorKind> for ErrorCode {
             K::Io => ErrorCode::IoError,
             K::MsgpackParse => ErrorCode::MsgpackParseFailed,
             K::InvalidMetadata => ErrorCode::InvalidMetadata,
+            K::IntegrityCheckFailed => ErrorCode::IntegrityCheckFailed,
         }
     }
 }

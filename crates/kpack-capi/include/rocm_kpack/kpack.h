@@ -45,6 +45,9 @@ typedef enum {
   KPACK_ERROR_INVALID_METADATA = 12,
   KPACK_ERROR_ARCHIVE_NOT_FOUND = 13,
   KPACK_ERROR_ARCH_NOT_FOUND = 14,
+  // kpack's addition: the archive's digest of the bytes read does not match (the file is
+  // damaged). Only archives that carry digests (written by kpack) report it.
+  KPACK_ERROR_INTEGRITY_CHECK_FAILED = 15,
 } kpack_error_t;
 
 // How an archive stores its kernels (the TOC's `compression_scheme`).
