@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(decoded) = kpack_bundle::DecodedBundle::decode_unverified(data) {
+    if let Ok(decoded) = kpack_bundle::DecodedBundle::decode(data) {
         let _ = decoded.bundles();
     }
 });

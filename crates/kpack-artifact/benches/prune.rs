@@ -7,9 +7,13 @@
 //! and their ratio. Targets: prune <= 2x the copy's time, peak RSS <= 512 MB. On a CCOB
 //! library a copy is no fair floor (every bundle must be decompressed to select its entries,
 //! and the kept ones compressed again), so the floor is measured too: `zstd -d` of the same
-//! CCOB frames (one thread), with the prune's ratio to it. Needs the corpus from
+//! CCOB frames (one thread), with the prune's ratio to it. Every CCOB's hash is verified
+//! (a damaged bundle must be refused, not recompressed under a new hash), so the cost of that
+//! check is printed too: the MD5 of the same decompressed bytes alone, one thread, against
+//! the prune's wall time (which spreads it over its worker threads). Needs the corpus from
 //! `scripts/setup.sh`.
 
+use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
@@ -48,7 +52,6 @@ fn measure(name: &str, path: &Path, keep: &[&str]) {
         assert!(status.success(), "zstd -d {}", frames.display());
         (start.elapsed(), compressed)
     });
-    std::fs::remove_file(&frames).unwrap();
 
     let selection = Selection::Keep(keep.iter().map(|t| TargetId::parse(t).unwrap()).collect());
     let out = dir.path().join("pruned");
@@ -58,6 +61,20 @@ fn measure(name: &str, path: &Path, keep: &[&str]) {
     let prune_time = start.elapsed();
     let prune_rss = kpack_testkit::peak_rss_kib();
     let out_size = std::fs::metadata(&out).unwrap().len();
+
+    // The hash check alone: MD5 of the decompressed bytes, decoded first (after the prune, so
+    // holding them does not count in its peak RSS).
+    let hash_time = floor.map(|_| {
+        let mut decompressed = Vec::new();
+        zstd::stream::read::Decoder::new(std::fs::File::open(&frames).unwrap())
+            .unwrap()
+            .read_to_end(&mut decompressed)
+            .unwrap();
+        let start = Instant::now();
+        std::hint::black_box(kpack_bundle::ccob_hash(&decompressed));
+        (start.elapsed(), decompressed.len())
+    });
+    std::fs::remove_file(&frames).unwrap();
 
     println!("prune {name} ({size} bytes) keeping {}", keep.join(" "));
     println!(
@@ -78,6 +95,13 @@ fn measure(name: &str, path: &Path, keep: &[&str]) {
         println!(
             "  prune / zstd -d time: {:.2}",
             prune_time.as_secs_f64() / floor_time.as_secs_f64()
+        );
+    }
+    if let Some((hash_time, decompressed)) = hash_time {
+        println!(
+            "  MD5         {:>8.3} s  of its {decompressed} decompressed bytes (the CCOB hash check, one thread: {:.0} % of the prune's time)",
+            hash_time.as_secs_f64(),
+            100.0 * hash_time.as_secs_f64() / prune_time.as_secs_f64()
         );
     }
     println!(

@@ -201,17 +201,6 @@ pub fn walk_fatbin(section: &[u8]) -> Result<Vec<LocatedBundle>, BundleError> {
     Ok(bundles)
 }
 
-/// What decoding a CCOB does with its hash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Hash {
-    /// A mismatch is an error.
-    Verify,
-    /// Computed and reported by [`DecodedBundle::hash_ok`].
-    Report,
-    /// Not computed.
-    Skip,
-}
-
 /// A bundle ready to read: the decompressed payload of a CCOB (owned), or the bytes of an
 /// uncompressed bundle (borrowed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,46 +208,29 @@ pub struct DecodedBundle<'a> {
     format: BundleFormat,
     payload: Cow<'a, [u8]>,
     stored_len: u64,
-    hash_ok: Option<bool>,
 }
 
 impl<'a> DecodedBundle<'a> {
     /// Decodes the bundle at `bytes[0]` (bytes after its extent are ignored). A CCOB is
     /// decompressed and its hash verified: a mismatch is [`BundleError::HashMismatch`].
+    ///
+    /// There is no decode that skips or merely reports the hash. A flipped byte inside a
+    /// zstd frame often still decompresses, to the header's size, into a payload that parses:
+    /// only the hash tells. A command that went on would launder the damage (prune writes
+    /// the kept entries again under a new, valid hash); none does.
     pub fn decode(bytes: &'a [u8]) -> Result<Self, BundleError> {
-        Self::decode_with(bytes, Hash::Verify)
-    }
-
-    /// Like [`DecodedBundle::decode`], but a hash mismatch is not an error; it is reported
-    /// by [`DecodedBundle::hash_ok`] (LLVM itself only checks the hash in verbose mode).
-    pub fn decode_unverified(bytes: &'a [u8]) -> Result<Self, BundleError> {
-        Self::decode_with(bytes, Hash::Report)
-    }
-
-    /// Like [`DecodedBundle::decode`], but the hash is not computed at all
-    /// ([`DecodedBundle::hash_ok`] is `None`): MD5 of the payload costs more than decoding
-    /// it, which a caller that checks what it uses in other ways (`kpack prune`) skips.
-    pub fn decode_unhashed(bytes: &'a [u8]) -> Result<Self, BundleError> {
-        Self::decode_with(bytes, Hash::Skip)
-    }
-
-    fn decode_with(bytes: &'a [u8], hash: Hash) -> Result<Self, BundleError> {
         if !looks_compressed(bytes) {
             let bundle = Bundle::parse(bytes)?;
             return Ok(DecodedBundle {
                 format: BundleFormat::Uncompressed,
                 payload: Cow::Borrowed(bundle.as_bytes()),
                 stored_len: bundle.len(),
-                hash_ok: None,
             });
         }
         let header = CcobHeader::parse(bytes)?;
         let (payload, stored_len) = header.decode(bytes)?;
-        let actual = (hash != Hash::Skip).then(|| ccob_hash(&payload));
-        if let Some(actual) = actual
-            && hash == Hash::Verify
-            && actual != header.hash
-        {
+        let actual = ccob_hash(&payload);
+        if actual != header.hash {
             return Err(BundleError::HashMismatch {
                 offset: header.header_len - 8,
                 expected: header.hash,
@@ -269,20 +241,12 @@ impl<'a> DecodedBundle<'a> {
             format: BundleFormat::from(&header),
             payload: Cow::Owned(payload),
             stored_len,
-            hash_ok: actual.map(|a| a == header.hash),
         })
     }
 
     /// How the bundle was stored.
     pub fn format(&self) -> &BundleFormat {
         &self.format
-    }
-
-    /// For a CCOB, whether the stored hash matches the decompressed bytes; `None` for an
-    /// uncompressed bundle, which has no hash, or a CCOB from
-    /// [`DecodedBundle::decode_unhashed`].
-    pub fn hash_ok(&self) -> Option<bool> {
-        self.hash_ok
     }
 
     /// The uncompressed bundle bytes.

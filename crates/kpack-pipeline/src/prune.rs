@@ -7,9 +7,11 @@
 //!    uncompressed, its entries at the alignment the input's have: only its new header is
 //!    made ([`kpack_bundle::uncompressed_layout`]), the kept entries are copied from the input
 //!    straight into the output when it is written, and dropped ones are never read beyond
-//!    the code-object header checked against the entry's target. A CCOB stays a CCOB of the
-//!    same version and method, recompressed ([`kpack_bundle::write_compressed`]: zstd level
-//!    [`ZSTD_LEVEL`], as clang-offload-bundler; zlib level [`ZLIB_LEVEL`]). A bundle that
+//!    the code-object header checked against the entry's target. A CCOB is refused unless
+//!    its stored hash is that of its decompressed bytes (recompressed, a damaged payload
+//!    would get a new, valid hash); it stays a CCOB of the same version and method,
+//!    recompressed ([`kpack_bundle::write_compressed`]: zstd level [`ZSTD_LEVEL`], as
+//!    clang-offload-bundler; zlib level [`ZLIB_LEVEL`]). A bundle that
 //!    keeps every entry is copied as it is. Code objects are copied byte for byte.
 //! 2. The pruned bundles are laid out, in file order and at the alignment the input's
 //!    bundles have, as parts of the input, new headers and padding; recompressed CCOBs go to
@@ -46,7 +48,7 @@ use crate::source::{self, BundleSlot, FoundBundle, Visitor};
 /// entries. Faster levels write larger bundles: librocblas.so.5.2's 65 bundles keeping
 /// gfx90a and gfx1100 (144 MB uncompressed) take 36.6 MB at level 3, 38.3 MB (+5 %) at level
 /// 1 and 42.5 MB (+16 %) at `--fast=1` (`zstd --long=27`), while compressing them is a small
-/// part of the prune (decompressing the 1 GB of input bundles is most of it).
+/// part of the prune (decompressing and hashing the 1 GB of input bundles is most of it).
 pub const ZSTD_LEVEL: i32 = 3;
 /// The zlib level of recompressed CCOBs (zlib's default).
 pub const ZLIB_LEVEL: i32 = 6;
@@ -287,15 +289,6 @@ struct PruneBundle<'s> {
 }
 
 impl Visitor for PruneBundle<'_> {
-    /// The MD5 of every decompressed bundle took over half of pruning a CCOB library
-    /// (librocblas.so.5.2: 1 GB decompressed). LLVM checks it only in verbose mode; what
-    /// prune keeps is checked otherwise: the decompressed size must be the header's, the
-    /// payload one well-formed bundle, every code object of its entry's target. The CCOBs
-    /// written carry the hash of their own bytes.
-    fn checks_ccob_hash(&self) -> bool {
-        false
-    }
-
     fn bundle(&mut self, found: &FoundBundle<'_>) -> Result<(), SourceError> {
         let mut kept_entries: Vec<&kpack_bundle::Entry<'_>> = Vec::new();
         let (mut kept, mut dropped) = (BTreeSet::new(), BTreeSet::new());

@@ -194,11 +194,6 @@ pub trait Visitor {
     fn pe(&mut self, _fat: &PeFatBinary) -> Result<(), SourceError> {
         Ok(())
     }
-    /// Whether a CCOB's stored hash must match its decompressed bytes (a mismatch is then
-    /// an error); otherwise the hash is not computed.
-    fn checks_ccob_hash(&self) -> bool {
-        true
-    }
 }
 
 /// Walks every device code object of `bytes` (a whole file), in file order.
@@ -448,6 +443,8 @@ pub fn image_bundle_id(image: &Image<'_>) -> Result<Option<BundleId>, SourceErro
 
 /// Decodes the bundle at `slot` of `elf` (an ELF, or a raw bundle file) and visits it and its
 /// device code objects; `base` is the absolute offset of `elf` in the file (an `ar` member's).
+/// A CCOB whose stored hash is not that of its decompressed bytes is an error, for every
+/// visitor ([`DecodedBundle::decode`]).
 pub fn walk_bundle(
     elf: &[u8],
     slot: &BundleSlot,
@@ -478,12 +475,7 @@ pub fn walk_bundle(
         }) => uncompressed_size,
         _ => 0,
     });
-    let decoded = if visitor.checks_ccob_hash() {
-        DecodedBundle::decode(bytes)
-    } else {
-        DecodedBundle::decode_unhashed(bytes)
-    }
-    .map_err(in_bundle(false))?;
+    let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
     let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
     let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
     visitor.bundle(&FoundBundle {
