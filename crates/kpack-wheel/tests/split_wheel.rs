@@ -740,3 +740,29 @@ fn a_flipped_byte_in_a_stored_or_deflated_member_is_refused_by_its_crc_naming_wh
         );
     }
 }
+
+#[test]
+fn metadata_that_would_name_outputs_wrongly_is_refused() {
+    for (meta, why) in [
+        (
+            "Name: bad\nVersion: 1.0/../../../x\n",
+            "Version \"1.0/../../../x\" is not a valid Version",
+        ),
+        (
+            "Name: bad\nName: other\nVersion: 1.0\n",
+            "2 Name headers, expected one",
+        ),
+        (
+            "Name: other\nVersion: 1.0\n",
+            "is not the .dist-info of \"other\"",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = good_dist_info("");
+        e[0].1 = format!("Metadata-Version: 2.1\n{meta}").into_bytes();
+        // An empty hash field: RECORD accepts the METADATA, the identity check refuses it.
+        e[2].1 = b"bad-1.0.dist-info/METADATA,,\nbad-1.0.dist-info/WHEEL,,\nbad-1.0.dist-info/RECORD,,\n".to_vec();
+        let wheel = write(dir.path(), &e);
+        refused(&wheel, why);
+    }
+}
