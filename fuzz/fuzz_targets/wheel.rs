@@ -1,5 +1,5 @@
 //! Wheel zips: entry-name checks, duplicate detection, bounded decompression, and the
-//! RECORD / METADATA readers on whatever text the bytes hold.
+//! RECORD (rows and hash fields) / METADATA readers on whatever text the bytes hold.
 #![no_main]
 
 use std::path::Path;
@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(files.iter().map(|f| f.size).sum::<u64>() <= limits.max_unpacked);
     }
     let _ = kpack_wheel::metadata::parse_record(data);
+    let _ = kpack_wheel::record::Record::parse(wheel, "fuzz-1.0.dist-info", data);
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = kpack_wheel::metadata::header_values(text, "Name");
         let block = kpack_wheel::metadata::insert_headers(text, "Provides-Extra: device-all\n");

@@ -181,11 +181,33 @@ pub fn find_indexes(path: &Path) -> Result<Vec<PathBuf>, ArtifactError> {
         .collect())
 }
 
-/// Reads and decodes an index.
+/// Reads and decodes an index. Every target must be a GPU target and every file an
+/// archive's name beside the index: [`resolve`] would otherwise pass over a damaged
+/// target (telling the user no package serves the GPU) or look for a file elsewhere.
 pub fn read(path: &Path) -> Result<KpmManifest, ArtifactError> {
     let bytes = std::fs::read(path).map_err(ArtifactError::io(path))?;
-    KpmManifest::decode(&bytes)
-        .map_err(|e| ArtifactError::invalid(path, format!("invalid index: {e}")))
+    let index = KpmManifest::decode(&bytes)
+        .map_err(|e| ArtifactError::invalid(path, format!("invalid index: {e}")))?;
+    for (target, entry) in &index.kpack_files {
+        if crate::handlers::parse_target(target).is_none() {
+            return Err(ArtifactError::invalid(
+                path,
+                format!(
+                    "invalid index: kpack_files[{target:?}]: expected a GPU target (gfx90a:xnack+)"
+                ),
+            ));
+        }
+        let file = &entry.file;
+        if file.contains(['/', '\\']) || !file.ends_with(".kpack") || file == ".kpack" {
+            return Err(ArtifactError::invalid(
+                path,
+                format!(
+                    "invalid index: kpack_files[{target:?}].file {file:?}: expected the name of a .kpack archive beside the index"
+                ),
+            ));
+        }
+    }
+    Ok(index)
 }
 
 /// What one index says about a GPU.

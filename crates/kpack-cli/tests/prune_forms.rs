@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{TARBALLS, WHEEL, json, kpack, s, unpacked};
+use common::{TARBALLS, WHEEL, json, kpack, kpack_ok, s, unpacked};
 use kpack_testkit::{fixture, snapshot};
 
 /// Every file `kpack unbundle` writes for `input` (`--target` each of `targets`), by name.
@@ -566,4 +566,64 @@ fn a_pruned_static_library_is_each_member_pruned_alone_with_a_symbol_table_llvm_
         &["libmk_rdc.a", "removes every device target"],
         &refused_out,
     );
+}
+
+#[test]
+fn prune_and_inspect_of_a_wheel_check_its_record_as_split_wheel_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "kpack_demo-1.0-py3-none-linux_x86_64.whl";
+    // Empty hash fields are accepted; the pruned wheel lists every member's SHA-256.
+    let unhashed = tmp.path().join("unhashed").join(name);
+    std::fs::create_dir(unhashed.parent().unwrap()).unwrap();
+    kpack_testkit::rezip_wheel(&fixture(WHEEL), &unhashed, &[], |member, data| {
+        if member.ends_with(".dist-info/RECORD") {
+            *data = kpack_testkit::unhashed_record(data, |p| p.ends_with(".py"));
+        }
+    });
+    let out = tmp.path().join("pruned.whl");
+    kpack_ok(&[
+        "prune",
+        s(&unhashed),
+        "-o",
+        s(&out),
+        "--keep",
+        "gfx900",
+        "gfx1100",
+    ]);
+    assert_record_matches(&out);
+    kpack_ok(&["inspect", s(&unhashed)]);
+
+    // A hash present and wrong is refused, naming the member, and nothing is written.
+    let wrong = tmp.path().join("wrong").join(name);
+    std::fs::create_dir(wrong.parent().unwrap()).unwrap();
+    kpack_testkit::rezip_wheel(&fixture(WHEEL), &wrong, &[], |member, data| {
+        if member == "kpack_demo/version.py" {
+            *data = b"__version__ = '6.6'\n".to_vec();
+        }
+    });
+    let dir = tmp.path().join("refused");
+    std::fs::create_dir(&dir).unwrap();
+    let out = dir.join("pruned.whl");
+    let needles = [
+        s(&wrong),
+        "kpack_demo/version.py",
+        "does not match its sha256 hash",
+    ];
+    refused(
+        &[
+            "prune",
+            s(&wrong),
+            "-o",
+            s(&out),
+            "--keep",
+            "gfx900",
+            "gfx1100",
+        ],
+        &needles,
+        &out,
+    );
+    let o = kpack(&["inspect", s(&wrong)]);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+    assert!(needles.iter().all(|n| text.contains(n)), "{text}");
 }

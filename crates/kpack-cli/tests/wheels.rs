@@ -82,24 +82,12 @@ fn split_wheel_of_a_broken_wheel_exits_1_naming_the_entry_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     // The fixture wheel re-zipped with one member changed and its RECORD kept: the RECORD
     // hash of that member no longer holds.
-    let bytes = std::fs::read(fixture(DEMO)).unwrap();
-    let mut src = zip::ZipArchive::new(std::io::Cursor::new(&bytes)).unwrap();
-    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for i in 0..src.len() {
-        let mut f = src.by_index(i).unwrap();
-        let name = f.name().to_owned();
-        let mut data = Vec::new();
-        std::io::copy(&mut f, &mut data).unwrap();
-        if name == "kpack_demo/version.py" {
-            data = b"__version__ = '6.6'\n".to_vec();
-        }
-        w.start_file(name, zip::write::SimpleFileOptions::default())
-            .unwrap();
-        std::io::Write::write_all(&mut w, &data).unwrap();
-    }
-    let bytes = w.finish().unwrap().into_inner();
     let bad = dir.path().join("kpack_demo-1.0-py3-none-linux_x86_64.whl");
-    std::fs::write(&bad, &bytes).unwrap();
+    kpack_testkit::rezip_wheel(&fixture(DEMO), &bad, &[], |name, data| {
+        if name == "kpack_demo/version.py" {
+            *data = b"__version__ = '6.6'\n".to_vec();
+        }
+    });
     let out = dir.path().join("out");
     let r = kpack(&["split-wheel", s(&bad), "-o", s(&out)]);
     assert_eq!(r.status.code(), Some(1));
@@ -109,6 +97,62 @@ fn split_wheel_of_a_broken_wheel_exits_1_naming_the_entry_and_writes_nothing() {
         "{err}"
     );
     assert!(!out.exists());
+}
+
+#[test]
+fn split_wheel_of_a_record_without_hashes_lists_them_in_json_and_counts_them_in_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("kpack_demo-1.0-py3-none-linux_x86_64.whl");
+    kpack_testkit::rezip_wheel(&fixture(DEMO), &input, &[], |name, data| {
+        if name.ends_with(".dist-info/RECORD") {
+            *data = kpack_testkit::unhashed_record(data, |_| false);
+        }
+    });
+    let j = json(&[
+        "split-wheel",
+        s(&input),
+        "-o",
+        s(&dir.path().join("j")),
+        "--json",
+    ]);
+    let unhashed: Vec<&str> = j["unhashed_members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert_eq!(unhashed.len(), 11, "{unhashed:?}");
+    assert_eq!(unhashed[0], "kpack_demo/__init__.py");
+    assert!(unhashed.contains(&"kpack_demo/lib/libone.so"));
+    assert!(!unhashed.iter().any(|m| m.ends_with("RECORD")));
+    let out = kpack_ok(&["split-wheel", s(&input), "-o", s(&dir.path().join("t"))]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines().any(|l| l
+            .trim_start()
+            .starts_with("11 members listed in RECORD without a hash")),
+        "{text}"
+    );
+    // The fixture's RECORD hashes every member: an empty list, and no such line.
+    let j = json(&[
+        "split-wheel",
+        s(&fixture(DEMO)),
+        "-o",
+        s(&dir.path().join("f")),
+        "--json",
+    ]);
+    assert_eq!(j["unhashed_members"], serde_json::json!([]));
+    let out = kpack_ok(&[
+        "split-wheel",
+        s(&fixture(DEMO)),
+        "-o",
+        s(&dir.path().join("g")),
+    ]);
+    assert!(
+        !String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("without a hash")
+    );
 }
 
 #[test]
@@ -137,5 +181,43 @@ fn split_wheel_timestamps_come_from_source_date_epoch() {
             );
             assert_eq!(got, (2021, 6, 15, 12, 34, 56));
         }
+    }
+}
+
+#[test]
+fn which_refuses_a_host_wheel_index_whose_entry_names_no_archive_beside_it_or_no_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    kpack_ok(&[
+        "split-wheel",
+        s(&fixture(DEMO)),
+        "-o",
+        s(&out),
+        "--multi-target-archives",
+        "--output-format",
+        "directory",
+    ]);
+    let kpm = out.join("kpack_demo-1.0-py3-none-linux_x86_64/kpack_demo/.kpack/one.kpm");
+    let good = std::fs::read(&kpm).unwrap();
+    kpack_ok(&["which", "gfx900", s(&kpm)]);
+    type Damage = fn(&mut kpack_archive::kpm::KpmManifest);
+    let damages: [(Damage, &str); 2] = [
+        (
+            |m| m.kpack_files[0].1.file = "../../elsewhere.kpack".into(),
+            "expected the name of a .kpack archive beside the index",
+        ),
+        (
+            |m| m.kpack_files[0].0 = "sm_90".into(),
+            "expected a GPU target",
+        ),
+    ];
+    for (damage, why) in damages {
+        let mut m = kpack_archive::kpm::KpmManifest::decode(&good).unwrap();
+        damage(&mut m);
+        std::fs::write(&kpm, m.encode().unwrap()).unwrap();
+        let r = kpack(&["which", "gfx900", s(&kpm)]);
+        assert_eq!(r.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains(s(&kpm)) && err.contains(why), "{err}");
     }
 }

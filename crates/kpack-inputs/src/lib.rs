@@ -6,7 +6,8 @@
 //!
 //! A member is shown as `<container>!<member>` (`jax.whl!jax_plugins/lib/libfoo.so`). The
 //! checks are those of the readers underneath: [`kpack_wheel::reader::visit_zip`] (hostile
-//! names, symlinks, declared sizes, zip bombs, CRC) and [`kpack_tar::open`] (unsafe
+//! names, symlinks, declared sizes, zip bombs, CRC, RECORD: a member is visited only once
+//! its content matches its RECORD line) and [`kpack_tar::open`] (unsafe
 //! members, header budget, stream checksums); a container those refuse is an error naming
 //! it, and nothing of it is visited past the refusal.
 //!
@@ -149,19 +150,13 @@ fn read_wheel<E: From<SourceError>>(
 ) -> Result<(), E> {
     let file = File::open(wheel).map_err(io_error(wheel))?;
     let reader = std::io::BufReader::with_capacity(1 << 20, file);
-    kpack_wheel::reader::visit_zip(
-        wheel,
-        reader,
-        &kpack_wheel::Limits::default(),
-        |name, mode, size, content| {
-            let shown = member_path(wheel, name);
-            let (member, sha256) = Member::load(&shown, size, in_memory, |out| {
-                kpack_wheel::reader::copy_exact(wheel, name, content, out, size).map_err(Stop::from)
-            })?;
-            member.visit(wheel, name, &shown, mode, visit)?;
-            Ok(sha256)
-        },
-    )
+    kpack_wheel::reader::visit_zip(wheel, reader, &kpack_wheel::Limits::default(), |member| {
+        let shown = member_path(wheel, member.name);
+        let (loaded, ()) = Member::load(&shown, member.size, in_memory, |out| {
+            member.copy_to(out).map_err(Stop::from)
+        })?;
+        loaded.visit(wheel, member.name, &shown, member.mode, visit)
+    })
     .map(drop)
     .map_err(Stop::into_error)
 }

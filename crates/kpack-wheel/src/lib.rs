@@ -18,6 +18,7 @@ mod error;
 pub mod hierarchy;
 pub mod metadata;
 pub mod reader;
+pub mod record;
 mod split;
 pub mod writer;
 
@@ -25,6 +26,7 @@ pub use detect::{Gpu, detect};
 pub use error::WheelError;
 pub use hierarchy::{BundleKey, Level};
 pub use reader::Limits;
+pub use record::Listed;
 pub use split::{
     DeviceWheel, FatBinary, OutputWheel, Progress, SplitOptions, Summary, split_wheel,
     split_wheel_with_progress,

@@ -28,7 +28,7 @@ pub struct Identity {
     pub build: Option<String>,
 }
 
-/// The value of the first `field:` header of an RFC 822 style header block (continuation
+/// The values of every `field:` header of an RFC 822 style header block (continuation
 /// lines ignored: Name, Version and Tag are single-line).
 pub fn header_values<'a>(text: &'a str, field: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
@@ -52,6 +52,25 @@ fn not_a_wheel(wheel: &Path, problem: impl Into<String>) -> WheelError {
     }
 }
 
+/// The one top-level `.dist-info` directory among the wheel's file `paths`.
+pub fn dist_info_dir<'a>(wheel: &Path, paths: &[&'a str]) -> Result<&'a str, WheelError> {
+    let mut dist_infos: Vec<&str> = paths
+        .iter()
+        .filter_map(|p| p.split_once('/').map(|(top, _)| top))
+        .filter(|top| top.ends_with(".dist-info"))
+        .collect();
+    dist_infos.sort_unstable();
+    dist_infos.dedup();
+    match dist_infos.as_slice() {
+        [one] => Ok(one),
+        [] => Err(not_a_wheel(wheel, "no top-level .dist-info directory")),
+        many => Err(not_a_wheel(
+            wheel,
+            format!("more than one .dist-info directory: {}", many.join(", ")),
+        )),
+    }
+}
+
 /// Reads the identity of the wheel whose files are `paths` (reading METADATA and WHEEL
 /// with `read`).
 pub fn identity(
@@ -59,22 +78,7 @@ pub fn identity(
     paths: &[&str],
     read: impl Fn(&str) -> Result<String, WheelError>,
 ) -> Result<Identity, WheelError> {
-    let mut dist_infos: Vec<&str> = paths
-        .iter()
-        .filter_map(|p| p.split_once('/').map(|(top, _)| top))
-        .filter(|top| top.ends_with(".dist-info"))
-        .collect();
-    dist_infos.dedup();
-    let dist_info = match dist_infos.as_slice() {
-        [one] => (*one).to_owned(),
-        [] => return Err(not_a_wheel(wheel, "no top-level .dist-info directory")),
-        many => {
-            return Err(not_a_wheel(
-                wheel,
-                format!("more than one .dist-info directory: {}", many.join(", ")),
-            ));
-        }
-    };
+    let dist_info = dist_info_dir(wheel, paths)?.to_owned();
     let file = |name: &str| -> Result<String, WheelError> {
         let p = format!("{dist_info}/{name}");
         if !paths.contains(&p.as_str()) {
@@ -83,15 +87,43 @@ pub fn identity(
         read(&p)
     };
     let metadata = file("METADATA")?;
-    let one = |field: &str| -> Result<String, WheelError> {
-        header_values(&metadata, field)
-            .first()
-            .filter(|v| !v.is_empty())
-            .map(|v| (*v).to_owned())
+    let wheel_text = file("WHEEL")?;
+    // Each value goes into output file names and METADATA: one given twice (which would
+    // pick one silently) or with characters its specification does not allow (a `/` in
+    // a version would put an output outside the output directory) is damage.
+    let at_most_one =
+        |text: &'_ str, file: &str, field: &str, valid: fn(&str) -> bool| match header_values(
+            text, field,
+        )
+        .as_slice()
+        {
+            [] => Ok(None),
+            [v] if valid(v) => Ok(Some((*v).to_owned())),
+            [v] => Err(not_a_wheel(
+                wheel,
+                format!("{dist_info}/{file}: {field} {v:?} is not a valid {field}"),
+            )),
+            many => Err(not_a_wheel(
+                wheel,
+                format!(
+                    "{dist_info}/{file}: {} {field} headers, expected one",
+                    many.len()
+                ),
+            )),
+        };
+    let one = |field: &str, valid: fn(&str) -> bool| {
+        at_most_one(&metadata, "METADATA", field, valid)?
             .ok_or_else(|| not_a_wheel(wheel, format!("{dist_info}/METADATA has no {field}")))
     };
-    let (name, version) = (one("Name")?, one("Version")?);
-    let wheel_text = file("WHEEL")?;
+    let (name, version) = (one("Name", valid_name)?, one("Version", valid_version)?);
+    let stem = dist_info.strip_suffix(".dist-info").unwrap_or(&dist_info);
+    let dir_name = stem.split_once('-').map_or(stem, |(n, _)| n);
+    if canonical_name(dir_name) != canonical_name(&name) {
+        return Err(not_a_wheel(
+            wheel,
+            format!("{dist_info} is not the .dist-info of {name:?}, the Name in its METADATA"),
+        ));
+    }
     let tags: Vec<String> = header_values(&wheel_text, "Tag")
         .into_iter()
         .map(str::to_owned)
@@ -99,15 +131,16 @@ pub fn identity(
     if tags.is_empty() {
         return Err(not_a_wheel(wheel, format!("{dist_info}/WHEEL has no Tag")));
     }
-    if let Some(bad) = tags.iter().find(|t| t.split('-').count() != 3) {
+    if let Some(bad) = tags.iter().find(|t| {
+        let parts: Vec<&str> = t.split('-').collect();
+        parts.len() != 3 || !parts.iter().all(|p| valid_tag_part(p))
+    }) {
         return Err(not_a_wheel(
             wheel,
             format!("{dist_info}/WHEEL: Tag {bad:?} is not <python>-<abi>-<platform>"),
         ));
     }
-    let build = header_values(&wheel_text, "Build")
-        .first()
-        .map(|b| (*b).to_owned());
+    let build = at_most_one(&wheel_text, "WHEEL", "Build", valid_build)?;
     Ok(Identity {
         name,
         version,
@@ -115,6 +148,47 @@ pub fn identity(
         tags,
         build,
     })
+}
+
+/// A distribution name (PEP 508: letters, digits, `-_.`, starting and ending with a letter
+/// or digit).
+fn valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    let inner = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.');
+    b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter().all(inner)
+}
+
+/// The characters of a PEP 440 version, normalized or not (`1.0`, `2.10.0+rocm7.1`,
+/// `1!2.0.post1`, `1.0-rc1`).
+fn valid_version(version: &str) -> bool {
+    !version.is_empty()
+        && version
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'+' | b'!' | b'-' | b'_'))
+}
+
+/// A build tag (PEP 427: starts with a digit; it goes into file names, so no `-`).
+fn valid_build(build: &str) -> bool {
+    build.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        && build
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// One part of a compatibility tag (`cp312`, `none`, `manylinux_2_28_x86_64`).
+fn valid_tag_part(part: &str) -> bool {
+    !part.is_empty()
+        && part
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.'))
+}
+
+/// A distribution name as installers compare them (PEP 503: runs of `-_.` → `-`, lower
+/// case).
+fn canonical_name(name: &str) -> String {
+    escape_name(name).replace('_', "-")
 }
 
 /// A distribution name as a wheel file name spells it: runs of `-_.` → `_`, lower case.

@@ -8,15 +8,16 @@
 //! wheel that carries one is broken or hostile), the sum of declared sizes is bounded by
 //! [`Limits::max_unpacked`] before anything is decompressed, and each entry is read
 //! through a bound of its declared size: one byte more is an error, as is one byte less.
-//! The zip crate checks each entry's CRC-32 at its end.
+//! Each entry's CRC-32 is checked against the central directory's, and its content
+//! against its RECORD line ([`crate::record`]), RECORD being read before anything else.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
-
 use crate::error::{WheelError, io};
+use crate::metadata;
+use crate::record::{Checked, Listed, MAX_RECORD, Record};
 
 /// Bounds on what a wheel may unpack to.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +46,8 @@ pub struct InputFile {
     pub size: u64,
     /// SHA-256 of the content as read (checked against RECORD's `sha256=` digest).
     pub sha256: [u8; 32],
+    /// How RECORD vouches for it.
+    pub listed: Listed,
 }
 
 const S_IFMT: u32 = 0o170000;
@@ -161,24 +164,55 @@ fn duplicate_name<R: Read + Seek>(
     Ok(None)
 }
 
-/// Copies exactly `size` bytes from `src` to `dst`, hashing them; more or fewer is an error.
-pub fn copy_exact(
+/// Copies exactly `size` bytes from `src` to `dst`, handing each to `seen`: more or fewer
+/// is an error, and so is content whose CRC-32 is not `crc32` (a zip member's, from the
+/// central directory), checked here rather than left to the zip crate so that a member
+/// is never taken on an unchecked read and the error says what was expected.
+fn copy_exact(
     wheel: &Path,
     entry: &str,
     src: &mut dyn Read,
     dst: &mut dyn Write,
     size: u64,
-) -> Result<[u8; 32], WheelError> {
-    let mut hasher = Sha256::new();
-    let mut bounded = src.take(size.saturating_add(1));
+    crc32: Option<u32>,
+    seen: &mut dyn FnMut(&[u8]),
+) -> Result<(), WheelError> {
+    let mut crc = crc32fast::Hasher::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut total = 0u64;
+    // The zip crate fails the read that ends a member whose CRC-32 is wrong ("Invalid
+    // checksum"); this error says what was expected instead.
+    let crc_error = |crc: &crc32fast::Hasher| {
+        let got = crc.clone().finalize();
+        crc32.filter(|want| *want != got).map(|want| {
+            entry_error(
+                wheel,
+                entry,
+                format!(
+                    "damaged: its content's CRC-32 is {got:#010x}, the zip's central directory expects {want:#010x}"
+                ),
+            )
+        })
+    };
     loop {
-        let n = match bounded.read(&mut buf) {
+        // Past the declared size, one byte is enough to tell that there is more.
+        let want = (size - total).clamp(1, buf.len() as u64) as usize;
+        let n = match src.read(&mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(entry_error(wheel, entry, format!("reading: {e}"))),
+            Err(e) => {
+                let at_end = total == size;
+                return Err(crc_error(&crc).filter(|_| at_end).unwrap_or_else(|| {
+                    entry_error(
+                        wheel,
+                        entry,
+                        format!(
+                            "cannot be read, the wheel is damaged: {e} (expected {size} bytes)"
+                        ),
+                    )
+                }));
+            }
         };
         total += n as u64;
         if total > size {
@@ -188,7 +222,8 @@ pub fn copy_exact(
                 format!("decompresses to more than its declared {size} bytes"),
             ));
         }
-        hasher.update(&buf[..n]);
+        crc.update(&buf[..n]);
+        seen(&buf[..n]);
         dst.write_all(&buf[..n])
             .map_err(|e| entry_error(wheel, entry, format!("writing: {e}")))?;
     }
@@ -199,7 +234,90 @@ pub fn copy_exact(
             format!("decompresses to {total} bytes, not its declared {size}"),
         ));
     }
-    Ok(hasher.finalize().into())
+    crc_error(&crc).map_or(Ok(()), Err)
+}
+
+/// One regular file of a wheel being visited ([`visit_zip`]): its content is read, and
+/// checked against the zip's CRC-32, its declared size and its RECORD line, by
+/// [`Member::copy_to`].
+pub struct Member<'a> {
+    /// `/`-separated path inside the wheel.
+    pub name: &'a str,
+    /// Unix permission bits (`0o644` when the wheel records none).
+    pub mode: u32,
+    /// Length in bytes, as the zip declares it.
+    pub size: u64,
+    wheel: &'a Path,
+    crc32: Option<u32>,
+    record: &'a Record,
+    content: &'a mut dyn Read,
+    checked: Option<Checked>,
+}
+
+impl Member<'_> {
+    /// Copies the content into `out`, checked: once it returns, the bytes written are the
+    /// member's as RECORD lists them. A member is read once; a second call is an error.
+    pub fn copy_to(&mut self, out: &mut dyn Write) -> Result<(), WheelError> {
+        if self.checked.is_some() {
+            return Err(entry_error(self.wheel, self.name, "read twice"));
+        }
+        let mut check = self.record.start(self.name);
+        copy_exact(
+            self.wheel,
+            self.name,
+            self.content,
+            out,
+            self.size,
+            self.crc32,
+            &mut |b| check.update(b),
+        )?;
+        self.checked = Some(check.finish(self.wheel, self.size)?);
+        Ok(())
+    }
+
+    /// The member as read, checked (read now, into nothing, if it was not yet).
+    fn finish(mut self) -> Result<InputFile, WheelError> {
+        if self.checked.is_none() {
+            self.copy_to(&mut std::io::sink())?;
+        }
+        let checked = self.checked.expect("copy_to checked it");
+        Ok(InputFile {
+            path: self.name.to_owned(),
+            mode: self.mode,
+            size: self.size,
+            sha256: checked.sha256,
+            listed: checked.listed,
+        })
+    }
+}
+
+/// The wheel's RECORD, read before any other member (through `read`, given its path and
+/// declared size), parsed, and checked to list exactly `members`.
+fn load_record<'a>(
+    wheel: &Path,
+    members: impl Iterator<Item = (&'a str, u64)> + Clone,
+    read: impl FnOnce(&str, u64) -> Result<Vec<u8>, WheelError>,
+) -> Result<Record, WheelError> {
+    let names: Vec<&str> = members.clone().map(|(n, _)| n).collect();
+    let dist_info = metadata::dist_info_dir(wheel, &names)?;
+    let path = format!("{dist_info}/RECORD");
+    let Some((_, size)) = members.clone().find(|(n, _)| *n == path) else {
+        return Err(WheelError::NotAWheel {
+            wheel: wheel.to_owned(),
+            problem: format!("no {path}"),
+        });
+    };
+    if size > MAX_RECORD {
+        return Err(entry_error(
+            wheel,
+            &path,
+            format!("{size} bytes, more than a RECORD may hold ({MAX_RECORD})"),
+        ));
+    }
+    let bytes = read(&path, size)?;
+    let record = Record::parse(wheel, dist_info, &bytes)?;
+    record.check_listing(wheel, names)?;
+    Ok(record)
 }
 
 /// Creates the file `dest/rel` (and its parents) with `mode`, filled by `fill`.
@@ -207,8 +325,8 @@ fn write_file(
     dest: &Path,
     rel: &str,
     mode: u32,
-    fill: impl FnOnce(&mut dyn Write) -> Result<[u8; 32], WheelError>,
-) -> Result<[u8; 32], WheelError> {
+    fill: impl FnOnce(&mut dyn Write) -> Result<(), WheelError>,
+) -> Result<(), WheelError> {
     use std::os::unix::fs::PermissionsExt;
     let path = dest.join(rel);
     if let Some(parent) = path.parent() {
@@ -216,11 +334,10 @@ fn write_file(
     }
     let file = std::fs::File::create(&path).map_err(io(&path))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let digest = fill(&mut out)?;
+    fill(&mut out)?;
     let file = out.into_inner().map_err(|e| io(&path)(e.into_error()))?;
     file.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(io(&path))?;
-    Ok(digest)
+        .map_err(io(&path))
 }
 
 /// Reads every entry of the wheel zip `reader` (`wheel` names it in errors), writing the
@@ -232,44 +349,70 @@ pub fn read_zip<R: Read + Seek>(
     limits: &Limits,
     dest: Option<&Path>,
 ) -> Result<Vec<InputFile>, WheelError> {
-    visit_zip(
-        wheel,
-        reader,
-        limits,
-        |name, mode, size, entry| match dest {
-            Some(dest) => write_file(dest, name, mode, |out| {
-                copy_exact(wheel, name, entry, out, size)
-            }),
-            None => copy_exact(wheel, name, entry, &mut std::io::sink(), size),
-        },
-    )
+    visit_zip(wheel, reader, limits, |member| match dest {
+        Some(dest) => write_file(dest, member.name, member.mode, |out| member.copy_to(out)),
+        None => Ok(()),
+    })
 }
 
-/// Checks every entry of the wheel zip `reader` as [`read_zip`] does, then hands each
-/// regular file to `each` in archive order, one at a time: its path, mode, declared size
-/// and a reader of its content, which `each` reads through [`copy_exact`] (whose SHA-256
-/// it returns). Returns the regular files.
+/// Checks every entry of the wheel zip `reader` as [`read_zip`] does, reads its RECORD
+/// (which must list exactly the wheel's files), then hands each regular file to `each` in
+/// archive order, one at a time, to read through [`Member::copy_to`] (a file `each` does
+/// not read is read here, so that every one is checked). Returns the regular files.
 pub fn visit_zip<R: Read + Seek, E: From<WheelError>>(
     wheel: &Path,
     reader: R,
     limits: &Limits,
-    mut each: impl FnMut(&str, u32, u64, &mut dyn Read) -> Result<[u8; 32], E>,
+    mut each: impl FnMut(&mut Member<'_>) -> Result<(), E>,
 ) -> Result<Vec<InputFile>, E> {
     let (mut zip, plan) = plan_zip(wheel, reader, limits)?;
-    let mut files = Vec::with_capacity(plan.len());
-    for (i, name, mode, size) in plan {
-        let mut entry = zip
-            .by_index(i)
-            .map_err(|e| entry_error(wheel, &name, format!("cannot be read: {e}")))?;
-        let sha256 = each(&name, mode, size, &mut entry)?;
-        files.push(InputFile {
-            path: name,
-            mode,
+    let members = plan.iter().map(|(_, name, _, size)| (name.as_str(), *size));
+    let record = load_record(wheel, members, |path, size| {
+        let (i, ..) = plan
+            .iter()
+            .find(|p| p.1 == path)
+            .expect("RECORD is planned");
+        let mut entry = open_entry(wheel, &mut zip, *i, path)?;
+        let crc32 = Some(entry.crc32());
+        let mut bytes = Vec::new();
+        copy_exact(
+            wheel,
+            path,
+            &mut entry,
+            &mut bytes,
             size,
-            sha256,
-        });
+            crc32,
+            &mut |_| {},
+        )?;
+        Ok(bytes)
+    })?;
+    let mut files = Vec::with_capacity(plan.len());
+    for (i, name, mode, size) in &plan {
+        let mut entry = open_entry(wheel, &mut zip, *i, name)?;
+        let mut member = Member {
+            name,
+            mode: *mode,
+            size: *size,
+            wheel,
+            crc32: Some(entry.crc32()),
+            record: &record,
+            content: &mut entry,
+            checked: None,
+        };
+        each(&mut member)?;
+        files.push(member.finish()?);
     }
     Ok(files)
+}
+
+fn open_entry<'z, R: Read + Seek>(
+    wheel: &Path,
+    zip: &'z mut zip::ZipArchive<R>,
+    i: usize,
+    name: &str,
+) -> Result<zip::read::ZipFile<'z, R>, WheelError> {
+    zip.by_index(i)
+        .map_err(|e| entry_error(wheel, name, format!("cannot be read: {e}")))
 }
 
 /// A regular file to read: its index in the zip, path, mode and declared size.
@@ -349,10 +492,12 @@ fn plan_zip<R: Read + Seek>(
 }
 
 /// Copies the unpacked wheel `dir` into `dest`, with the same checks as [`read_zip`]
-/// (symlinks and special files refused). Returns the regular files sorted by path.
+/// (symlinks and special files refused, RECORD read first and every file checked against
+/// it). Returns the regular files sorted by path.
 pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelError> {
     use std::os::unix::fs::PermissionsExt;
-    let mut files = Vec::new();
+    // (path inside the wheel, path on disk, mode, size)
+    let mut plan = Vec::new();
     for e in kpack_fs::walk(dir) {
         let e = e?;
         let child = e
@@ -373,19 +518,37 @@ pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelError> {
             return Err(entry_error(dir, &child, "not a regular file"));
         }
         let meta = std::fs::metadata(&e.path).map_err(io(&e.path))?;
-        let mode = meta.permissions().mode() & 0o7777;
-        let mut src = std::fs::File::open(&e.path).map_err(io(&e.path))?;
-        let size = meta.len();
-        let sha256 = write_file(dest, &child, mode, |out| {
-            copy_exact(dir, &child, &mut src, out, size)
-        })?;
-        files.push(InputFile {
-            path: child,
-            mode,
-            size,
-            sha256,
-        });
+        plan.push((
+            child,
+            e.path,
+            meta.permissions().mode() & 0o7777,
+            meta.len(),
+        ));
     }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
+    plan.sort_by(|a, b| a.0.cmp(&b.0));
+    let members = plan.iter().map(|(name, _, _, size)| (name.as_str(), *size));
+    let record = load_record(dir, members, |path, size| {
+        let full = dir.join(path);
+        let mut src = std::fs::File::open(&full).map_err(io(&full))?;
+        let mut bytes = Vec::new();
+        copy_exact(dir, path, &mut src, &mut bytes, size, None, &mut |_| {})?;
+        Ok(bytes)
+    })?;
+    let mut files = Vec::with_capacity(plan.len());
+    for (name, full, mode, size) in &plan {
+        let mut src = std::fs::File::open(full).map_err(io(full))?;
+        let mut member = Member {
+            name,
+            mode: *mode,
+            size: *size,
+            wheel: dir,
+            crc32: None,
+            record: &record,
+            content: &mut src,
+            checked: None,
+        };
+        write_file(dest, name, *mode, |out| member.copy_to(out))?;
+        files.push(member.finish()?);
+    }
     Ok(files)
 }

@@ -22,12 +22,12 @@ use kpack_archive::Compression;
 use kpack_artifact::handlers::{self, Handler};
 use kpack_pipeline::transform::{self, HostState, Outcome, TransformOptions};
 use kpack_target::TargetId;
-use sha2::Digest;
 
 use crate::error::{WheelError, io};
 use crate::hierarchy::{BundleKey, Level};
 use crate::metadata::{self, DeviceDist, Identity};
 use crate::reader::{self, InputFile, Limits};
+use crate::record::Listed;
 use crate::writer::{self, OutputFormat, Published};
 
 /// How to split a wheel.
@@ -147,6 +147,10 @@ pub struct Summary {
     pub database_files: usize,
     /// Every architecture found (archives and databases), sorted.
     pub architectures: Vec<String>,
+    /// The input's members its RECORD lists with an empty hash field (accepted, as pip
+    /// accepts them: only the zip's CRC-32 and a size, if given, vouched for them), in
+    /// wheel order. Every output wheel lists every member with its SHA-256 and size.
+    pub unhashed_members: Vec<String>,
     /// The host wheel: the rewritten binaries, everything not device-specific, and the
     /// `device-<key>` extras.
     pub host: OutputWheel,
@@ -211,7 +215,6 @@ pub fn split_wheel_with_progress(
         })
     };
     let id = metadata::identity(input, &paths, read_text)?;
-    verify_record(input, &host_root, &id, &files)?;
 
     // The file-name tags of every output: the input's own when its name is a wheel name.
     let (host_stem, tag_part) = match input_stem {
@@ -501,6 +504,11 @@ pub fn split_wheel_with_progress(
         fat_binaries: fat_done,
         database_files,
         architectures: architectures.into_iter().collect(),
+        unhashed_members: files
+            .iter()
+            .filter(|f| f.listed == Listed::Unhashed)
+            .map(|f| f.path.clone())
+            .collect(),
         host,
         variant,
         devices,
@@ -598,104 +606,6 @@ fn publish_all(
         .into_iter()
         .map(|r| r.expect("every job ran"))
         .collect()
-}
-
-/// Checks the input RECORD against the files read: every file listed with its right hash
-/// and size, nothing unlisted (as `installer` validates a wheel before installing it).
-fn verify_record(
-    wheel: &Path,
-    root: &Path,
-    id: &Identity,
-    files: &[InputFile],
-) -> Result<(), WheelError> {
-    let record = format!("{}/RECORD", id.dist_info);
-    let entry_err = |entry: &str, problem: String| WheelError::Entry {
-        wheel: wheel.to_owned(),
-        entry: entry.to_owned(),
-        problem,
-    };
-    let Some(rf) = files.iter().find(|f| f.path == record) else {
-        return Err(WheelError::NotAWheel {
-            wheel: wheel.to_owned(),
-            problem: format!("no {record}"),
-        });
-    };
-    let text = std::fs::read(root.join(&rf.path)).map_err(io(root.join(&rf.path)))?;
-    let rows = metadata::parse_record(&text).map_err(|e| entry_err(&record, e))?;
-    let by_path: BTreeMap<&str, &InputFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
-    let mut listed = BTreeSet::new();
-    for row in &rows {
-        if !listed.insert(row.path.as_str()) {
-            return Err(entry_err(&record, format!("lists {:?} twice", row.path)));
-        }
-        let unsigned = row.path == record
-            || (row.path.starts_with(&id.dist_info)
-                && (row.path.ends_with("RECORD.jws") || row.path.ends_with("RECORD.p7s")));
-        let Some(f) = by_path.get(row.path.as_str()) else {
-            return Err(entry_err(
-                &row.path,
-                format!("listed in {record} but not in the wheel"),
-            ));
-        };
-        if unsigned {
-            continue;
-        }
-        let Some((algo, digest)) = row.hash.split_once('=') else {
-            return Err(entry_err(&row.path, format!("{record} gives it no hash")));
-        };
-        let got = match algo {
-            "sha256" => f.sha256.to_vec(),
-            "sha384" => hash_file::<sha2::Sha384>(&root.join(&f.path))?,
-            "sha512" => hash_file::<sha2::Sha512>(&root.join(&f.path))?,
-            other => {
-                return Err(entry_err(
-                    &row.path,
-                    format!("{record}: unsupported hash algorithm {other:?}"),
-                ));
-            }
-        };
-        use base64::Engine;
-        let want = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(digest.trim_end_matches('='))
-            .map_err(|_| {
-                entry_err(
-                    &row.path,
-                    format!("{record}: hash {digest:?} is not urlsafe base64"),
-                )
-            })?;
-        if want != got {
-            return Err(entry_err(
-                &row.path,
-                format!("content does not match its {algo} hash in {record}"),
-            ));
-        }
-        if let Some(size) = row.size
-            && size != f.size
-        {
-            return Err(entry_err(
-                &row.path,
-                format!("{} bytes, but {record} says {size}", f.size),
-            ));
-        }
-    }
-    if let Some(f) = files.iter().find(|f| !listed.contains(f.path.as_str())) {
-        return Err(entry_err(&f.path, format!("not listed in {record}")));
-    }
-    Ok(())
-}
-
-fn hash_file<D: Digest>(path: &Path) -> Result<Vec<u8>, WheelError> {
-    let mut f = std::fs::File::open(path).map_err(io(path))?;
-    let mut h = D::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(io(path))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finalize().to_vec())
 }
 
 /// The fat binaries among `files` (outside the dist-info), by path.

@@ -366,10 +366,11 @@ fn duplicate_names_are_refused() {
 #[test]
 fn an_entry_larger_than_declared_or_past_the_global_cap_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let wheel = write(
-        dir.path(),
-        &with_payload("pkg/data.bin", &[b'a'; 4096], 0o100644),
-    );
+    let data = [b'a'; 4096];
+    let h = kpack_wheel::metadata::record_hash(&sha2_digest(&data));
+    let mut e = vec![("pkg/data.bin".to_owned(), data.to_vec(), 0o100644)];
+    e.extend(good_dist_info(&format!("pkg/data.bin,{h},4096\n")));
+    let wheel = write(dir.path(), &e);
     // Make the central directory and local header declare 100 bytes for 4096.
     let mut bytes = std::fs::read(&wheel).unwrap();
     let name = b"pkg/data.bin";
@@ -622,5 +623,146 @@ fn a_windows_dll_in_a_wheel_is_split_like_a_shared_library() {
         .collect();
     for report in check(&all) {
         assert_eq!(report["record_ok"], true, "{report}");
+    }
+}
+
+/// The fixture wheel zipped again at `dir/<its name>` with every RECORD hash field emptied
+/// (and the size fields of the `.py` files), as some wheels on PyPI list their files.
+fn unhashed_demo(dir: &Path) -> PathBuf {
+    let wheel = dir.join("kpack_demo-1.0-py3-none-linux_x86_64.whl");
+    kpack_testkit::rezip_wheel(&fixture(DEMO), &wheel, &[], |name, data| {
+        if name == "kpack_demo-1.0.dist-info/RECORD" {
+            *data = kpack_testkit::unhashed_record(data, |p| p.ends_with(".py"));
+        }
+    });
+    wheel
+}
+
+#[test]
+fn a_record_without_hashes_splits_into_wheels_whose_records_hash_every_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = unhashed_demo(dir.path());
+    let s = split(&input, &dir.path().join("out"), |o| {
+        o.variants = true;
+        o.multi_target_archives = true;
+    });
+    // Every member but RECORD itself was unhashed, in wheel order.
+    let members: Vec<String> = zip_entries(&input).into_keys().collect();
+    let mut unhashed = s.unhashed_members.clone();
+    unhashed.sort();
+    let expected: Vec<&String> = members
+        .iter()
+        .filter(|m| !m.ends_with("dist-info/RECORD"))
+        .collect();
+    assert_eq!(unhashed.iter().collect::<Vec<_>>(), expected);
+
+    let mut wheels = vec![s.host.path.clone(), s.variant.clone().unwrap().path];
+    wheels.extend(s.devices.iter().map(|d| d.wheel.path.clone()));
+    // The independent reader recomputes every member's SHA-256 and size, as pip does, and
+    // requires a sha256 hash and a size on every row but RECORD's own.
+    for r in check(&wheels) {
+        assert_eq!(r["record_ok"], true, "{r}");
+    }
+    for w in &wheels {
+        for (name, data) in zip_entries(w) {
+            if !name.ends_with(".dist-info/RECORD") {
+                continue;
+            }
+            let rows = kpack_wheel::metadata::parse_record(&data).unwrap();
+            for row in rows.iter().filter(|r| r.path != name) {
+                assert!(
+                    row.hash.starts_with("sha256=") && row.hash.len() == 7 + 43,
+                    "{}: {} has {:?}",
+                    w.display(),
+                    row.path,
+                    row.hash
+                );
+                assert!(row.size.is_some(), "{}: {}", w.display(), row.path);
+            }
+        }
+    }
+    // The same split as of the fixture, whose RECORD hashes everything.
+    let hashed = split(&fixture(DEMO), &dir.path().join("hashed"), |o| {
+        o.variants = true;
+        o.multi_target_archives = true;
+    });
+    assert!(hashed.unhashed_members.is_empty());
+    assert_eq!(
+        std::fs::read(&s.host.path).unwrap(),
+        std::fs::read(&hashed.host.path).unwrap()
+    );
+}
+
+#[test]
+fn a_record_size_present_and_wrong_is_refused_even_without_a_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = vec![("pkg/a.py".to_owned(), b"a".to_vec(), 0o100644)];
+    e.extend(good_dist_info("pkg/a.py,,2\n"));
+    let wheel = write(dir.path(), &e);
+    let text = refused(&wheel, "pkg/a.py");
+    assert!(
+        text.contains("1 bytes, but bad-1.0.dist-info/RECORD says 2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_record_hash_that_is_not_a_hash_is_refused_naming_the_member() {
+    for (field, why) in [
+        ("sha256", "is not <algorithm>=<urlsafe base64 digest>"),
+        ("md5=abc", "unsupported hash algorithm \"md5\""),
+        ("sha256=!!!", "is not urlsafe base64"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = vec![("pkg/a.py".to_owned(), b"a".to_vec(), 0o100644)];
+        e.extend(good_dist_info(&format!("pkg/a.py,{field},1\n")));
+        let wheel = write(dir.path(), &e);
+        let text = refused(&wheel, "pkg/a.py");
+        assert!(text.contains(why), "{field}: {text}");
+    }
+}
+
+#[test]
+fn a_flipped_byte_in_a_stored_or_deflated_member_is_refused_by_its_crc_naming_wheel_and_member() {
+    let member = "kpack_demo/lib/libone.so";
+    // Stored: the flip changes one byte of the content. Deflated (as in the fixture): it
+    // leaves a valid deflate stream of the declared length, whose content the CRC tells.
+    for stored in [&[member][..], &[]] {
+        let dir = tempfile::tempdir().unwrap();
+        let wheel = dir.path().join("kpack_demo-1.0-py3-none-linux_x86_64.whl");
+        kpack_testkit::rezip_wheel(&fixture(DEMO), &wheel, stored, |_, _| {});
+        kpack_testkit::flip_member_byte(&wheel, member);
+        let text = refused(&wheel, member);
+        assert!(text.contains(&wheel.display().to_string()), "{text}");
+        assert!(
+            text.contains("CRC-32 is 0x") && text.contains("central directory expects 0x3eafb278"),
+            "{stored:?}: {text}"
+        );
+    }
+}
+
+#[test]
+fn metadata_that_would_name_outputs_wrongly_is_refused() {
+    for (meta, why) in [
+        (
+            "Name: bad\nVersion: 1.0/../../../x\n",
+            "Version \"1.0/../../../x\" is not a valid Version",
+        ),
+        (
+            "Name: bad\nName: other\nVersion: 1.0\n",
+            "2 Name headers, expected one",
+        ),
+        (
+            "Name: other\nVersion: 1.0\n",
+            "is not the .dist-info of \"other\"",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = good_dist_info("");
+        e[0].1 = format!("Metadata-Version: 2.1\n{meta}").into_bytes();
+        // An empty hash field: RECORD accepts the METADATA, the identity check refuses it.
+        e[2].1 = b"bad-1.0.dist-info/METADATA,,\nbad-1.0.dist-info/WHEEL,,\nbad-1.0.dist-info/RECORD,,\n".to_vec();
+        let wheel = write(dir.path(), &e);
+        refused(&wheel, why);
     }
 }

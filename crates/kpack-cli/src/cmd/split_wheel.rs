@@ -90,6 +90,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         summary.database_files,
         summary.architectures.len()
     );
+    if !summary.unhashed_members.is_empty() {
+        println!(
+            "  {} members listed in RECORD without a hash (checked by the zip's CRC-32 only; --json lists them)",
+            summary.unhashed_members.len()
+        );
+    }
     let line = |what: &str, w: &kpack_wheel::OutputWheel| {
         println!(
             "  {what:<8} {} ({} bytes)",
