@@ -185,10 +185,12 @@ def transform(
     ``input`` itself. ``name`` is the archive group (default: the output's file name up to
     its first ``.``), ``kernel_name`` the marker's kernel name (default: the output's file
     name), ``search_paths`` the marker's search paths (default: ``kpack_dir`` relative to the
-    output). An input that is already kpacked is left unchanged.
+    output). An input that is already kpacked, or a separated debug file, is left unchanged.
 
     Returns the report ``kpack transform --json`` prints: ``{"status": "transformed", ...}``
-    with the summary, or ``{"status": "already-kpacked", "input": ...}``.
+    with the summary, ``{"status": "already-kpacked", "input": ...}``, or
+    ``{"status": "debug-only", "input": ...}`` for a separated debug file (no device code;
+    nothing is written).
     """
     report = json.loads(
         _native.transform(

@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use kpack_elf::rewrite::RewriteError;
 use kpack_fs::{Replace, Stage};
 use kpack_pipeline::prune::{PruneError, PrunedFile, Selection, check_named, prune_elf};
 use kpack_pipeline::prune_ar::{holds_prunable_member, prune_archive_bytes};
@@ -157,11 +158,25 @@ pub fn prune_each(
             let staged = stage
                 .add(&to, Replace::Allowed)
                 .map_err(PruneTreeError::from)?;
-            let pruned = job.binary(input, &staged)?;
-            job.record(input, Some(&to), Action::Pruned(pruned));
+            match job.binary(input, &staged) {
+                Ok(pruned) => job.record(input, Some(&to), Action::Pruned(pruned)),
+                // A separated debug file has no device code to prune: it goes as it is,
+                // as it does in a tree.
+                Err(PruneTreeError::File { source, .. })
+                    if matches!(*source, PruneError::Rewrite(RewriteError::DebugOnly)) =>
+                {
+                    std::fs::copy(input, &staged).map_err(io_at(&staged))?;
+                    job.record(input, Some(&to), Action::Copied);
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
-    check_named(selection, &job.present).map_err(|e| PruneTreeError::Prune(Box::new(e)))?;
+    // Without device code in the inputs (host files, debug files) nothing is pruned, so a
+    // named target cannot be told from a typo: there is nothing it should have matched.
+    if !job.present.is_empty() {
+        check_named(selection, &job.present).map_err(|e| PruneTreeError::Prune(Box::new(e)))?;
+    }
     if !allow_empty {
         for f in &job.files {
             if let Action::Pruned(p) = &f.action {

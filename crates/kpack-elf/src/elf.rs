@@ -312,8 +312,13 @@ impl<'a> ElfFile<'a> {
         .map_err(ElfError::from)
     }
 
-    /// The file bytes of a segment (`p_filesz` bytes at `p_offset`).
+    /// The file bytes of a segment (`p_filesz` bytes at `p_offset`); none when `p_filesz` is
+    /// 0, wherever `p_offset` points: a separated debug file keeps its library's program
+    /// headers, offsets included, but can end before them.
     pub fn segment_data(&self, segment: &ProgramHeader) -> Result<&'a [u8], ElfError> {
+        if segment.p_filesz == 0 {
+            return Ok(&[]);
+        }
         slice(
             self.data,
             segment.p_offset,

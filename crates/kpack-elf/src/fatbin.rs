@@ -43,6 +43,10 @@ pub enum FatBinaryKind {
     Rdc,
     /// No `.hip_fatbin`: nothing to split.
     HostOnly,
+    /// A separated debug file (`objcopy --only-keep-debug`, shipped as `.debug/NAME.debug`
+    /// or `NAME.dbg`): the library's section headers with the device sections `SHT_NOBITS`
+    /// (`is_separated_debug`). It holds no device code: a host file, copied as it is.
+    DebugOnly,
 }
 
 /// The `.hip_fatbin` section.
@@ -236,9 +240,24 @@ pub fn inspect(data: &[u8]) -> Result<FatBinary, ElfError> {
     inspect_elf(&ElfFile::parse(data)?)
 }
 
+/// Whether `elf` is a separated debug file (`objcopy --only-keep-debug` output): its
+/// `.hipFatBinSegment` is `SHT_NOBITS`, and so is its `.hip_fatbin` if it has one.
+///
+/// The wrappers decide because nothing else empties them: kpack's rewrite empties
+/// `.hip_fatbin` but keeps the wrappers (the runtime reads them), and a loadable file
+/// without wrapper bytes could register no code. A `SHT_NOBITS` wrapper section beside a
+/// `.hip_fatbin` with contents is no debug file but a malformed one, which inspection refuses.
+fn is_separated_debug(elf: &ElfFile<'_>) -> bool {
+    let nobits = |name| elf.section_by_name(name).map(|s| s.sh_type == SHT_NOBITS);
+    nobits(WRAPPER_SECTION) == Some(true) && nobits(FATBIN_SECTION) != Some(false)
+}
+
 /// Inspects the fat-binary parts of an already parsed file.
 pub fn inspect_elf(elf: &ElfFile<'_>) -> Result<FatBinary, ElfError> {
     let header = elf.header();
+    // A debug file's section headers are its library's but their bytes are not there: no
+    // wrapper or marker is read from the stale offsets.
+    let debug_only = is_separated_debug(elf);
     let (fatbin, bundles) = match elf.section_by_name(FATBIN_SECTION) {
         Some(section) => {
             let fatbin = FatbinSection {
@@ -264,16 +283,19 @@ pub fn inspect_elf(elf: &ElfFile<'_>) -> Result<FatBinary, ElfError> {
         None => (None, Vec::new()),
     };
     let wrappers = match elf.section_by_name(WRAPPER_SECTION) {
-        Some(section) => read_wrappers(elf, section, fatbin.as_ref(), &bundles)?,
-        None => Vec::new(),
+        Some(section) if !debug_only => read_wrappers(elf, section, fatbin.as_ref(), &bundles)?,
+        _ => Vec::new(),
     };
-    let marker = elf.section_by_name(MARKER_SECTION).map(|s| MarkerSection {
-        section_index: s.index,
-        offset: s.sh_offset,
-        vaddr: s.sh_addr,
-        size: s.sh_size,
-        alloc: s.sh_flags & u64::from(SHF_ALLOC) != 0,
-    });
+    let marker = elf
+        .section_by_name(MARKER_SECTION)
+        .filter(|_| !debug_only)
+        .map(|s| MarkerSection {
+            section_index: s.index,
+            offset: s.sh_offset,
+            vaddr: s.sh_addr,
+            size: s.sh_size,
+            alloc: s.sh_flags & u64::from(SHF_ALLOC) != 0,
+        });
     let rdc_sections: Vec<RdcSection> = elf
         .section_headers()
         .iter()
@@ -289,7 +311,9 @@ pub fn inspect_elf(elf: &ElfFile<'_>) -> Result<FatBinary, ElfError> {
         })
         .collect();
 
-    let kind = if marker.is_some()
+    let kind = if debug_only {
+        FatBinaryKind::DebugOnly
+    } else if marker.is_some()
         || fatbin.as_ref().is_some_and(|f| f.nobits)
         || wrappers.iter().any(|w| w.magic == WrapperMagic::Hipk)
     {

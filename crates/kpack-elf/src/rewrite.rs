@@ -63,7 +63,8 @@
 //!
 //! # Refused
 //! Machines other than x86-64, aarch64 and ppc64 (little-endian), relocatable objects (their device code is linked later), files without a
-//! `.hip_fatbin` with content, already kpacked files ([`RewriteError::AlreadyKpacked`]),
+//! `.hip_fatbin` with content, separated debug files ([`RewriteError::DebugOnly`]), already
+//! kpacked files ([`RewriteError::AlreadyKpacked`]),
 //! wrappers whose pointer kind is not understood, and any other relocation that reads or
 //! writes `.hip_fatbin` (the code would see zero pages).
 
@@ -124,6 +125,11 @@ pub enum RewriteError {
     /// No `.hip_fatbin` with contents.
     #[error("no device code: the file has no .hip_fatbin section with contents")]
     NotFat,
+    /// A separated debug file ([`FatBinaryKind::DebugOnly`]).
+    #[error(
+        "a separated debug file (objcopy --only-keep-debug): its .hip_fatbin and .hipFatBinSegment are SHT_NOBITS, it holds no device code"
+    )]
+    DebugOnly,
     /// A `.hip_fatbin` that no wrapper registers.
     #[error(".hip_fatbin [{section}] has no .hipFatBinSegment wrappers pointing at it")]
     NoWrappers {
@@ -567,6 +573,7 @@ fn check_rewritable(
         FatBinaryKind::Kpacked => return Err(RewriteError::AlreadyKpacked),
         FatBinaryKind::Fat => {}
         FatBinaryKind::Rdc | FatBinaryKind::HostOnly => return Err(RewriteError::NotFat),
+        FatBinaryKind::DebugOnly => return Err(RewriteError::DebugOnly),
     }
     if h.e_shnum == 0 || h.e_phnum == PN_XNUM || h.e_shstrndx == SHN_XINDEX {
         return Err(layout("extended section or segment numbering"));

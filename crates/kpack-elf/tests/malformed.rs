@@ -435,6 +435,24 @@ fn hipk_wrapper_or_nobits_fatbin_marks_the_file_kpacked() {
 }
 
 #[test]
+fn a_nobits_wrapper_section_beside_a_fatbin_with_contents_is_refused_not_taken_for_a_debug_file() {
+    // Only both device sections without bytes make a separated debug file; wrappers
+    // without bytes beside device code are a broken file.
+    let mut data = read_fixture("bin/libone.so");
+    let segment_hdr = shdr_at(&data, ".hipFatBinSegment");
+    put(&mut data, segment_hdr + 4, &SHT_NOBITS.to_le_bytes());
+    let segment_offset = ElfFile::parse(&data)
+        .unwrap()
+        .section_by_name(".hipFatBinSegment")
+        .unwrap()
+        .sh_offset;
+    match inspect(&data) {
+        Err(ElfError::WrapperSectionNobits { offset, .. }) => assert_eq!(offset, segment_offset),
+        other => panic!("expected WrapperSectionNobits, got {other:?}"),
+    }
+}
+
+#[test]
 fn marker_section_is_exposed_with_its_bytes() {
     // Rename .note.gnu.build-id (a longer name) to .rocm_kpack_ref.
     let mut data = read_fixture("bin/libone.so");

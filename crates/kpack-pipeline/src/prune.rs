@@ -404,6 +404,8 @@ pub fn prune_elf(
                 "no device code: the file has no .hip_fatbin section",
             ));
         }
+        // Its own error, not `NotFat`: a debug file beside its library is copied, not refused.
+        FatBinaryKind::DebugOnly => return Err(RewriteError::DebugOnly.into()),
     }
     let section = fat
         .fatbin

@@ -80,7 +80,8 @@ pub struct ElfReport {
     /// `e_machine`.
     pub machine: u16,
     /// `fat` (device code inside), `kpacked` (rewritten to reference `.kpack` archives),
-    /// `rdc` (a `-fgpu-rdc` object carrying bitcode) or `host-only`.
+    /// `rdc` (a `-fgpu-rdc` object carrying bitcode), `host-only`, or `debug-only` (a
+    /// separated debug file: its device sections are headers without bytes).
     pub state: &'static str,
     /// The `.hip_fatbin` section.
     pub fatbin: Option<SectionReport>,
@@ -576,6 +577,7 @@ fn state(kind: FatBinaryKind) -> &'static str {
         FatBinaryKind::Kpacked => "kpacked",
         FatBinaryKind::HostOnly => "host-only",
         FatBinaryKind::Rdc => "rdc",
+        FatBinaryKind::DebugOnly => "debug-only",
     }
 }
 

@@ -43,6 +43,8 @@ pub enum HostState {
     Kpacked,
     /// No device code.
     HostOnly,
+    /// A separated debug file (`objcopy --only-keep-debug`): no device code.
+    DebugOnly,
     /// A relocatable object (device code is linked later).
     Relocatable,
     /// Neither an ELF file nor a PE image.
@@ -57,6 +59,7 @@ pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
             FatBinaryKind::Fat => HostState::Fat,
             FatBinaryKind::Kpacked => HostState::Kpacked,
             FatBinaryKind::Rdc | FatBinaryKind::HostOnly => HostState::HostOnly,
+            FatBinaryKind::DebugOnly => HostState::DebugOnly,
         });
     }
     if !kpack_elf::is_elf(bytes) {
@@ -68,6 +71,7 @@ pub fn check(bytes: &[u8]) -> Result<HostState, TransformError> {
         FatBinaryKind::Fat => HostState::Fat,
         FatBinaryKind::Kpacked => HostState::Kpacked,
         FatBinaryKind::Rdc | FatBinaryKind::HostOnly => HostState::HostOnly,
+        FatBinaryKind::DebugOnly => HostState::DebugOnly,
     })
 }
 
@@ -168,10 +172,13 @@ pub enum Outcome {
     Transformed(TransformSummary),
     /// The input is already kpacked; nothing was written.
     AlreadyKpacked,
+    /// The input is a separated debug file, which has no device code; nothing was written.
+    DebugOnly,
 }
 
 /// An [`Outcome`] as `kpack transform --json` reports it: `{"status": "transformed", ...}`
-/// with the summary's fields, or `{"status": "already-kpacked", "input": ...}`.
+/// with the summary's fields, or `{"status": "already-kpacked", "input": ...}`, or
+/// `{"status": "debug-only", "input": ...}`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "status", rename_all = "kebab-case")]
 pub enum TransformReport {
@@ -179,6 +186,11 @@ pub enum TransformReport {
     Transformed(TransformSummary),
     /// The input was already kpacked.
     AlreadyKpacked {
+        /// The input.
+        input: String,
+    },
+    /// The input is a separated debug file.
+    DebugOnly {
         /// The input.
         input: String,
     },
@@ -190,6 +202,9 @@ impl Outcome {
         match self {
             Outcome::Transformed(s) => TransformReport::Transformed(s),
             Outcome::AlreadyKpacked => TransformReport::AlreadyKpacked {
+                input: input.display().to_string(),
+            },
+            Outcome::DebugOnly => TransformReport::DebugOnly {
                 input: input.display().to_string(),
             },
         }
@@ -689,6 +704,8 @@ pub fn transform(input: &Path, opts: &TransformOptions) -> Result<Outcome, Trans
         ) => {
             return Ok(Outcome::AlreadyKpacked);
         }
+        // Like an already kpacked input, a debug file is what it should be: nothing to do.
+        Err(TransformError::Rewrite(RewriteError::DebugOnly)) => return Ok(Outcome::DebugOnly),
         other => other?,
     };
     let archives = write_outputs(&plan, opts, mode)?;

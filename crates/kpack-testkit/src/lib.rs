@@ -75,6 +75,19 @@ pub const ELF_FIXTURE_ROLES: &[(&str, Role)] = &[
     ("modern/mk_v3.o", Role::FatObject),
 ];
 
+/// The separated debug files in `fixtures/debug` (`build_debug.sh`: `objcopy
+/// --only-keep-debug` of fat fixtures; uncompressed bundles, CCOB v3, executables, a stripped
+/// library's with program headers past its end), sorted.
+pub const DEBUG_FIXTURES: [&str; 7] = [
+    "debug/demo.debug",
+    "debug/exe_pie.debug",
+    "debug/libdemo.so.1.debug",
+    "debug/libmodern_v3.so.debug",
+    "debug/libone.so.debug",
+    "debug/libone_stripped.so.debug",
+    "debug/libtwo.so.debug",
+];
+
 /// The aarch64 and ppc64le fat shared libraries in `fixtures/platforms`
 /// (`build_platforms.sh`), with their machine.
 pub const PLATFORM_FIXTURES: &[(&str, &Foreign)] = &[
@@ -590,7 +603,7 @@ pub fn transform_into(
     };
     match transform(input, &opts).unwrap_or_else(|e| panic!("{}: {e}", input.display())) {
         Outcome::Transformed(summary) => (output, summary),
-        Outcome::AlreadyKpacked => panic!("{}: already kpacked", input.display()),
+        other => panic!("{}: not transformed: {other:?}", input.display()),
     }
 }
 

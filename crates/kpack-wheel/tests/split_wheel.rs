@@ -582,12 +582,7 @@ fn a_windows_dll_in_a_wheel_is_split_like_a_shared_library() {
     let dir = tempfile::tempdir().unwrap();
     let unpacked = unpack_demo(dir.path());
     let dll = std::fs::read(fixture("platforms/hipapp2.dll")).unwrap();
-    std::fs::write(unpacked.join("kpack_demo/hipapp2.dll"), &dll).unwrap();
-    let record = unpacked.join("kpack_demo-1.0.dist-info/RECORD");
-    let mut text = std::fs::read_to_string(&record).unwrap();
-    let hash = kpack_wheel::metadata::record_hash(&sha2_digest(&dll));
-    text.insert_str(0, &format!("kpack_demo/hipapp2.dll,{hash},{}\n", dll.len()));
-    std::fs::write(&record, text).unwrap();
+    add_to_payload(&unpacked, "kpack_demo/hipapp2.dll", &dll);
 
     let s = split(&unpacked, &dir.path().join("out"), |_| {});
     assert!(
@@ -618,6 +613,23 @@ fn a_windows_dll_in_a_wheel_is_split_like_a_shared_library() {
         "{:?}",
         device.keys().collect::<Vec<_>>()
     );
+    assert_every_record_ok(&s);
+}
+
+/// Adds `data` at `rel` to the payload of the unpacked wheel `unpacked` and to its RECORD.
+fn add_to_payload(unpacked: &Path, rel: &str, data: &[u8]) {
+    let path = unpacked.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, data).unwrap();
+    let record = unpacked.join("kpack_demo-1.0.dist-info/RECORD");
+    let mut text = std::fs::read_to_string(&record).unwrap();
+    let hash = kpack_wheel::metadata::record_hash(&sha2_digest(data));
+    text.insert_str(0, &format!("{rel},{hash},{}\n", data.len()));
+    std::fs::write(&record, text).unwrap();
+}
+
+/// The independent reader finds every RECORD of a split's wheels right.
+fn assert_every_record_ok(s: &Summary) {
     let all: Vec<PathBuf> = std::iter::once(s.host.path.clone())
         .chain(s.devices.iter().map(|d| d.wheel.path.clone()))
         .collect();
@@ -765,4 +777,29 @@ fn metadata_that_would_name_outputs_wrongly_is_refused() {
         let wheel = write(dir.path(), &e);
         refused(&wheel, why);
     }
+}
+
+#[test]
+fn a_debug_file_in_a_wheel_goes_unchanged_to_the_host_wheel() {
+    // The fixture wheel, unpacked, with libone.so's separated debug file (fixtures/debug)
+    // beside it as distributions lay them out, in its payload and RECORD.
+    let dir = tempfile::tempdir().unwrap();
+    let unpacked = unpack_demo(dir.path());
+    let debug = std::fs::read(fixture("debug/libone.so.debug")).unwrap();
+    let rel = "kpack_demo/lib/.debug/libone.so.debug";
+    add_to_payload(&unpacked, rel, &debug);
+
+    let s = split(&unpacked, &dir.path().join("out"), |_| {});
+    let fat: Vec<&str> = s.fat_binaries.iter().map(|f| f.path.as_str()).collect();
+    assert!(!fat.contains(&rel), "{fat:?}");
+    assert_eq!(
+        fat.len(),
+        3,
+        "the wheel's fat binaries are still split: {fat:?}"
+    );
+    assert_eq!(zip_entries(&s.host.path)[rel], debug);
+    for d in &s.devices {
+        assert!(!zip_entries(&d.wheel.path).contains_key(rel), "{}", d.key);
+    }
+    assert_every_record_ok(&s);
 }

@@ -200,6 +200,9 @@ fn print_resolve(r: &ResolveReport) {
 }
 
 fn print_elf(elf: &report::ElfReport, indent: &str) {
+    if elf.state == "debug-only" {
+        println!("{indent}a separated debug file (objcopy --only-keep-debug): no device code");
+    }
     if let Some(s) = &elf.fatbin {
         println!(
             "{indent}.hip_fatbin: offset {:#x}, vaddr {:#x}, {} bytes{}",

@@ -15,7 +15,8 @@ pub struct Args {
     /// The fat binary (shared library or executable); with --check, the files to classify.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
-    /// Report whether each input is fat, kpacked or host-only; write nothing.
+    /// Report whether each input is fat, kpacked, host-only or a separated debug file
+    /// (debug-only); write nothing.
     #[arg(long)]
     check: bool,
     /// The host-only binary to write (may be the input itself).
@@ -92,6 +93,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     match report {
         TransformReport::AlreadyKpacked { input } => {
             println!("{input}: already kpacked, unchanged");
+        }
+        TransformReport::DebugOnly { input } => {
+            println!(
+                "{input}: a separated debug file (objcopy --only-keep-debug), no device code: nothing to do"
+            );
         }
         TransformReport::Transformed(s) => {
             println!(
