@@ -522,7 +522,7 @@ fn a_corrupt_archive_fails_once_and_is_not_reopened() {
 }
 
 #[test]
-fn a_corrupt_zstd_frame_is_decompression_failed_unless_another_archive_has_the_kernel() {
+fn a_damaged_zstd_frame_is_an_integrity_failure_unless_another_archive_has_the_kernel() {
     let tmp = tempfile::tempdir().unwrap();
     let co = gfx1030();
     let bad = tmp.path().join("bad.kpack");
@@ -547,7 +547,7 @@ fn a_corrupt_zstd_frame_is_decompression_failed_unless_another_archive_has_the_k
     let cache = Cache::new(Config::default());
     let bin = tmp.path().join("x.so");
     let err = load(&cache, "lib/x.so", &["bad.kpack"], &bin, 0, &["gfx1030"]).unwrap_err();
-    assert_eq!(err.code(), ErrorCode::DecompressionFailed, "{err}");
+    assert_eq!(err.code(), ErrorCode::IntegrityCheckFailed, "{err}");
     assert_eq!(
         load(
             &cache,
