@@ -1,4 +1,5 @@
-//! `kpack verify`: proves that split or recombined artifacts lost nothing.
+//! `kpack verify`: proves that split or recombined artifacts lost nothing, and that installed
+//! trees and archives are intact (fsck, without the originals).
 //!
 //! Checks, each failure one line naming the file and what was expected:
 //! 1. every sub-directory is an artifact: a valid `artifact_manifest.txt` (and a valid
@@ -33,6 +34,17 @@
 //! 9. a per-target archive name may be a relative link, within its package, to the group
 //!    archive `recombine --group-archives` writes, which must declare that target (a
 //!    dangling or absolute link is a failure); markers reach archives through such links.
+//! 10. every entry of every archive is read through its digest check
+//!    ([`crate::integrity::check_archive`]), each damaged one a failure naming file, binary
+//!    key, arch and byte offset; an archive without digests is listed as unproven (a
+//!    warning); an index or marker that does not read is named with its file and offset;
+//! 11. every entry of a target a marker reaches is named by some binary's marker: a marker
+//!    whose `kernel_name` was damaged into another binary's leaves its own entries unnamed.
+//!
+//! Without artifacts, `path` is an installed tree (packages installed into one prefix), a
+//! tree of archives, or one archive ([`verify`] tells them apart by content): checked as one
+//! artifact holding anything, by checks 3, 5, 9, 10, 11 and, for its indexes, 7 against the
+//! archives installed ([`check_installed_indexes`]).
 //!
 //! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]).
 //! Every file is read once: a directory's in place (in parallel), a tarball's as its
