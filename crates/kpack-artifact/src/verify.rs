@@ -35,11 +35,11 @@
 //!    archive `recombine --group-archives` writes, which must declare that target (a
 //!    dangling or absolute link is a failure); markers reach archives through such links.
 //! 10. every entry of every archive is read through its digest check
-//!    ([`crate::integrity::check_archive`]), each damaged one a failure naming file, binary
-//!    key, arch and byte offset; an archive without digests is listed as unproven (a
-//!    warning); an index or marker that does not read is named with its file and offset;
+//!     ([`crate::integrity::check_archive`]), each damaged one a failure naming file, binary
+//!     key, arch and byte offset; an archive without digests is listed as unproven (a
+//!     warning); an index or marker that does not read is named with its file and offset;
 //! 11. every entry of a target a marker reaches is named by some binary's marker: a marker
-//!    whose `kernel_name` was damaged into another binary's leaves its own entries unnamed.
+//!     whose `kernel_name` was damaged into another binary's leaves its own entries unnamed.
 //!
 //! Without artifacts, `path` is an installed tree (packages installed into one prefix), a
 //! tree of archives, or one archive ([`verify`] tells them apart by content): checked as one
