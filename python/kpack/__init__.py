@@ -155,14 +155,16 @@ def verify(
     """Checks split or recombined artifacts (``kpack verify``); with ``original`` (the
     unsplit artifacts), that every original code object and file is recovered byte for byte.
 
-    Returns the report ``kpack verify --json`` prints. When it lists failures, ``check=True``
+    Returns the report ``kpack verify --json`` prints: each failure a dict with its ``kind``
+    (``entry``, ``file`` or ``check``), its fields and the line printed (``message``). When it
+    lists failures, ``check=True``
     (the default) raises :class:`VerificationError` (whose ``report`` is that report), as the
     command exits with status 1.
     """
     report: Dict[str, Any] = json.loads(_native.verify(artifacts, original, threads))
     failures = report["failures"]
     if check and failures:
-        lines = "".join(f"\n  {f}" for f in failures)
+        lines = "".join(f"\n  {f['message']}" for f in failures)
         raise VerificationError(
             f"{os.fspath(artifacts)}: {len(failures)} failures:{lines}", report
         )

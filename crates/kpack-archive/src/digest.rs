@@ -12,6 +12,10 @@
 //! zstd frames (`zstd-per-kernel` and `unified`) also carry zstd's own content checksum, which
 //! every zstd decoder verifies, the reference readers included.
 //!
+//! A `.kpm` index ([`crate::kpm`]) ends the same way: its root map's last key, `xxh3`, is a
+//! `bin 8` of the XXH3-64 of every byte before those 8 ([`seal`]), so a flipped arch name or
+//! file name cannot send `kpack which` or the runtime to another archive.
+//!
 //! A reader checks the TOC digest at open and an entry's digest on every read. An archive
 //! with neither was written before digests existed and reads as before; one with entry
 //! digests and no TOC digest, or the reverse, is damaged. XXH3-64 because it runs at memory
@@ -28,8 +32,11 @@ pub(crate) const ENTRY_KEY: &str = "xxh3";
 /// The TOC key of the TOC's digest, which must be the TOC map's last key.
 pub(crate) const TOC_KEY: &str = "toc_xxh3";
 
+/// The root key of a `.kpm` index's digest ([`crate::kpm`]), its map's last key.
+pub(crate) const KPM_KEY: &str = "xxh3";
+
 /// Bytes of the TOC digest's key and value at the end of the file: fixstr key, `bin 8`.
-pub const TOC_TRAILER_LEN: usize = 1 + TOC_KEY.len() + 2 + 8;
+pub const TOC_TRAILER_LEN: usize = trailer_len(TOC_KEY);
 
 /// The digest archives store of a code object (the `xxh3` entry field).
 pub fn content_digest(code_object: &[u8]) -> u64 {
@@ -48,32 +55,51 @@ pub fn toc_digest(header: &[u8], toc: &[u8]) -> u64 {
 /// Ends `toc`, the map's other keys written, with the TOC digest's key and value, for the
 /// archive whose header is `header`.
 pub(crate) fn seal_toc(header: &[u8], toc: &mut Vec<u8>) {
-    toc.extend_from_slice(&toc_trailer(0)[..TOC_TRAILER_LEN - 8]);
+    toc.extend_from_slice(&trailer(TOC_KEY, 0)[..TOC_TRAILER_LEN - 8]);
     let digest = toc_digest(header, toc);
     toc.extend_from_slice(&digest.to_be_bytes());
 }
 
-/// The trailer a TOC ends with, after the map's other keys: key and `bin 8`.
-fn toc_trailer(digest: u64) -> [u8; TOC_TRAILER_LEN] {
-    let mut out = [0u8; TOC_TRAILER_LEN];
-    out[0] = 0xa0 | TOC_KEY.len() as u8;
-    out[1..1 + TOC_KEY.len()].copy_from_slice(TOC_KEY.as_bytes());
-    out[1 + TOC_KEY.len()] = 0xc4;
-    out[2 + TOC_KEY.len()] = 8;
-    out[TOC_TRAILER_LEN - 8..].copy_from_slice(&digest.to_be_bytes());
+/// Ends `doc`, a map whose other keys are written, with the key `key` and, as a `bin 8`
+/// big-endian, the XXH3-64 of every byte of `doc` before the digest's own 8: the trailer of
+/// documents that stand alone in a file (`.kpm` indexes).
+pub(crate) fn seal(key: &str, doc: &mut Vec<u8>) {
+    let head = trailer(key, 0);
+    doc.extend_from_slice(&head[..head.len() - 8]);
+    let digest = content_digest(doc);
+    doc.extend_from_slice(&digest.to_be_bytes());
+}
+
+/// Bytes of a digest trailer under `key`: fixstr key, `bin 8` header, digest.
+const fn trailer_len(key: &str) -> usize {
+    1 + key.len() + 2 + 8
+}
+
+/// The trailer a map ends with, after its other keys: `key` and a `bin 8` of `digest`.
+fn trailer(key: &str, digest: u64) -> Vec<u8> {
+    let mut out = vec![0xa0 | key.len() as u8];
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&[0xc4, 8]);
+    out.extend_from_slice(&digest.to_be_bytes());
     out
 }
 
 /// Where the TOC digest of `file` (whose TOC starts at `toc_at`) sits, if the file ends with
 /// a TOC digest trailer: the offset of its 8 digest bytes and the digest stored there.
 pub(crate) fn stored_toc_digest(file: &[u8], toc_at: usize) -> Option<(usize, u64)> {
-    let start = file.len().checked_sub(TOC_TRAILER_LEN)?;
-    if start < toc_at {
+    stored_digest(TOC_KEY, file, toc_at)
+}
+
+/// Where the digest under `key` of `file` sits, if the file ends with its trailer starting
+/// at `from` or later: the offset of its 8 digest bytes and the digest stored there.
+pub(crate) fn stored_digest(key: &str, file: &[u8], from: usize) -> Option<(usize, u64)> {
+    let len = trailer_len(key);
+    let start = file.len().checked_sub(len)?;
+    if start < from {
         return None;
     }
-    let trailer = &file[start..];
-    let expected = toc_trailer(0);
-    if trailer[..TOC_TRAILER_LEN - 8] != expected[..TOC_TRAILER_LEN - 8] {
+    let head = trailer(key, 0);
+    if file[start..file.len() - 8] != head[..len - 8] {
         return None;
     }
     let at = file.len() - 8;
@@ -87,7 +113,7 @@ mod tests {
 
     #[test]
     fn the_trailer_is_the_key_and_a_bin8_of_the_digest_big_endian() {
-        let t = toc_trailer(0x0102_0304_0506_0708);
+        let t = trailer(TOC_KEY, 0x0102_0304_0506_0708);
         assert_eq!(t[0], 0xa8);
         assert_eq!(&t[1..9], b"toc_xxh3");
         assert_eq!(&t[9..11], &[0xc4, 0x08]);
@@ -97,11 +123,22 @@ mod tests {
     #[test]
     fn a_file_without_the_trailer_has_no_stored_toc_digest() {
         let mut file = vec![0u8; 64];
-        file.extend_from_slice(&toc_trailer(7));
+        file.extend_from_slice(&trailer(TOC_KEY, 7));
         assert_eq!(stored_toc_digest(&file, 64), Some((file.len() - 8, 7)));
         file[64] = 0xa7;
         assert_eq!(stored_toc_digest(&file, 64), None);
         // A trailer that starts before the TOC is not the TOC's.
         assert_eq!(stored_toc_digest(&file[..70], 64), None);
+    }
+
+    #[test]
+    fn a_sealed_document_ends_with_the_digest_of_everything_before_it() {
+        let mut doc = vec![0x80];
+        seal(KPM_KEY, &mut doc);
+        assert_eq!(&doc[..8], &[0x80, 0xa4, b'x', b'x', b'h', b'3', 0xc4, 0x08]);
+        let (at, digest) = stored_digest(KPM_KEY, &doc, 0).unwrap();
+        assert_eq!((at, digest), (8, content_digest(&doc[..8])));
+        // Another key's trailer is not this one's.
+        assert_eq!(stored_digest(TOC_KEY, &doc, 0), None);
     }
 }

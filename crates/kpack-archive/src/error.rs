@@ -280,11 +280,32 @@ pub enum MetadataError {
     /// The msgpack does not fit the schema.
     #[error(transparent)]
     Field(#[from] FieldError),
+    /// The bytes do not match the digest the document stores ([`crate::digest`]).
+    #[error("at byte {offset}: {problem}; the file is damaged")]
+    Damaged {
+        /// Where the stored digest (or the misplaced digest key) is.
+        offset: u64,
+        /// What did not match.
+        problem: String,
+    },
 }
 
 impl MetadataError {
-    /// Always [`ErrorKind::InvalidMetadata`], the runtime's code for any bad metadata.
+    /// [`ErrorKind::IntegrityCheckFailed`] for damage, else [`ErrorKind::InvalidMetadata`],
+    /// the runtime's code for any bad metadata.
     pub fn kind(&self) -> ErrorKind {
-        ErrorKind::InvalidMetadata
+        match self {
+            MetadataError::Damaged { .. } => ErrorKind::IntegrityCheckFailed,
+            _ => ErrorKind::InvalidMetadata,
+        }
+    }
+
+    /// The byte offset the error is about, when it names one.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            MetadataError::Msgpack(e) => Some(e.offset as u64),
+            MetadataError::Damaged { offset, .. } => Some(*offset),
+            MetadataError::Field(_) => None,
+        }
     }
 }

@@ -3,11 +3,15 @@
 //! The reference dropped it; kpack's `recombine` writes it again, one per module in the
 //! generic package, listing every architecture packaged in any group. It keeps the legacy
 //! keys, so old readers still work, and adds one optional entry key, `package`: the package
-//! that provides the archive. Old indexes (without `package`) decode and re-encode byte for
-//! byte.
+//! that provides the archive, and one root key, `xxh3`: the digest of the index
+//! ([`crate::digest::seal`]), last in the map, always written and checked on every read, so
+//! that a damaged index fails with [`MetadataError::Damaged`] rather than naming another
+//! file, size or architecture. Indexes without it (the reference's, kpack's before it) still
+//! decode, unchecked; they re-encode as their bytes with the digest appended.
 
+use crate::digest::{KPM_KEY, content_digest, seal, stored_digest};
 use crate::error::MetadataError;
-use crate::msgpack::{Cursor, EncodeError, Encoder, KeySet, Path, once, required};
+use crate::msgpack::{Cursor, EncodeError, Encoder, KeySet, Path, Source, once, required};
 
 /// A decoded `.kpm` manifest; `kpack_files` keeps the file's arch order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,12 +40,12 @@ pub struct KpmEntry {
 }
 
 impl KpmManifest {
-    /// The exact bytes Python's `msgpack.pack` wrote: keys `format_version`, `component_name`,
+    /// The bytes Python's `msgpack.pack` wrote: keys `format_version`, `component_name`,
     /// `prefix`, `kpack_files`, entries keyed `file`, `size`, `kernel_count` (then `package`,
-    /// when known).
+    /// when known); then the digest, `xxh3`.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut e = Encoder::default();
-        e.map(4)?;
+        e.map(5)?;
         e.str("format_version")?;
         e.uint(self.format_version);
         e.str("component_name")?;
@@ -64,13 +68,29 @@ impl KpmManifest {
                 e.str(package)?;
             }
         }
-        Ok(e.into_bytes())
+        let mut bytes = e.into_bytes();
+        seal(KPM_KEY, &mut bytes);
+        Ok(bytes)
     }
 
     /// Decodes a whole `.kpm` file. All four top-level keys and all three entry keys are
     /// required (as `PackManifest.from_file` required them), `package` is optional; other keys
-    /// are skipped.
+    /// are skipped. A file that ends with a digest is checked against it first; a digest key
+    /// anywhere else is damage (its trailer was hit), not an index without a digest.
     pub fn decode(bytes: &[u8]) -> Result<KpmManifest, MetadataError> {
+        let sealed = stored_digest(KPM_KEY, bytes, 0);
+        if let Some((at, stored)) = sealed {
+            let actual = content_digest(&bytes[..at]);
+            if actual != stored {
+                return Err(MetadataError::Damaged {
+                    offset: at as u64,
+                    problem: format!(
+                        "bytes 0..{at} have XXH3-64 {actual:#018x}, the index's {KPM_KEY} is \
+                         {stored:#018x}"
+                    ),
+                });
+            }
+        }
         let mut c = Cursor::new(bytes, 0);
         let root = &Path::Root;
         let (mut version, mut component, mut prefix, mut files) = (None, None, None, None);
@@ -78,6 +98,17 @@ impl KpmManifest {
         c.lenient_map::<MetadataError>(root, |c, key| {
             let path = &Path::Field(root, key);
             match key {
+                KPM_KEY if sealed.is_none() => {
+                    return Err(MetadataError::Damaged {
+                        offset: c.pos() as u64,
+                        problem: format!(
+                            "the digest key {KPM_KEY:?} is not the 8-byte bin ending the file"
+                        ),
+                    });
+                }
+                KPM_KEY => {
+                    c.bin::<MetadataError>(path)?;
+                }
                 "format_version" => once(&mut version, c.uint::<MetadataError>(path)?, root, key)?,
                 "component_name" => {
                     let name = c.str::<MetadataError>(path)?.to_owned();

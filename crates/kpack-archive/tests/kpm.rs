@@ -120,3 +120,78 @@ fn the_package_of_each_entry_round_trips_and_is_optional() {
         "kpack_files[\"gfx900\"].package: expected str, found unsigned int"
     );
 }
+
+fn two_target_index() -> KpmManifest {
+    use kpack_archive::kpm::KpmEntry;
+    let entry = |target: &str| {
+        (
+            target.to_owned(),
+            KpmEntry {
+                file: format!("lib_m_{target}.kpack"),
+                size: 4096,
+                kernel_count: 3,
+                package: Some("m_gfx110X".to_owned()),
+            },
+        )
+    };
+    KpmManifest {
+        format_version: 1,
+        component_name: "m".to_owned(),
+        prefix: ".".to_owned(),
+        kpack_files: vec![entry("gfx1100"), entry("gfx1101")],
+    }
+}
+
+#[test]
+fn every_single_bit_flip_of_an_index_fails_to_decode_and_never_answers_otherwise() {
+    let index = two_target_index();
+    let bytes = index.encode().unwrap();
+    let mut damaged = 0;
+    for at in 0..bytes.len() {
+        for bit in 0..8 {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 1 << bit;
+            match KpmManifest::decode(&flipped) {
+                // A flip inside the digest key's name leaves an index without a digest whose
+                // content is intact: the same answer, unproven.
+                Ok(m) => assert_eq!(m, index, "byte {at} bit {bit}"),
+                Err(e) => {
+                    if e.kind() == ErrorKind::IntegrityCheckFailed {
+                        damaged += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Every flip before the digest is caught by it (the trailer's own header aside).
+    assert!(damaged >= 8 * (bytes.len() - 15), "{damaged}");
+}
+
+#[test]
+fn a_damaged_index_names_the_offset_of_its_digest() {
+    let bytes = two_target_index().encode().unwrap();
+    let mut flipped = bytes.clone();
+    // The first byte of "gfx1100": the arch `kpack which` would answer with.
+    let at = bytes.windows(7).position(|w| w == b"gfx1100").unwrap();
+    flipped[at + 6] ^= 1; // gfx1100 -> gfx1101
+    let e = KpmManifest::decode(&flipped).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed);
+    assert_eq!(e.offset(), Some(bytes.len() as u64 - 8));
+    assert!(e.to_string().contains("the file is damaged"), "{e}");
+}
+
+#[test]
+fn a_digest_key_that_does_not_end_the_index_is_damage() {
+    // {"xxh3": bin8, ...legacy keys}: the digest is not the trailer.
+    let doc = encode(&Value::Map(vec![
+        ("xxh3".into(), Value::Binary(vec![0; 8])),
+        ("format_version".into(), Value::from(1)),
+        ("component_name".into(), "c".into()),
+        ("prefix".into(), ".".into()),
+        ("kpack_files".into(), Value::Map(vec![])),
+    ]))
+    .unwrap();
+    let e = KpmManifest::decode(&doc).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed);
+    assert_eq!(e.offset(), Some(6));
+}

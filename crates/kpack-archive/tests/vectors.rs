@@ -172,7 +172,7 @@ fn rewriting_the_zstd_vector_at_level_3_reproduces_its_frames_plus_checksums() {
 }
 
 #[test]
-fn legacy_kpm_decodes_and_reencodes_byte_identically() {
+fn legacy_kpm_decodes_and_reencodes_as_its_bytes_with_the_digest_appended() {
     let bytes = vector("legacy_test_zstd.kpm");
     let m = KpmManifest::decode(&bytes).unwrap();
     let entry = |kernel_count| KpmEntry {
@@ -193,5 +193,16 @@ fn legacy_kpm_decodes_and_reencodes_byte_identically() {
             ],
         }
     );
-    assert_eq!(m.encode().unwrap(), bytes);
+    // Re-encoded, it is the same map with the digest as a fifth key, last.
+    let mut sealed = bytes.clone();
+    assert_eq!(sealed[0], 0x84);
+    sealed[0] = 0x85;
+    let encoded = m.encode().unwrap();
+    assert_eq!(encoded[..sealed.len()], sealed[..]);
+    assert_eq!(
+        &encoded[sealed.len()..sealed.len() + 7],
+        b"\xa4xxh3\xc4\x08"
+    );
+    assert_eq!(encoded.len(), sealed.len() + 15);
+    assert_eq!(KpmManifest::decode(&encoded).unwrap(), m);
 }

@@ -22,6 +22,7 @@
 pub mod group;
 pub mod handlers;
 pub mod index;
+pub mod integrity;
 pub mod manifest;
 pub mod prune;
 pub mod recombine;

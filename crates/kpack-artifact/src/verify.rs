@@ -1,4 +1,5 @@
-//! `kpack verify`: proves that split or recombined artifacts lost nothing.
+//! `kpack verify`: proves that split or recombined artifacts lost nothing, and that installed
+//! trees and archives are intact (fsck, without the originals).
 //!
 //! Checks, each failure one line naming the file and what was expected:
 //! 1. every sub-directory is an artifact: a valid `artifact_manifest.txt` (and a valid
@@ -33,6 +34,17 @@
 //! 9. a per-target archive name may be a relative link, within its package, to the group
 //!    archive `recombine --group-archives` writes, which must declare that target (a
 //!    dangling or absolute link is a failure); markers reach archives through such links.
+//! 10. every entry of every archive is read through its digest check
+//!     ([`crate::integrity::check_archive`]), each damaged one a failure naming file, binary
+//!     key, arch and byte offset; an archive without digests is listed as unproven (a
+//!     warning); an index or marker that does not read is named with its file and offset;
+//! 11. every entry of a target a marker reaches is named by some binary's marker: a marker
+//!     whose `kernel_name` was damaged into another binary's leaves its own entries unnamed.
+//!
+//! Without artifacts, `path` is an installed tree (packages installed into one prefix), a
+//! tree of archives, or one archive ([`verify`] tells them apart by content): checked as one
+//! artifact holding anything, by checks 3, 5, 9, 10, 11 and, for its indexes, 7 against the
+//! archives installed ([`check_installed_indexes`]).
 //!
 //! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]).
 //! Every file is read once: a directory's in place (in parallel), a tarball's as its
@@ -54,6 +66,7 @@ use kpack_archive::marker::MarkerMetadata;
 
 use crate::handlers::{self, Handler, parse_family, parse_target};
 use crate::index::{self, IndexedArchive};
+use crate::integrity::{self, Failure};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry, manifest};
 use kpack_pipeline::source::{self, DeviceCode, Visitor};
 use kpack_pipeline::transform::{self, HostState};
@@ -71,24 +84,47 @@ pub struct VerifyOptions {
 /// What [`verify`] checked and found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VerifyReport {
-    /// Artifacts checked.
+    /// Artifacts checked (0 for an installed tree or an archive).
     pub artifacts: usize,
     /// Host binaries with a marker checked.
     pub binaries: usize,
     /// Archives opened and validated.
     pub archives: usize,
+    /// Archive entries read, each checked against its digest when its archive has digests.
+    pub entries: usize,
+    /// Archives that carry no digests (written before digests existed): every entry decoded
+    /// and the TOC validates, but their bytes could not be proven. A warning, not a failure.
+    pub unproven: Vec<PathBuf>,
     /// Code objects read back through markers (with `--original`).
     pub code_objects: usize,
     /// Original regular files checked (with `--original`).
     pub original_files: usize,
-    /// One line per problem found.
-    pub failures: Vec<String>,
+    /// Every problem found, sorted.
+    #[serde(serialize_with = "crate::integrity::with_messages")]
+    pub failures: Vec<Failure>,
 }
 
 impl VerifyReport {
     /// No failures.
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
+    }
+
+    /// The failures as the lines `kpack verify` prints.
+    pub fn lines(&self) -> Vec<String> {
+        self.failures.iter().map(ToString::to_string).collect()
+    }
+
+    /// Adds what `other` checked and found (another path of one `kpack verify`).
+    pub fn merge(&mut self, other: VerifyReport) {
+        self.artifacts += other.artifacts;
+        self.binaries += other.binaries;
+        self.archives += other.archives;
+        self.entries += other.entries;
+        self.unproven.extend(other.unproven);
+        self.code_objects += other.code_objects;
+        self.original_files += other.original_files;
+        self.failures.extend(other.failures);
     }
 }
 
@@ -105,6 +141,9 @@ struct ArtifactInfo {
     kind: ArtifactKind,
     /// Architectures (processors or families) a non-generic artifact may hold.
     arches: Option<BTreeSet<String>>,
+    /// An installed tree (or an archive), not an artifact: it holds anything, binaries and
+    /// archives side by side.
+    installed: bool,
     /// A group package's architecture group (the name of its group archives).
     group: Option<String>,
     handlers: Vec<Handler>,
@@ -134,8 +173,8 @@ struct Facts {
     digest: Option<Digest>,
     /// An archive that opened and validated: its targets and entries.
     archive: Option<ArchiveFacts>,
-    /// A `.kpm` in a `.kpack` directory of a generic artifact, decoded, or the failure.
-    index: Option<Result<KpmManifest, String>>,
+    /// A `.kpm` in a `.kpack` directory, decoded, or the failure.
+    index: Option<Result<KpmManifest, Failure>>,
     /// A non-generic artifact's archive as its index entry, per manifest prefix it is below.
     described: Vec<(String, IndexedArchive)>,
 }
@@ -415,16 +454,86 @@ fn as_member(text: &str, spool: &Path, shown: &Path) -> String {
     text.replace(&*spool.to_string_lossy(), &shown.to_string_lossy())
 }
 
-/// Verifies the artifacts under `dir`. I/O errors on the top directory are errors; every
-/// problem inside is a failure line of the report.
-pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, ArtifactError> {
+/// Whether `path` holds split or recombined artifacts (an artifact tarball, or a directory
+/// holding artifact directories or tarballs), rather than an installed tree, a tree of
+/// archives or one archive (a file that starts with the archive magic).
+fn holds_artifacts(path: &Path) -> Result<bool, ArtifactError> {
+    if path.is_dir() {
+        return Ok(!crate::tarball::artifacts_in(path)?.is_empty());
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .map_err(ArtifactError::io(path));
+    Ok(read.is_err() || magic != kpack_archive::MAGIC)
+}
+
+/// An installed tree (or one archive) as the one artifact verify checks: installed at its
+/// own name below its parent, so that every path shows as the user's.
+fn installed_tree(path: &Path) -> Result<(ArtifactInfo, Entries), ArtifactError> {
+    let abs = std::path::absolute(path).map_err(ArtifactError::io(path))?;
+    let name_of = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let (root, entries) = if abs.is_dir() {
+        (abs.clone(), crate::walk_tree(&abs)?)
+    } else {
+        let parent = abs.parent().unwrap_or(&abs).to_owned();
+        (parent, vec![(name_of(&abs), TreeEntry::File)])
+    };
+    let prefix = name_of(&root);
+    let info = ArtifactInfo {
+        name: prefix.clone(),
+        component: prefix.clone(),
+        dir: root.parent().unwrap_or(&root).to_owned(),
+        tarball: false,
+        prefixes: vec![prefix.clone()],
+        kind: ArtifactKind::Arch,
+        arches: None,
+        group: None,
+        handlers: Vec::new(),
+        installed: true,
+    };
+    let entries = entries
+        .into_iter()
+        .map(|(rel, e)| (prefix.clone(), rel, e))
+        .collect();
+    Ok((info, entries))
+}
+
+/// An artifact's installed entries: (prefix, path below it, entry).
+type Entries = Vec<(String, String, TreeEntry)>;
+
+/// Verifies `path`: the split or recombined artifacts under it (directories or tarballs),
+/// else an installed tree (packages installed into one prefix) or a tree of archives, else
+/// one archive, told apart by content. I/O errors on the top directory are errors; every
+/// problem inside is a failure of the report.
+pub fn verify(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, ArtifactError> {
     let with_digests = opts.original.is_some();
     let mut report = VerifyReport::default();
     let mut failures = Vec::new();
     let mut artifacts = Vec::new();
-    // Per artifact: (prefix, path below it, entry).
-    let mut installed: Vec<Vec<(String, String, TreeEntry)>> = Vec::new();
-    for (name, d, tarball) in checked_artifacts(dir)? {
+    let mut installed: Vec<Entries> = Vec::new();
+    let tree = !holds_artifacts(path)?;
+    if tree {
+        if opts.original.is_some() {
+            return Err(ArtifactError::Usage(format!(
+                "{}: --original compares split or recombined artifacts with theirs, and this \
+                 is an installed tree or an archive",
+                path.display()
+            )));
+        }
+        let (info, entries) = installed_tree(path)?;
+        artifacts.push(info);
+        installed.push(entries);
+    }
+    for (name, d, tarball) in if tree {
+        Vec::new()
+    } else {
+        checked_artifacts(path)?
+    } {
         let listing = list_artifact(&d, tarball)?;
         if let Err(e) = &listing.prefixes {
             failures.push(match e {
@@ -489,9 +598,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
             arches,
             group: record.as_ref().and_then(|r| r.group.clone()),
             handlers,
+            installed: false,
         });
     }
-    report.artifacts = artifacts.len();
+    report.artifacts = if tree { 0 } else { artifacts.len() };
     let mut overlay: Overlay = BTreeMap::new();
     for (i, entries) in installed.iter().enumerate() {
         for (prefix, rel, e) in entries {
@@ -557,6 +667,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     }
     check_index_sizes(&artifacts, &facts, &mut failures);
     check_indexes(&artifacts, &installed, &facts, &mut failures);
+    check_installed_indexes(&artifacts, &facts, &mut failures);
     let ctx = Ctx {
         artifacts,
         overlay,
@@ -564,16 +675,27 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
     };
 
     let mut binaries: Vec<(&str, usize, &MarkerMetadata, &[usize])> = Vec::new();
+    let mut typed: Vec<Failure> = Vec::new();
     for ((a, rel), f) in &ctx.facts {
         failures.extend(f.check.failures.iter().cloned());
+        typed.extend(f.check.typed.iter().cloned());
         report.archives += usize::from(f.check.archive);
+        report.entries += f.check.entries;
+        if f.check.unproven {
+            report.unproven.push(ctx.path(*a, rel));
+        }
         if let Some((meta, wrappers)) = &f.check.binary {
             binaries.push((rel, *a, meta, wrappers));
         }
     }
     binaries.sort_by_key(|b| (b.0, b.1));
     report.binaries = binaries.len();
+    report.unproven.sort();
     let mut reached: BTreeSet<(String, usize)> = BTreeSet::new();
+    // (artifact, archive file, target) a marker reached, and the (binary key, target) of each
+    // entry a marker names there.
+    let mut reached_targets: BTreeSet<(usize, String, String)> = BTreeSet::new();
+    let mut claimed: BTreeSet<(usize, String, String, String)> = BTreeSet::new();
     for (rel, _, meta, wrappers) in &binaries {
         let mut any = false;
         for search in &meta.search_paths {
@@ -593,8 +715,12 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                     continue; // reported by the per-file check
                 };
                 if !archive.gfx_arches.contains(&target) {
-                    // A group archive is reached through its targets' links, not its name.
-                    if ctx.artifacts[a].group.as_deref() == Some(target.as_str()) {
+                    // A group archive is reached through its targets' links, not its name
+                    // (which, installed, names no target).
+                    let info = &ctx.artifacts[a];
+                    if info.group.as_deref() == Some(target.as_str())
+                        || (info.installed && parse_target(&target).is_none())
+                    {
                         continue;
                     }
                     failures.push(format!(
@@ -604,8 +730,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
                     ));
                     continue;
                 }
+                reached_targets.insert((a, path.clone(), target.clone()));
                 for w in *wrappers {
                     let key = kpack_archive::binary_key(&meta.kernel_name, *w as u32);
+                    claimed.insert((a, path.clone(), key.clone(), target.clone()));
                     if !archive.entries.contains_key(&(key.clone(), target.clone())) {
                         failures.push(format!(
                             "{}: no entry {key} for {target} (marker of {rel})",
@@ -622,6 +750,31 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
             ));
         }
     }
+    // A marker whose kernel_name was damaged into another binary's names that binary's
+    // entries, and the entries of its own that it no longer names are left over.
+    for (a, path, target) in &reached_targets {
+        let Some(archive) = ctx.archive(*a, path) else {
+            continue;
+        };
+        let mut orphans: Vec<&str> = archive
+            .entries
+            .keys()
+            .filter(|(key, arch)| {
+                arch == target && !claimed.contains(&(*a, path.clone(), key.clone(), arch.clone()))
+            })
+            .map(|(key, _)| key.as_str())
+            .collect();
+        orphans.sort_unstable();
+        for key in orphans {
+            failures.push(format!(
+                "{}: entry {key} for {target} is named by no binary's marker (a binary's \
+                 marker names another key, or the archive holds code no binary loads)",
+                ctx.path(*a, path).display()
+            ));
+        }
+    }
+    // A tree of archives alone has no markers to reach them.
+    let markers_expected = !(tree && binaries.is_empty());
     for (rel, entries) in &ctx.overlay {
         for (a, e) in entries {
             if let TreeEntry::Symlink(_) = e {
@@ -632,6 +785,7 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
             if *e == TreeEntry::File
                 && rel.ends_with(".kpack")
                 && ctx.artifacts[*a].kind != ArtifactKind::Generic
+                && markers_expected
                 && !reached.contains(&(rel.clone(), *a))
             {
                 failures.push(format!(
@@ -652,9 +806,10 @@ pub fn verify(dir: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifact
             &mut failures,
         )?;
     }
-    failures.sort();
-    failures.dedup();
-    report.failures = failures;
+    typed.extend(failures.into_iter().map(Failure::check));
+    typed.sort();
+    typed.dedup();
+    report.failures = typed;
     Ok(report)
 }
 
@@ -715,11 +870,8 @@ fn check_indexes(
                     let path = a.dir.join(prefix).join(rel);
                     let manifest = match facts_of(i, prefix, rel).and_then(|f| f.index.as_ref()) {
                         Some(Ok(m)) => Some(m.clone()),
-                        Some(Err(e)) => {
-                            failures.push(e.clone());
-                            None
-                        }
-                        None => None, // unreadable: reported by the per-file check
+                        // Reported by the per-file check.
+                        Some(Err(_)) | None => None,
                     };
                     found.insert((prefix.clone(), rel.clone()), (path, manifest));
                 }
@@ -856,15 +1008,6 @@ fn compare_index(shown: &str, got: &KpmManifest, want: &KpmManifest, failures: &
     }
 }
 
-/// The marker and HIPK wrapper indices of a kpacked binary.
-fn marker_of(bytes: &[u8]) -> Result<Option<(MarkerMetadata, Vec<usize>)>, String> {
-    let Some(kpacked) = transform::kpacked_marker(bytes).map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    let (meta, _) = MarkerMetadata::decode(&kpacked.bytes).map_err(|e| format!("marker: {e}"))?;
-    Ok(Some((meta, kpacked.wrappers)))
-}
-
 /// Check 5's size check of every `.kpm` against the archives beside it in its artifact.
 fn check_index_sizes(
     artifacts: &[ArtifactInfo],
@@ -872,7 +1015,7 @@ fn check_index_sizes(
     failures: &mut Vec<String>,
 ) {
     for ((a, rel), f) in facts {
-        if artifacts[*a].kind == ArtifactKind::Generic {
+        if artifacts[*a].kind == ArtifactKind::Generic || artifacts[*a].installed {
             continue;
         }
         let Some(Ok(m)) = &f.index else {
@@ -895,10 +1038,76 @@ fn check_index_sizes(
     }
 }
 
+/// Check 7 of an installed tree: each `.kpm` against the archives installed beside it. The
+/// packages are gone, so an index may list targets whose package is not installed; but a
+/// target it lists whose archive is present must be that archive's, with its size and
+/// kernel count, and every archive present must be listed by its module's index.
+fn check_installed_indexes(
+    artifacts: &[ArtifactInfo],
+    facts: &HashMap<(usize, String), Facts>,
+    failures: &mut Vec<String>,
+) {
+    let index_at = |a: usize, rel: &str| match facts.get(&(a, rel.to_owned())) {
+        Some(Facts {
+            index: Some(Ok(m)), ..
+        }) => Some(m),
+        _ => None,
+    };
+    for ((a, rel), f) in facts {
+        let info = &artifacts[*a];
+        if !info.installed {
+            continue;
+        }
+        let shown = info.dir.join(rel);
+        if let Some(Ok(m)) = &f.index {
+            let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+            for (t, e) in &m.kpack_files {
+                let Some(present) = facts.get(&(*a, format!("{dir}/{}", e.file))) else {
+                    continue; // its package is not installed
+                };
+                let found = present.described.iter().find(|(_, d)| d.target == *t);
+                let matches = found.is_some_and(|(_, d)| {
+                    d.entry.size == e.size && d.entry.kernel_count == e.kernel_count
+                });
+                if !matches {
+                    failures.push(format!(
+                        "{}: lists {t} as {}, but the archive installed there {}",
+                        shown.display(),
+                        describe_entry(e),
+                        match found {
+                            Some((_, d)) => format!("holds {}", describe_entry(&d.entry)),
+                            None => format!("does not declare {t}"),
+                        }
+                    ));
+                }
+            }
+        }
+        for (prefix, d) in &f.described {
+            let index = format!("{prefix}/{}", index::index_path(&d.dir, &d.module));
+            let listed =
+                index_at(*a, &index).map(|m| m.kpack_files.iter().any(|(t, _)| *t == d.target));
+            if listed == Some(false) {
+                failures.push(format!(
+                    "{}: does not list {}, which {} provides",
+                    info.dir.join(&index).display(),
+                    d.target,
+                    shown.display()
+                ));
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct FileCheck {
     failures: Vec<String>,
+    /// The typed failures (damage, files that do not read).
+    typed: Vec<Failure>,
     archive: bool,
+    /// Archive entries read.
+    entries: usize,
+    /// An archive without digests.
+    unproven: bool,
     /// A kpacked binary's marker and HIPK wrapper indices.
     binary: Option<(MarkerMetadata, Vec<usize>)>,
 }
@@ -926,9 +1135,6 @@ fn file_facts(info: &ArtifactInfo, rel: &str, disk: &Path, digests: bool) -> Fac
         for f in &mut facts.check.failures {
             *f = as_member(f, disk, &shown);
         }
-        if let Some(Err(e)) = &mut facts.index {
-            *e = as_member(e, disk, &shown);
-        }
     }
     facts
 }
@@ -953,9 +1159,21 @@ fn read_facts(info: &ArtifactInfo, rel: &str, path: &Path, shown: &Path, digests
         facts.digest = Some(digest(&bytes));
     }
     if in_kpack_dir && name.ends_with(".kpm") {
-        facts.index = Some(
-            KpmManifest::decode(&bytes).map_err(|e| format!("{shown_text}: invalid index: {e}")),
-        );
+        let index = KpmManifest::decode(&bytes).map_err(|e| Failure::index(shown, &e));
+        if let Err(e) = &index {
+            facts.check.typed.push(e.clone());
+        }
+        facts.index = Some(index);
+    }
+    if info.installed {
+        // An installed tree holds anything: archives are told by their magic, kpacked
+        // binaries by their markers, and nothing else is this check's business.
+        if bytes.starts_with(&kpack_archive::MAGIC) {
+            read_archive(info, rel, bytes, shown, digests, &mut facts);
+        } else if facts.index.is_none() {
+            read_marker(&bytes, shown, &mut facts.check);
+        }
+        return facts;
     }
     // `rel` is `<prefix>/<relpath>`; handlers look at the relpath, which they find by its
     // own markers (`library`, `miopen/db`, …), so the prefix does not disturb them.
@@ -976,11 +1194,7 @@ fn read_facts(info: &ArtifactInfo, rel: &str, path: &Path, shown: &Path, digests
             Ok(HostState::Fat) => out.failures.push(format!(
                 "{shown_text}: a fat binary left in a generic artifact (its device code was not split out)"
             )),
-            Ok(HostState::Kpacked) => match marker_of(&bytes) {
-                Ok(Some(binary)) => out.binary = Some(binary),
-                Ok(None) => {}
-                Err(e) => out.failures.push(format!("{shown_text}: {e}")),
-            },
+            Ok(HostState::Kpacked) => read_marker(&bytes, shown, out),
             Ok(_) => {}
             Err(e) => out.failures.push(format!("{shown_text}: {e}")),
         }
@@ -989,39 +1203,20 @@ fn read_facts(info: &ArtifactInfo, rel: &str, path: &Path, shown: &Path, digests
     let arches = info.arches.as_ref();
     let allowed = |arch: &str| arches.is_none_or(|s| s.contains(arch));
     if in_kpack_dir && name.ends_with(".kpack") {
-        facts.check.archive = true;
-        match Archive::from_backing(Mapped(bytes)) {
-            Err(e) => facts
-                .check
-                .failures
-                .push(format!("{shown_text}: invalid archive: {e}")),
-            Ok(x) => {
-                facts.described = describe_below_prefixes(&x, facts.size, shown, rel, info);
-                facts.archive = Some(archive_facts(&x, digests));
-                if let Err(e) = x.validate() {
-                    facts
-                        .check
-                        .failures
-                        .push(format!("{shown_text}: invalid archive: {e}"));
-                    return facts;
-                }
-                for t in x.gfx_arches() {
-                    let proc = parse_target(t).map(|t| t.processor().to_owned());
-                    if !proc.as_deref().is_some_and(allowed) {
-                        facts.check.failures.push(format!(
-                            "{shown_text}: holds {t}, not an architecture of {} ({:?})",
-                            info.name,
-                            arches.map(|s| s.iter().collect::<Vec<_>>())
-                        ));
-                    }
-                }
+        let Some(x) = read_archive(info, rel, bytes, shown, digests, &mut facts) else {
+            return facts;
+        };
+        for t in x.gfx_arches() {
+            let proc = parse_target(t).map(|t| t.processor().to_owned());
+            if !proc.as_deref().is_some_and(allowed) {
+                facts.check.failures.push(format!(
+                    "{shown_text}: holds {t}, not an architecture of {} ({:?})",
+                    info.name,
+                    arches.map(|s| s.iter().collect::<Vec<_>>())
+                ));
             }
         }
-    } else if in_kpack_dir && name.ends_with(".kpm") {
-        if let Some(Err(e)) = &facts.index {
-            facts.check.failures.push(e.clone());
-        }
-    } else {
+    } else if !(in_kpack_dir && name.ends_with(".kpm")) {
         match handlers::classify(&Handler::ALL, rel) {
             None => facts.check.failures.push(format!(
                 "{shown_text}: not an archive, index or database file; a per-arch artifact holds no host code"
@@ -1034,6 +1229,62 @@ fn read_facts(info: &ArtifactInfo, rel: &str, path: &Path, shown: &Path, digests
         }
     }
     facts
+}
+
+/// Opens the archive `bytes` (check 5): reads every entry through the digest check, and
+/// notes its facts; the archive, if it opened and validates, for further checks.
+fn read_archive(
+    info: &ArtifactInfo,
+    rel: &str,
+    bytes: kpack_pipeline::FileBytes,
+    shown: &Path,
+    digests: bool,
+    facts: &mut Facts,
+) -> Option<Archive> {
+    facts.check.archive = true;
+    let x = match Archive::from_backing(Mapped(bytes)) {
+        Ok(x) => x,
+        Err(e) => {
+            facts.check.typed.push(Failure::archive(shown, &e));
+            return None;
+        }
+    };
+    facts.described = describe_below_prefixes(&x, facts.size, shown, rel, info);
+    let mut entries = HashMap::new();
+    let read = integrity::check_archive(&x, shown, |binary, arch, code| {
+        let key = (binary.to_owned(), arch.to_owned());
+        entries.insert(key, digests.then(|| digest(code)));
+    });
+    // A damaged entry is still in the archive: markers that name it resolve, and the
+    // failure above says what is wrong with it.
+    for (binary, arch, _) in x.entries() {
+        let key = (binary.to_owned(), arch.to_owned());
+        entries.entry(key).or_insert(None);
+    }
+    facts.check.entries = read.entries;
+    facts.check.typed.extend(read.failures);
+    facts.check.unproven = !x.has_digests();
+    facts.archive = Some(ArchiveFacts {
+        gfx_arches: x.gfx_arches().to_vec(),
+        entries,
+    });
+    if let Err(e) = x.validate() {
+        facts.check.typed.push(Failure::archive(shown, &e));
+        return None;
+    }
+    Some(x)
+}
+
+/// Notes the marker of the kpacked host binary `bytes`, or why it does not read.
+fn read_marker(bytes: &[u8], shown: &Path, out: &mut FileCheck) {
+    match transform::kpacked_marker(bytes) {
+        Ok(Some(kpacked)) => match MarkerMetadata::decode(&kpacked.bytes) {
+            Ok((meta, _)) => out.binary = Some((meta, kpacked.wrappers)),
+            Err(e) => out.typed.push(Failure::marker(shown, kpacked.offset, &e)),
+        },
+        Ok(None) => {}
+        Err(e) => out.failures.push(format!("{}: {e}", shown.display())),
+    }
 }
 
 /// The archive `x` as its index entry, for each prefix of its artifact it is installed
@@ -1054,21 +1305,6 @@ fn describe_below_prefixes(
         })
         .flatten()
         .collect()
-}
-
-fn archive_facts(x: &Archive, digests: bool) -> ArchiveFacts {
-    ArchiveFacts {
-        gfx_arches: x.gfx_arches().to_vec(),
-        entries: x
-            .entries()
-            .map(|(binary, arch, _)| {
-                let d = digests
-                    .then(|| x.get(binary, arch).ok().map(|b| digest(&b)))
-                    .flatten();
-                ((binary.to_owned(), arch.to_owned()), d)
-            })
-            .collect(),
-    }
 }
 
 /// A writer that digests what is written to it, and counts it.

@@ -184,7 +184,7 @@ fn grouped_recombine_verifies(
     )
     .unwrap();
     assert_eq!(
-        report.failures,
+        report.lines(),
         Vec::<String>::new(),
         "{} grouped",
         p.component
@@ -292,7 +292,7 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
             },
         )
         .unwrap();
-        assert_eq!(report.failures, Vec::<String>::new(), "{}", p.component);
+        assert_eq!(report.lines(), Vec::<String>::new(), "{}", p.component);
         assert_eq!(
             report.code_objects > 0,
             s.fat_binaries > 0,
@@ -396,7 +396,7 @@ fn debian_kernel_databases_split_recombine_and_verify_with_strict_identity() {
         )
         .unwrap();
         assert_eq!(
-            report.failures,
+            report.lines(),
             Vec::<String>::new(),
             "{} recombined",
             p.component
@@ -467,7 +467,7 @@ fn rocblas_tarball_splits_and_recombines_to_the_same_bytes_as_its_directory() {
         },
     )
     .unwrap();
-    assert_eq!(report.failures, Vec::<String>::new());
+    assert_eq!(report.lines(), Vec::<String>::new());
     assert!(report.code_objects > 0 && report.original_files > 1000);
 
     // Recombined from the tar shards (streamed into the output's stage) or the directory

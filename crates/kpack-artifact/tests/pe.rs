@@ -68,6 +68,6 @@ fn an_artifact_of_dlls_and_exes_splits_and_verifies() {
         },
     )
     .unwrap();
-    assert_eq!(report.failures, Vec::<String>::new());
+    assert_eq!(report.lines(), Vec::<String>::new());
     assert_eq!(report.code_objects, 9);
 }

@@ -127,7 +127,7 @@ fn the_generic_package_indexes_every_architecture_and_the_packages_install_side_
     std::fs::remove_file(kpack_dir.join("bin_demo.kpm")).unwrap();
     let report = verify(&out, &VerifyOptions::default()).unwrap();
     assert_eq!(
-        report.failures,
+        report.lines(),
         [format!(
             "{}: missing; demo_lib_generic must index .kpack/bin_demo.kpm (gfx1030, gfx900, gfx906, gfx908, gfx90a:xnack+, gfx90a:xnack-)",
             kpack_dir.join("bin_demo.kpm").display()
@@ -436,7 +436,7 @@ fn verify_lists_every_kind_of_loss_precisely() {
     }
     std::fs::write(&index, kpm.encode().unwrap()).unwrap();
     let report = verify_against_shards(&out);
-    let f = report.failures.join("\n");
+    let f = report.lines().join("\n");
     for want in [
         "demo_host_generic/artifact_manifest.txt",
         "demo/stage/bin/demo: code object demo/stage/bin/demo#0 for gfx906 is not recovered byte for byte",
@@ -460,7 +460,7 @@ fn installs_side_by_side_and_verifies(out: &Path) -> kpack_artifact::verify::Ver
         Vec::<(String, Vec<String>)>::new()
     );
     let report = verify_against_shards(out);
-    assert_eq!(report.failures, Vec::<String>::new());
+    assert_eq!(report.lines(), Vec::<String>::new());
     report
 }
 
@@ -608,7 +608,7 @@ fn group_archives_hold_every_target_of_their_group_behind_relative_per_target_li
         a.compression_scheme(),
         kpack_archive::CompressionScheme::ZstdPerKernel
     );
-    assert_eq!(verify_against_shards(&zstd).failures, Vec::<String>::new());
+    assert_eq!(verify_against_shards(&zstd).lines(), Vec::<String>::new());
 }
 
 /// Group archives of the per-target archives' own scheme (`none` into `none`, zstd frames
@@ -671,7 +671,7 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
     let [copied, untarred] = kpack_testkit::copied_elsewhere(&out, tmp.path());
     std::fs::remove_dir_all(&out).unwrap();
     for tree in [&copied, &untarred] {
-        assert_eq!(verify_against_shards(tree).failures, Vec::<String>::new());
+        assert_eq!(verify_against_shards(tree).lines(), Vec::<String>::new());
         let link = tree.join("demo_lib_gfx90X/demo/stage/.kpack/bin_demo_gfx90a:xnack+.kpack");
         let a = kpack_archive::Archive::open(&link).unwrap();
         assert!(a.contains("demo/stage/bin/demo#0", "gfx90a:xnack+"));
@@ -685,10 +685,7 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
     };
     recombine(&shards, &config(STRICT, GROUPS), &tarred, &opts).unwrap();
     assert!(tarred.join("demo_lib_gfx90X.tar.zst").is_file());
-    assert_eq!(
-        verify_against_shards(&tarred).failures,
-        Vec::<String>::new()
-    );
+    assert_eq!(verify_against_shards(&tarred).lines(), Vec::<String>::new());
     // A group archive gone: its links dangle, and the markers no longer reach its targets.
     let kpack = copied.join("demo_lib_gfx9/demo/stage/.kpack");
     std::fs::remove_file(kpack.join("bin_demo_gfx9.kpack")).unwrap();
@@ -705,7 +702,7 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
     )
     .unwrap();
     std::os::unix::fs::symlink("lib_libdemo.so.1_other.kpack", &wrong).unwrap();
-    let f = verify_against_shards(&copied).failures.join("\n");
+    let f = verify_against_shards(&copied).lines().join("\n");
     for want in [
         "demo_lib_gfx9/demo/stage/.kpack/bin_demo_gfx900.kpack: a dangling link to bin_demo_gfx9.kpack (no such file in demo_lib_gfx9)",
         "demo_lib_gfx9/demo/stage/.kpack/bin_demo_gfx906.kpack: a dangling link to bin_demo_gfx9.kpack",

@@ -132,7 +132,7 @@ fn the_generic_artifact_holds_host_code_only_and_keeps_symlinks() {
         },
     )
     .unwrap();
-    assert_eq!(report.failures, Vec::<String>::new());
+    assert_eq!(report.lines(), Vec::<String>::new());
     assert_eq!(report.code_objects, 3 * 2); // (exe + 2 wrappers) × 2 targets
 }
 
@@ -237,7 +237,7 @@ fn archives_are_named_per_module_and_inputs_are_never_modified() {
     )
     .unwrap();
     // The original directory also holds the output and a stray hard link; only artifacts count.
-    assert_eq!(report.failures, Vec::<String>::new());
+    assert_eq!(report.lines(), Vec::<String>::new());
 }
 
 #[test]

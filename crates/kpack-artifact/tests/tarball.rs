@@ -207,7 +207,7 @@ fn tarball_artifacts_split_recombine_and_verify_to_the_same_bytes_as_directories
         )
         .unwrap();
         assert_eq!(
-            report.failures,
+            report.lines(),
             Vec::<String>::new(),
             "{}",
             checked.display()
@@ -234,10 +234,10 @@ fn tarball_artifacts_split_recombine_and_verify_to_the_same_bytes_as_directories
         "{}/demo/stage/.kpack/bin_demo_gfx90a:xnack+.kpack: no binary's marker reaches this archive",
         lone.join(arch).display()
     );
-    assert!(report.failures.contains(&want), "{:?}", report.failures);
+    assert!(report.lines().contains(&want), "{:?}", report.lines());
     assert!(
         !report
-            .failures
+            .lines()
             .iter()
             .any(|f| f.contains(kpack_fs::TEMP_PREFIX))
     );

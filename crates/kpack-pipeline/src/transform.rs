@@ -346,6 +346,8 @@ pub fn plan_host(input: &[u8], marker: &[u8]) -> Result<HostRewrite, TransformEr
 pub struct KpackedMarker {
     /// The marker section's bytes (`.rocm_kpack_ref`, `.kpackrf`).
     pub bytes: Vec<u8>,
+    /// Where they start in the file, so that a damaged marker is reported where it lies.
+    pub offset: u64,
     /// The wrapper slots.
     pub wrappers: Vec<usize>,
 }
@@ -378,6 +380,7 @@ pub fn kpacked_marker(bytes: &[u8]) -> Result<Option<KpackedMarker>, TransformEr
         .ok_or_else(|| missing(format!("without a {name} section")))?
         .ok_or_else(|| missing(format!("the {name} section lies outside the file")))?;
     Ok(Some(KpackedMarker {
+        offset: (raw.as_ptr() as usize - bytes.as_ptr() as usize) as u64,
         bytes: raw.to_vec(),
         wrappers,
     }))

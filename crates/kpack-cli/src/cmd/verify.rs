@@ -1,16 +1,19 @@
-//! `kpack verify ARTIFACTS_DIR [--original ORIGINAL_ARTIFACTS_DIR]`.
+//! `kpack verify PATH... [--original ORIGINAL_ARTIFACTS_DIR]`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_artifact::verify::{self, VerifyOptions};
+use kpack_artifact::verify::{self, VerifyOptions, VerifyReport};
 
 use crate::output::{self, Error};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Directory of split or recombined artifacts (directories or .tar.zst).
-    artifacts: PathBuf,
+    /// What to check: a directory of split or recombined artifacts (directories or
+    /// .tar.zst), an installed tree (packages installed into one prefix), a tree of .kpack
+    /// archives, or one archive; told apart by content.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
     /// The original (unsplit) artifacts, for the strict identity check (a directory of
     /// artifacts, or of shard directories holding them; artifacts as directories or
     /// tarballs; or one tarball).
@@ -29,19 +32,30 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         original: args.original.clone(),
         threads: args.threads,
     };
-    let report = verify::verify(&args.artifacts, &opts)?;
+    let mut report = VerifyReport::default();
+    for path in &args.paths {
+        report.merge(verify::verify(path, &opts)?);
+    }
     if args.json {
         output::print_json(&report)?;
     } else {
         for f in &report.failures {
             println!("FAIL {f}");
         }
+        for a in &report.unproven {
+            println!(
+                "WARN {}: carries no digests: every entry decoded, but could not be proven intact",
+                a.display()
+            );
+        }
+        let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
         println!(
-            "{}: {} artifacts, {} binaries, {} archives{}: {}",
-            args.artifacts.display(),
+            "{}: {} artifacts, {} binaries, {} archives, {} entries{}: {}",
+            shown.join(", "),
             report.artifacts,
             report.binaries,
             report.archives,
+            report.entries,
             if opts.original.is_some() {
                 format!(
                     ", {} original files and {} code objects identical",
