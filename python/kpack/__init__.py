@@ -45,7 +45,7 @@ PathArg = Union[str, "os.PathLike[str]"]
 def inspect(
     paths: Union[PathArg, Iterable[PathArg]], *, errors: str = "raise"
 ) -> List[Dict[str, Any]]:
-    """Describes files as ``kpack inspect --json`` does: one dict per file (see the README
+    """Describes files as ``kpack inspect --json`` does: one dict per file (see docs/json.md
     for the schema), directories searched recursively in sorted order, files inside them
     that cannot hold device code left out.
 

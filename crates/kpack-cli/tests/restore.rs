@@ -1,5 +1,5 @@
 //! `kpack restore` and `kpack inspect` of kpacked binaries (the marker, `--resolve`) from
-//! the command line: the JSON documented in the README, the human lines, the errors.
+//! the command line: the JSON documented in docs/json.md, the human lines, the errors.
 
 use kpack_testkit::fixture;
 

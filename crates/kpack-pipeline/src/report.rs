@@ -1,5 +1,5 @@
 //! What `kpack inspect` reports about a file: a serialisable description whose JSON form
-//! is a stable interface (documented in the README).
+//! is a stable interface (documented in docs/json.md).
 
 use std::collections::BTreeMap;
 

@@ -14,7 +14,7 @@ pub struct Args {
     /// `.tar.xz`, `.tar.gz`, `.tar`), whose members are read in place as `<path>!<member>`.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Print JSON (one object per file; see the README for the schema).
+    /// Print JSON (one object per file; see docs/json.md for the schema).
     #[arg(long)]
     json: bool,
     /// For kpacked binaries: per wrapper and target, which archive the runtime would load
