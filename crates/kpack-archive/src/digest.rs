@@ -16,6 +16,14 @@
 //! `bin 8` of the XXH3-64 of every byte before those 8 ([`seal`]), so a flipped arch name or
 //! file name cannot send `kpack which` or the runtime to another archive.
 //!
+//! A HIPK marker ([`crate::marker`]) carries one too, under `xxh3`, its map's first key: the
+//! XXH3-64 of the map but for the digest's own 8 bytes ([`digest_except`]). First, because a
+//! marker is followed by section padding, not by the end of a file, so only parsing finds
+//! where it ends; a damaged length that shortens the map then changes what is hashed, where
+//! a digest at the end would be left outside the map, unread. Readers that follow the
+//! reference ignore the extra key, and a flipped byte of `kernel_name` cannot make the
+//! runtime load another binary's code objects.
+//!
 //! A reader checks the TOC digest at open and an entry's digest on every read. An archive
 //! with neither was written before digests existed and reads as before; one with entry
 //! digests and no TOC digest, or the reverse, is damaged. XXH3-64 because it runs at memory
@@ -35,12 +43,23 @@ pub(crate) const TOC_KEY: &str = "toc_xxh3";
 /// The root key of a `.kpm` index's digest ([`crate::kpm`]), its map's last key.
 pub(crate) const KPM_KEY: &str = "xxh3";
 
+/// The key of a HIPK marker's digest ([`crate::marker`]), its map's first key.
+pub(crate) const MARKER_KEY: &str = "xxh3";
+
 /// Bytes of the TOC digest's key and value at the end of the file: fixstr key, `bin 8`.
 pub const TOC_TRAILER_LEN: usize = trailer_len(TOC_KEY);
 
 /// The digest archives store of a code object (the `xxh3` entry field).
 pub fn content_digest(code_object: &[u8]) -> u64 {
     xxh3_64(code_object)
+}
+
+/// The XXH3-64 of `bytes` but for `hole` (a digest's own bytes inside what it covers).
+pub(crate) fn digest_except(bytes: &[u8], hole: std::ops::Range<usize>) -> u64 {
+    let mut hasher = Xxh3::new();
+    hasher.update(&bytes[..hole.start]);
+    hasher.update(&bytes[hole.end..]);
+    hasher.digest()
 }
 
 /// The TOC digest of an archive whose header is `header` (at least its 16 bytes) and whose

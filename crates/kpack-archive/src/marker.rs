@@ -1,7 +1,11 @@
 //! The HIPK metadata stored in `.rocm_kpack_ref` (spec §2.2): a msgpack map
 //! `{"kpack_search_paths": [str, ...], "kernel_name": str}` that the rewritten fat-binary wrapper
-//! points at.
+//! points at. kpack starts the map with `xxh3`, a `bin 8` digest of the map but for its own 8
+//! bytes ([`crate::digest`]): the reference's readers ignore keys they do not know, and
+//! without it one flipped bit can turn `kernel_name` into another binary's name in the same
+//! archive.
 
+use crate::digest::{MARKER_KEY, digest_except};
 use crate::error::MetadataError;
 use crate::msgpack::{
     Cursor, EncodeError, Encoder, FieldError, KeySet, Path, Source, once, required,
@@ -18,11 +22,13 @@ pub struct MarkerMetadata {
 }
 
 impl MarkerMetadata {
-    /// The exact bytes of Python `msgpack.packb({"kpack_search_paths": ..., "kernel_name":
-    /// ...}, use_bin_type=True)`.
+    /// The bytes of Python `msgpack.packb({"xxh3": ..., "kpack_search_paths": ...,
+    /// "kernel_name": ...}, use_bin_type=True)`, `xxh3` the digest of the rest.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut e = Encoder::default();
-        e.map(2)?;
+        e.map(3)?;
+        e.str(MARKER_KEY)?;
+        e.bin(&[0; 8])?;
         e.str("kpack_search_paths")?;
         e.array(self.search_paths.len())?;
         for p in &self.search_paths {
@@ -30,18 +36,26 @@ impl MarkerMetadata {
         }
         e.str("kernel_name")?;
         e.str(&self.kernel_name)?;
-        Ok(e.into_bytes())
+        let mut bytes = e.into_bytes();
+        // After the map header (1 byte), the key (1 + 4) and the bin's header (2).
+        let hole = 8..16;
+        let digest = digest_except(&bytes, hole.clone());
+        bytes[hole].copy_from_slice(&digest.to_be_bytes());
+        Ok(bytes)
     }
 
     /// Decodes metadata from the start of `bytes` as the runtime does: the root must be a map,
     /// `kernel_name` a str, `kpack_search_paths` an array with at least one str (other
     /// elements are skipped); extra keys (of any type) are skipped and key order is free. Bytes
     /// after the map (section padding) are left alone; returns the metadata and the bytes it
-    /// took.
+    /// took. A marker that carries its digest (`xxh3`, an 8-byte bin) must match it; one
+    /// written without (by the reference, or kpack before digests) reads unchecked.
     pub fn decode(bytes: &[u8]) -> Result<(MarkerMetadata, usize), MetadataError> {
         let mut c = Cursor::new(bytes, 0);
         let root = &Path::Root;
         let (mut kernel_name, mut search_paths) = (None, None);
+        // Where the digest's value lies, and the digest.
+        let mut digest: Option<(std::ops::Range<usize>, &[u8])> = None;
         let mut others = KeySet::default();
         c.lenient_map::<MetadataError>(root, |c, key| {
             let path = &Path::Field(root, key);
@@ -61,10 +75,34 @@ impl MarkerMetadata {
                     }
                     once(&mut search_paths, paths, root, key)?;
                 }
+                MARKER_KEY => {
+                    let value = c.bin::<MetadataError>(path)?;
+                    let end = c.pos();
+                    once(&mut digest, (end - value.len()..end, value), root, key)?;
+                }
                 _ => others.skip_unknown::<MetadataError>(c, root, key)?,
             }
             Ok(())
         })?;
+        if let Some((at, stored)) = digest {
+            let damaged = |problem: String| MetadataError::Damaged {
+                offset: at.start as u64,
+                problem,
+            };
+            let Ok(stored) = <[u8; 8]>::try_from(stored) else {
+                let len = stored.len();
+                return Err(damaged(format!("{MARKER_KEY} is a {len}-byte bin, expected 8")));
+            };
+            let stored = u64::from_be_bytes(stored);
+            let actual = digest_except(&bytes[..c.pos()], at.clone());
+            if actual != stored {
+                return Err(damaged(format!(
+                    "the marker's bytes 0..{} but for its digest have XXH3-64 {actual:#018x}, \
+                     its {MARKER_KEY} is {stored:#018x}",
+                    c.pos()
+                )));
+            }
+        }
         let kernel_name = required(kernel_name, root, "kernel_name")?;
         let search_paths = required(search_paths, root, "kpack_search_paths")?;
         if search_paths.is_empty() {

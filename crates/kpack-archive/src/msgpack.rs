@@ -781,6 +781,13 @@ impl Encoder {
         Ok(())
     }
 
+    pub(crate) fn bin(&mut self, b: &[u8]) -> Result<(), EncodeError> {
+        let len = len32("bin", b.len())?;
+        rmp::encode::write_bin_len(&mut self.out, len).expect("a Vec grows");
+        self.out.extend_from_slice(b);
+        Ok(())
+    }
+
     pub(crate) fn uint(&mut self, n: u64) {
         rmp::encode::write_uint(&mut self.out, n).expect("a Vec grows");
     }

@@ -12,7 +12,7 @@ fn concat(parts: &[&[u8]]) -> Vec<u8> {
 }
 
 #[test]
-fn encoding_matches_python_packb_bytes() {
+fn encoding_is_python_packb_bytes_after_a_leading_digest_key() {
     let m = MarkerMetadata {
         kernel_name: "math-libs/rocRAND/stage/lib/librocrand.so.1.1".to_owned(),
         search_paths: vec![".kpack/blas_lib_@GFXARCH@.kpack".to_owned()],
@@ -30,10 +30,68 @@ fn encoding_matches_python_packb_bytes() {
         b"math-libs/rocRAND/stage/lib/librocrand.so.1.1",
     ]);
     let bytes = m.encode().unwrap();
-    assert_eq!(bytes, expected);
+    // The same map with a first key: fixmap(3), `xxh3` and a bin 8 of the XXH3-64 of the map
+    // but for those 8 bytes.
+    let mut sealed = vec![0x83, 0xa4];
+    sealed.extend(b"xxh3");
+    sealed.extend([0xc4, 8]);
+    sealed.extend(&expected[1..]);
+    let digest = kpack_archive::digest::content_digest(&sealed);
+    sealed.splice(8..8, digest.to_be_bytes());
+    assert_eq!(bytes, sealed);
     let mut padded = bytes.clone();
     padded.extend([0u8; 7]);
-    assert_eq!(MarkerMetadata::decode(&padded).unwrap(), (m, bytes.len()));
+    assert_eq!(MarkerMetadata::decode(&padded).unwrap(), (m.clone(), bytes.len()));
+    // Python's bytes, without the digest (the reference, or kpack before digests), read
+    // unchecked.
+    assert_eq!(MarkerMetadata::decode(&expected).unwrap(), (m, expected.len()));
+}
+
+#[test]
+fn every_single_bit_flip_of_a_marker_fails_to_decode_or_decodes_the_same() {
+    let m = MarkerMetadata {
+        kernel_name: "lib/librocsparse.so.1".to_owned(),
+        search_paths: vec!["../.kpack/sparse_lib_@GFXARCH@.kpack".to_owned()],
+    };
+    let bytes = m.encode().unwrap();
+    let mut padded = bytes.clone();
+    padded.extend([0u8; 16]);
+    let (mut errors, mut same) = (0, 0);
+    for bit in 0..bytes.len() * 8 {
+        let mut flipped = padded.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        match MarkerMetadata::decode(&flipped) {
+            Err(e) => {
+                errors += 1;
+                assert!(
+                    matches!(e.kind(), ErrorKind::IntegrityCheckFailed | ErrorKind::InvalidMetadata),
+                    "bit {bit}: {e}"
+                );
+            }
+            Ok((decoded, _)) => {
+                same += 1;
+                assert_eq!(decoded, m, "bit {bit} decoded to other metadata");
+            }
+        }
+    }
+    // A flip of the digest key's name leaves an unknown key and the metadata intact; every
+    // other flip is an error.
+    assert!(errors > bytes.len() * 8 - 4 * 8, "{errors} errors, {same} same");
+}
+
+#[test]
+fn a_marker_whose_kernel_name_was_flipped_is_refused_as_damaged_at_its_digest() {
+    let m = MarkerMetadata {
+        kernel_name: "lib/libfoo1.so".to_owned(),
+        search_paths: vec![".kpack/x_@GFXARCH@.kpack".to_owned()],
+    };
+    let mut bytes = m.encode().unwrap();
+    // "libfoo1" -> "libfoo3": one bit, another binary's name in the same package.
+    let at = bytes.windows(7).position(|w| w == b"libfoo1").unwrap() + 6;
+    bytes[at] ^= 0x02;
+    let e = MarkerMetadata::decode(&bytes).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed, "{e}");
+    assert_eq!(e.offset(), Some(8), "{e}");
 }
 
 #[test]
