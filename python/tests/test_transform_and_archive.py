@@ -7,7 +7,7 @@ import hashlib
 
 import kpack
 import pytest
-from conftest import fixture, truncated
+from conftest import fixture, run_kpack, truncated
 
 # (binary, arch, size, sha256 prefix) in table-of-contents order, from fixtures/vectors/README.md.
 NOOP = [
@@ -78,6 +78,35 @@ def test_archive_of_a_truncated_or_missing_file_raises_naming_it(tmp_path):
     missing = tmp_path / "none.kpack"
     with pytest.raises(kpack.InputError, match="none.kpack"):
         kpack.Archive(missing)
+
+
+def test_archive_of_a_damaged_file_raises_integrity_error_naming_file_entry_and_offset(tmp_path):
+    intact = tmp_path / "intact.kpack"
+    out = run_kpack("pack", fixture("modern/libmodern_wide_v3.so"), "-o", intact, "--compression", "none")
+    assert out.returncode == 0, out.stderr
+    with kpack.Archive(intact) as archive:
+        binary, arch, _ = archive.entries[0]
+        code_object = archive.get(binary, arch)
+    # Scheme `none` stores the code object as it is: one bit flipped in its middle.
+    data = bytearray(intact.read_bytes())
+    at = data.find(code_object)
+    assert at > 0 and data.find(code_object, at + 1) == -1
+    data[at + len(code_object) // 2] ^= 0x10
+    damaged = tmp_path / "damaged.kpack"
+    damaged.write_bytes(data)
+    with kpack.Archive(damaged) as archive:
+        with pytest.raises(kpack.IntegrityError) as err:
+            archive.get(binary, arch)
+    for part in (str(damaged), binary, arch, f"at byte {at}"):
+        assert part in str(err.value)
+    assert isinstance(err.value, kpack.ArchiveError)
+
+    # A bit flipped in the table of contents: the archive fails at open.
+    data = bytearray(intact.read_bytes())
+    data[int.from_bytes(data[8:16], "little") + 20] ^= 0x10
+    damaged.write_bytes(data)
+    with pytest.raises(kpack.IntegrityError, match="TOC at byte"):
+        kpack.Archive(damaged)
 
 
 def test_transform_writes_a_host_only_binary_and_archives_holding_every_code_object(tmp_path):

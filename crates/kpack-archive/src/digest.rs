@@ -103,10 +103,25 @@ fn trailer(key: &str, digest: u64) -> Vec<u8> {
     out
 }
 
-/// Where the TOC digest of `file` (whose TOC starts at `toc_at`) sits, if the file ends with
-/// a TOC digest trailer: the offset of its 8 digest bytes and the digest stored there.
-pub(crate) fn stored_toc_digest(file: &[u8], toc_at: usize) -> Option<(usize, u64)> {
-    stored_digest(TOC_KEY, file, toc_at)
+/// Where the TOC digest of `file` sits, if the file ends with a TOC digest trailer: the
+/// offset of its 8 digest bytes and the digest stored there. Found without the header, so
+/// that damage to the header is known as damage.
+pub(crate) fn stored_toc_digest(file: &[u8]) -> Option<(usize, u64)> {
+    stored_digest(TOC_KEY, file, 0)
+}
+
+/// Whether `file` ends with a TOC digest trailer one of whose fixed bytes (the key, the
+/// `bin 8` header) is wrong: a trailer damaged in its framing, which leaves the TOC
+/// unparsable rather than without digests. A TOC written before digests ends with another
+/// field's value, not with ten of those eleven bytes.
+pub(crate) fn damaged_trailer(file: &[u8]) -> bool {
+    let Some(start) = file.len().checked_sub(TOC_TRAILER_LEN) else {
+        return false;
+    };
+    let head = trailer(TOC_KEY, 0);
+    let fixed = &head[..TOC_TRAILER_LEN - 8];
+    let found = &file[start..start + fixed.len()];
+    found.iter().zip(fixed).filter(|(a, b)| a != b).count() == 1
 }
 
 /// Where the digest under `key` of `file` sits, if the file ends with its trailer starting
@@ -143,11 +158,22 @@ mod tests {
     fn a_file_without_the_trailer_has_no_stored_toc_digest() {
         let mut file = vec![0u8; 64];
         file.extend_from_slice(&trailer(TOC_KEY, 7));
-        assert_eq!(stored_toc_digest(&file, 64), Some((file.len() - 8, 7)));
+        assert_eq!(stored_toc_digest(&file), Some((file.len() - 8, 7)));
         file[64] = 0xa7;
-        assert_eq!(stored_toc_digest(&file, 64), None);
-        // A trailer that starts before the TOC is not the TOC's.
-        assert_eq!(stored_toc_digest(&file[..70], 64), None);
+        assert_eq!(stored_toc_digest(&file), None);
+        assert_eq!(stored_toc_digest(&file[..TOC_TRAILER_LEN - 1]), None);
+    }
+
+    #[test]
+    fn a_trailer_with_one_fixed_byte_wrong_is_a_damaged_one() {
+        let mut file = vec![0u8; 64];
+        file.extend_from_slice(&trailer(TOC_KEY, 7));
+        assert!(!damaged_trailer(&file), "intact");
+        file[64] ^= 0x80;
+        assert!(damaged_trailer(&file));
+        file[66] ^= 0x01;
+        assert!(!damaged_trailer(&file), "two bytes wrong: not a trailer");
+        assert!(!damaged_trailer(&file[..TOC_TRAILER_LEN - 1]));
     }
 
     #[test]

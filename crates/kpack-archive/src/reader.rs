@@ -10,7 +10,7 @@ use zstd::zstd_safe::{self, DCtx, WriteBuf};
 
 use crate::digest::{ENTRY_KEY, content_digest};
 use crate::msgpack::FieldError;
-use crate::toc::{Entry, Index, Stored, frame_ranges};
+use crate::toc::{Entry, Index, Stored, frame_ranges, region_error};
 use crate::unified::DICTIONARY_MAGIC;
 use crate::{
     ArchiveError, CompressionScheme, DATA_START, MAX_ORIGINAL_SIZE, first_repeat, normalise_key,
@@ -209,7 +209,8 @@ impl Archive {
     /// A zstd frame must decode to exactly `original_size` bytes, and a frame whose header
     /// records a different content size fails before anything is allocated. The first call on
     /// a zstd archive locates the frames, and fails with [`ErrorKind::InvalidFormat`] naming
-    /// the byte offset if the region's size prefixes do not add up.
+    /// the byte offset if the region's size prefixes do not add up (damage, in an archive
+    /// with digests).
     ///
     /// [`ErrorKind::InvalidFormat`]: crate::ErrorKind::InvalidFormat
     ///
@@ -411,7 +412,7 @@ impl Archive {
                     what: what.clone(),
                     detail: detail.clone(),
                 };
-                Err(e.in_file(self.path()))
+                Err(region_error(e, region.start, self.index.digests).in_file(self.path()))
             }
         }
     }

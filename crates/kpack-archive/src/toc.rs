@@ -142,11 +142,22 @@ impl Index {
     }
 
     /// Reads the header and the TOC of the archive `bytes`, checking the TOC digest first
-    /// when the file ends with one, so that a damaged TOC is reported as such rather than as
-    /// whatever its damage happens to look like.
+    /// when the file ends with one, so that a damaged header or TOC is reported as such
+    /// rather than as whatever its damage happens to look like.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Index, ArchiveError> {
-        let (version, toc_at) = toc_start(bytes)?;
-        let trailer = digest::stored_toc_digest(bytes, toc_at);
+        let trailer = digest::stored_toc_digest(bytes);
+        let (version, toc_at) = match (toc_start(bytes), trailer) {
+            (Ok((_, toc_at)), Some(_)) if toc_at + digest::TOC_TRAILER_LEN > bytes.len() => {
+                return Err(damaged_header(format!(
+                    "toc_offset {toc_at} points into the TOC digest ending the file"
+                )));
+            }
+            (Ok(start), _) => start,
+            // Only kpack's writer ends a file with a TOC digest, and it writes a valid header:
+            // this one was damaged since.
+            (Err(e), Some(_)) => return Err(damaged_header(e.to_string())),
+            (Err(e), None) => return Err(e),
+        };
         if let Some((at, stored)) = trailer {
             let actual = digest::toc_digest(bytes, &bytes[toc_at..at]);
             if actual != stored {
@@ -160,22 +171,14 @@ impl Index {
                 });
             }
         }
-        // The cursor reads the whole file from the TOC on, so its error offsets are file
-        // offsets.
-        let mut c = Cursor::new(bytes, toc_at);
-        if !c.at_map() {
-            let found = c.found();
-            c.skip()?;
-            c.finish()?;
-            return Err(ArchiveError::TocNotMap {
-                toc_offset: toc_at as u64,
-                found,
-            });
-        }
-        let index = TocReader::new(bytes, toc_at, version)
-            .read(&mut c)
-            .map_err(|Failed(e)| *e)?;
-        c.finish()?;
+        let index = read_toc(bytes, toc_at, version).map_err(|e| match trailer {
+            None if digest::damaged_trailer(bytes) => ArchiveError::Damaged {
+                what: "TOC".to_owned(),
+                offset: toc_at as u64,
+                problem: format!("the TOC digest ending the file has a damaged byte: {e}"),
+            },
+            _ => e,
+        })?;
         if index.digests != trailer.is_some() {
             // The key is there but not as the trailer (or the reverse): not what a writer
             // makes, and the digest cannot be trusted to cover the TOC.
@@ -188,6 +191,26 @@ impl Index {
         index.check_digests(toc_at)?;
         Ok(index)
     }
+}
+
+/// The TOC of `bytes` at `toc_at`, one msgpack map running to the end of the file.
+fn read_toc(bytes: &[u8], toc_at: usize, version: u32) -> Result<Index, ArchiveError> {
+    // The cursor reads the whole file from the TOC on, so its error offsets are file offsets.
+    let mut c = Cursor::new(bytes, toc_at);
+    if !c.at_map() {
+        let found = c.found();
+        c.skip()?;
+        c.finish()?;
+        return Err(ArchiveError::TocNotMap {
+            toc_offset: toc_at as u64,
+            found,
+        });
+    }
+    let index = TocReader::new(bytes, toc_at, version)
+        .read(&mut c)
+        .map_err(|Failed(e)| *e)?;
+    c.finish()?;
+    Ok(index)
 }
 
 /// Interns arch keys: ids in first-seen order, each id's name in [`Index::arch_names`].
@@ -226,6 +249,15 @@ impl<'a> Arches<'a> {
             self.lookup = (0..).zip(&self.ids).map(|(i, &a)| (a, i)).collect();
         }
         id
+    }
+}
+
+/// The header of an archive that ends with a TOC digest is wrong: `problem`.
+fn damaged_header(problem: String) -> ArchiveError {
+    ArchiveError::Damaged {
+        what: "header".to_owned(),
+        offset: 0,
+        problem,
     }
 }
 
@@ -433,11 +465,23 @@ impl<'a> TocReader<'a> {
             CompressionScheme::ZstdPerKernel => {
                 let offset = required(top.zstd_offset, root, "zstd_offset")??;
                 let size = required(top.zstd_size, root, "zstd_size")??;
-                zstd_region(offset, size, self.bytes, &self.data)?
+                let digests = top.toc_digest.is_some();
+                zstd_region(offset, size, self.bytes, &self.data, digests)?
             }
         };
         required(top.toc, root, "toc")?;
-        self.check_entries(&stored)?;
+        self.check_entries(&stored)
+            .map_err(|Failed(e)| match (&stored, *e) {
+                // The frame count is a data byte, the ordinals are in the TOC: with digests, the
+                // TOC was proven intact.
+                (Stored::Zstd { region, .. }, e @ ArchiveError::OrdinalOutOfRange { .. })
+                    if top.toc_digest.is_some() =>
+                {
+                    let e = layout_error("zstd region", format!("its frame count is wrong: {e}"));
+                    Failed(Box::new(region_error(e, region.start, true)))
+                }
+                (_, e) => Failed(Box::new(e)),
+            })?;
         let sorted =
             sort_binaries(&self.names, &self.binaries).map_err(|i| FieldError::DuplicateKey {
                 path: "toc".to_owned(),
@@ -779,12 +823,13 @@ fn check_references(frames: &[(Range<usize>, Option<u32>)]) -> Result<(), Archiv
 
 /// `zstd-per-kernel`: the region of `size` bytes at `offset`, which must hold its `u32` frame
 /// count and room for that many size prefixes. Only the count is read: the frames are located
-/// on first use.
+/// on first use. `digests`: the archive carries digests ([`region_error`]).
 fn zstd_region(
     offset: u64,
     size: u64,
     bytes: &[u8],
     data: &Range<u64>,
+    digests: bool,
 ) -> Result<Stored, ArchiveError> {
     let region = checked_range(offset, size, data).ok_or_else(|| {
         layout_error(
@@ -800,14 +845,30 @@ fn zstd_region(
     // Each frame needs at least its 4-byte size prefix.
     let after = region.end - (count_at + 4);
     if count > after / 4 {
-        return Err(layout_error(
+        let e = layout_error(
             "zstd region",
             format!(
                 "frame count {count} at byte {count_at} cannot fit in the {after} bytes that follow"
             ),
-        ));
+        );
+        return Err(region_error(e, count_at, digests));
     }
     Ok(Stored::Zstd { region, count })
+}
+
+/// `e`, a [`ArchiveError::BadLayout`] of the zstd region starting at `region_start`: its frame
+/// count or size prefixes do not add up. They are data bytes, which the TOC digest does not
+/// cover: in an archive with digests (`digests`), whose TOC locating them was proven intact,
+/// they were damaged.
+pub(crate) fn region_error(e: ArchiveError, region_start: usize, digests: bool) -> ArchiveError {
+    match e {
+        ArchiveError::BadLayout { what, detail } if digests => ArchiveError::Damaged {
+            what,
+            offset: region_start as u64,
+            problem: detail,
+        },
+        e => e,
+    }
 }
 
 fn read_u32(

@@ -424,6 +424,30 @@ fn schemes_and_versions_must_agree() {
 }
 
 #[test]
+fn a_header_too_damaged_to_find_the_toc_digest_by_is_still_damage() {
+    let good = write(Compression::unified(), &kernels());
+    let len = good.len() as u64;
+    let mut b = good.clone();
+    b[0] = b'X';
+    assert_rejected(
+        b,
+        ErrorKind::IntegrityCheckFailed,
+        "header at byte 0: bad magic",
+    );
+    let mut b = good.clone();
+    b[4] = 3;
+    assert_rejected(b, ErrorKind::IntegrityCheckFailed, "header version 3");
+    for (toc_offset, problem) in [
+        (len + 10, "is outside [64,"),
+        (len - 5, "points into the TOC digest ending the file"),
+    ] {
+        let mut b = good.clone();
+        b[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+        assert_rejected(b, ErrorKind::IntegrityCheckFailed, problem);
+    }
+}
+
+#[test]
 fn a_corrupt_reference_fails_the_entries_coded_against_it_as_damage() {
     let good = write(Compression::unified(), &kernels());
     let (delta, r) = first_delta(&good);

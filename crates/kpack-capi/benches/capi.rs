@@ -10,11 +10,15 @@
 //! `Cache::load_with` without the copy into a `malloc` buffer (for `none` that is the
 //! loader's own cost; for zstd it includes the decode). Targets: open of the
 //! ~200 MB zstd archive ≤ 0.2 ms with memory O(TOC); warm load ≤ 20 µs; v2 cold ≤ 2x v1 zstd
-//! cold (printed as a ratio), warm unchanged. Needs the corpus from
-//! `scripts/setup.sh`.
+//! cold (printed as a ratio), warm unchanged. Then the cost of the digests
+//! (docs/archive-v2.md §7): cold and warm loads from each archive against the same archive
+//! with its digest keys stripped, samples alternating, in the same run: cold ≤ 1.2x (printed
+//! as a ratio), warm unchanged. Needs the corpus from `scripts/setup.sh`.
 
 use std::ffi::{CString, c_char, c_void};
-use std::path::Path;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ::kpack_archive::Compression;
@@ -22,6 +26,7 @@ use ::kpack_archive::marker::MarkerMetadata;
 use kpack_pipeline::pack::{PackInput, pack};
 use kpack_runtime::{Archive, Cache, Config};
 use kpack_testkit::{median, time};
+use rmpv::Value;
 use rocm_kpack::*;
 
 const KERNEL_NAME: &str = "lib/librocsparse.so.0.1";
@@ -37,6 +42,94 @@ fn rss_kib() -> u64 {
 
 fn us(d: Duration) -> String {
     format!("{:.2} µs", d.as_secs_f64() * 1e6)
+}
+
+/// The HIP runtime's call for wrapper 0 of the library beside the archive at `path`: its
+/// marker (the archive its one search path), the library's path and the agent's ISAs (the
+/// device's full ISA first, then a generic one).
+fn load_call(path: &Path, processor: &str) -> (MarkerMetadata, PathBuf, [String; 2]) {
+    let dir = path.parent().unwrap();
+    let metadata = MarkerMetadata {
+        kernel_name: KERNEL_NAME.to_owned(),
+        search_paths: vec![path.file_name().unwrap().to_str().unwrap().to_owned()],
+    };
+    let isas = [
+        format!("amdgcn-amd-amdhsa--{processor}:sramecc+:xnack-"),
+        "amdgcn-amd-amdhsa--gfx9-generic".to_owned(),
+    ];
+    (metadata, dir.join("librocsparse.so.0.1"), isas)
+}
+
+/// Cold `kpack_load_code_object` (the median of loads through a new cache each, so the
+/// archive is opened and the entry decoded every time) and warm (median) of wrapper 0 from
+/// each archive of `paths`, with the code object's size. The archives' samples alternate, so
+/// that a comparison is measured under the same load of the machine.
+fn load_times<const N: usize>(
+    paths: [&Path; N],
+    processor: &str,
+) -> [(Duration, Duration, usize); N] {
+    let calls = paths.map(|path| {
+        let (metadata, binary, isas) = load_call(path, processor);
+        let encoded = metadata.encode().unwrap();
+        let binary = CString::new(binary.to_str().unwrap()).unwrap();
+        let isas = isas.map(|s| CString::new(s).unwrap());
+        (encoded, binary, isas)
+    });
+    let new_cache = || {
+        let mut cache: kpack_cache_t = std::ptr::null_mut();
+        // SAFETY: a writable handle slot.
+        let e = unsafe { kpack_cache_create(&mut cache) };
+        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
+        cache
+    };
+    let load = |cache: kpack_cache_t, i: usize| {
+        let (encoded, binary, isas) = &calls[i];
+        let isa_ptrs: Vec<*const c_char> = isas.iter().map(|s| s.as_ptr()).collect();
+        let (mut p, mut n): (*mut c_void, usize) = (std::ptr::null_mut(), 0);
+        // SAFETY: live cache, metadata bytes, NUL-terminated strings, writable outputs.
+        let e = unsafe {
+            kpack_load_code_object(
+                cache,
+                encoded.as_ptr().cast(),
+                binary.as_ptr(),
+                0,
+                isa_ptrs.as_ptr(),
+                isa_ptrs.len(),
+                &mut p,
+                &mut n,
+            )
+        };
+        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
+        // SAFETY: `p` came from kpack_load_code_object.
+        unsafe { kpack_free_code_object(p) };
+        n
+    };
+    let mut cold = [(); N].map(|_| Vec::new());
+    for _ in 0..50 {
+        for (i, samples) in cold.iter_mut().enumerate() {
+            let cache = new_cache();
+            samples.push(time(|| load(cache, i)).0);
+            // SAFETY: created above, destroyed once.
+            unsafe { kpack_cache_destroy(cache) };
+        }
+    }
+    let caches = [(); N].map(|_| new_cache());
+    let sizes: Vec<usize> = (0..N).map(|i| load(caches[i], i)).collect();
+    let mut warm = [(); N].map(|_| Vec::new());
+    for _ in 0..2000 {
+        for (i, samples) in warm.iter_mut().enumerate() {
+            samples.push(time(|| load(caches[i], i)).0);
+        }
+    }
+    for cache in caches {
+        // SAFETY: created above, destroyed once.
+        unsafe { kpack_cache_destroy(cache) };
+    }
+    let mut out = [(Duration::ZERO, Duration::ZERO, 0); N];
+    for (i, (c, w)) in cold.into_iter().zip(warm).enumerate() {
+        out[i] = (median(c), median(w), sizes[i]);
+    }
+    out
 }
 
 /// Benchmarks the archive at `path`; returns the median cold `kpack_load_code_object`.
@@ -117,64 +210,10 @@ fn bench(path: &Path, label: &str, processor: &str) -> Duration {
     // SAFETY: as above.
     unsafe { kpack_close(a) };
 
-    // The HIP runtime's call for wrapper 0: the device's full ISA first, then a generic one.
-    let dir = path.parent().unwrap();
-    let file_name = path.file_name().unwrap().to_str().unwrap();
-    let metadata = MarkerMetadata {
-        kernel_name: KERNEL_NAME.to_owned(),
-        search_paths: vec![file_name.to_owned()],
-    };
-    let encoded = metadata.encode().unwrap();
-    let binary = CString::new(dir.join("librocsparse.so.0.1").to_str().unwrap()).unwrap();
-    let native = format!("amdgcn-amd-amdhsa--{processor}:sramecc+:xnack-");
-    let isas = [native.as_str(), "amdgcn-amd-amdhsa--gfx9-generic"];
-    let c_isas: Vec<CString> = isas.iter().map(|s| CString::new(*s).unwrap()).collect();
-    let isa_ptrs: Vec<*const c_char> = c_isas.iter().map(|s| s.as_ptr()).collect();
-    let new_cache = || {
-        let mut cache: kpack_cache_t = std::ptr::null_mut();
-        // SAFETY: a writable handle slot.
-        let e = unsafe { kpack_cache_create(&mut cache) };
-        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
-        cache
-    };
-    let load = |cache: kpack_cache_t| {
-        let (mut p, mut n): (*mut c_void, usize) = (std::ptr::null_mut(), 0);
-        // SAFETY: live cache, metadata bytes, NUL-terminated strings, writable outputs.
-        let e = unsafe {
-            kpack_load_code_object(
-                cache,
-                encoded.as_ptr().cast(),
-                binary.as_ptr(),
-                0,
-                isa_ptrs.as_ptr(),
-                isa_ptrs.len(),
-                &mut p,
-                &mut n,
-            )
-        };
-        assert_eq!(e, kpack_error_t::KPACK_SUCCESS);
-        // SAFETY: `p` came from kpack_load_code_object.
-        unsafe { kpack_free_code_object(p) };
-        n
-    };
-    let cold = median(
-        (0..50)
-            .map(|_| {
-                let cache = new_cache();
-                let (d, _) = time(|| load(cache));
-                // SAFETY: created above, destroyed once.
-                unsafe { kpack_cache_destroy(cache) };
-                d
-            })
-            .collect(),
-    );
-    let cache = new_cache();
-    let n = load(cache);
-    let warm = median((0..2000).map(|_| time(|| load(cache)).0).collect());
-    // SAFETY: created above, destroyed once.
-    unsafe { kpack_cache_destroy(cache) };
+    let [(cold, warm, n)] = load_times([path], processor);
+    let (metadata, binary_path, isas) = load_call(path, processor);
+    let isas: Vec<&str> = isas.iter().map(String::as_str).collect();
     let runtime = Cache::new(Config::default());
-    let binary_path = dir.join("librocsparse.so.0.1");
     let no_copy = || {
         runtime
             .load_with(&metadata, &binary_path, 0, &isas, |f| f.bytes.len())
@@ -191,6 +230,40 @@ fn bench(path: &Path, label: &str, processor: &str) -> Duration {
         us(lookup)
     );
     cold
+}
+
+/// The archive at `path` written to `out` without its digests: the same header and blobs,
+/// the TOC without `xxh3` and `toc_xxh3`, so that readers check nothing, as on an archive
+/// written before digests existed (zstd frames keep their checksums, which the decoder
+/// verifies either way).
+fn without_digests(path: &Path, out: &Path) {
+    let mut file = File::open(path).unwrap();
+    let mut header = [0u8; 16];
+    file.read_exact(&mut header).unwrap();
+    let toc_offset = u64::from_le_bytes(header[8..16].try_into().unwrap());
+    file.seek(SeekFrom::Start(toc_offset)).unwrap();
+    let Value::Map(mut toc) = rmpv::decode::read_value(&mut file).unwrap() else {
+        panic!("{}: the TOC is not a map", path.display());
+    };
+    toc.retain(|(key, _)| key.as_str() != Some("toc_xxh3"));
+    for (key, binaries) in &mut toc {
+        if let (Some("toc"), Value::Map(binaries)) = (key.as_str(), binaries) {
+            for (_, arches) in binaries {
+                let Value::Map(arches) = arches else { continue };
+                for (_, entry) in arches {
+                    if let Value::Map(fields) = entry {
+                        fields.retain(|(key, _)| key.as_str() != Some("xxh3"));
+                    }
+                }
+            }
+        }
+    }
+    let mut written = File::create(out).unwrap();
+    file.seek(SeekFrom::Start(0)).unwrap();
+    std::io::copy(&mut (&mut file).take(toc_offset), &mut written).unwrap();
+    rmpv::encode::write_value(&mut written, &Value::Map(toc)).unwrap();
+    drop(written);
+    assert!(!Archive::open(out).unwrap().has_digests());
 }
 
 fn main() {
@@ -233,7 +306,23 @@ fn main() {
             .iter()
             .find(|a| a.starts_with("gfx90a"))
             .unwrap_or(&summary.gfx_arches[0]);
-        colds.push(bench(&out, label, arch.split(':').next().unwrap()));
+        let processor = arch.split(':').next().unwrap();
+        colds.push(bench(&out, label, processor));
+        // What the digests cost a load, against the same archive without them.
+        let plain = tmp.path().join(format!("nodigest-{name}"));
+        without_digests(&out, &plain);
+        let [(cold, warm, _), (cold0, warm0, _)] = load_times([&out, &plain], processor);
+        println!(
+            "  digests: cold {} = {:.2}x {} without (target <= 1.2x), warm {} = {:.2}x {} \
+             without (target: unchanged)",
+            us(cold),
+            cold.as_secs_f64() / cold0.as_secs_f64(),
+            us(cold0),
+            us(warm),
+            warm.as_secs_f64() / warm0.as_secs_f64(),
+            us(warm0)
+        );
+        std::fs::remove_file(&plain).unwrap();
         std::fs::remove_file(&out).unwrap();
     }
     if let [_, v1, v2] = colds[..] {

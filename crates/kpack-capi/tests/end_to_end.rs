@@ -15,9 +15,9 @@ use kpack_archive::Compression;
 use kpack_archive::kpm::KpmManifest;
 use kpack_artifact::handlers::Handler;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
-use kpack_pipeline::source::{DeviceCode, Visitor, device_code_objects, walk};
+use kpack_pipeline::source::{DeviceCode, Visitor, walk};
 use kpack_testkit::{
-    LINKED_FAT, Registration, SHARDS, Standin, fixture, run_tool, sha256_hex, standin,
+    LINKED_FAT, Registration, SHARDS, Standin, fixture, originals, run_tool, sha256_hex, standin,
 };
 
 /// `KPACK_ERROR_ARCHIVE_NOT_FOUND`: with one archive per target, no search path expands to
@@ -58,19 +58,6 @@ fn loaded(r: &Registration) -> Result<Vec<u8>, i32> {
 /// `input` transformed into an install-like tree: `root/lib/<name>` and `root/.kpack/`.
 fn install(input: &Path, root: &Path, compression: Compression) -> PathBuf {
     kpack_testkit::transform_into(input, root, compression).0
-}
-
-/// The original code objects of a fat binary by (wrapper index, target).
-fn originals(binary: &Path) -> BTreeMap<(u64, String), Vec<u8>> {
-    let bytes = std::fs::read(binary).unwrap();
-    let mut out = BTreeMap::new();
-    for obj in device_code_objects(&bytes).unwrap() {
-        let target = obj.bundle_id.target().unwrap().to_string();
-        for &w in &obj.wrappers {
-            out.insert((w as u64, target.clone()), obj.data.to_vec());
-        }
-    }
-    out
 }
 
 /// Asserts the runtime returned exactly `want` (naming only sizes: objects are large).

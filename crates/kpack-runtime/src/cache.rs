@@ -25,6 +25,8 @@ pub struct Cache {
     config: Config,
     state: RwLock<State>,
     decoded: Mutex<DecodedObjects>,
+    /// `none` entries whose bytes matched their digest, by (archive, blob ordinal).
+    verified: Mutex<HashSet<(usize, u32)>>,
     counters: Counters,
 }
 
@@ -164,6 +166,7 @@ impl Cache {
             config,
             state: RwLock::new(State::default()),
             decoded: Mutex::new(DecodedObjects::with_budget(DECODED_CACHE_BYTES)),
+            verified: Mutex::new(HashSet::new()),
             counters: Counters::default(),
         }
     }
@@ -284,21 +287,29 @@ impl Cache {
 
     /// The code object `key` for `arch` from `a`: borrowed from the mapping for `none`
     /// archives; for zstd and unified (v2), from the decoded-object cache, else decoded
-    /// (with no lock held) and remembered.
+    /// (with no lock held) and remembered. Either way its digest is checked on its first load
+    /// only: the file does not change under its map (see `Archive::open`), so a warm load of a
+    /// `none` entry borrows the bytes already proven, as one of a zstd entry copies them.
     fn fetch<'a>(
         &self,
         a: &'a Arc<CachedArchive>,
         key: &str,
         arch: &str,
     ) -> Result<Fetched<'a>, ArchiveError> {
-        if a.archive.compression_scheme() == CompressionScheme::None {
-            return a.archive.get(key, arch).map(Fetched::Mapped);
-        }
         let Some(info) = a.archive.info(key, arch) else {
             return a.archive.get(key, arch).map(Fetched::Mapped);
         };
         // Archives stay open as long as the cache, so their address names them.
         let id = (Arc::as_ptr(a) as usize, info.ordinal);
+        if a.archive.compression_scheme() == CompressionScheme::None {
+            if sync::lock(&self.verified).contains(&id) {
+                let bytes = a.archive.stored_bytes(key, arch)?;
+                return Ok(Fetched::Mapped(Cow::Borrowed(bytes)));
+            }
+            let bytes = a.archive.get(key, arch)?;
+            sync::lock(&self.verified).insert(id);
+            return Ok(Fetched::Mapped(bytes));
+        }
         if let Some(hit) = sync::lock(&self.decoded).get(&id) {
             return Ok(Fetched::Decoded(hit));
         }
@@ -443,7 +454,7 @@ impl Cache {
     }
 
     /// The distinct archives behind `paths`, in path order, probing the paths not seen
-    /// before; and the first failure to open one.
+    /// before; and the most informative failure to open one ([`most_informative`]).
     fn archives(&self, paths: &[PathBuf]) -> (Vec<Arc<CachedArchive>>, Option<LoadError>) {
         let collect = |state: &State| -> Option<Vec<Probe>> {
             paths.iter().map(|p| state.probes.get(p).cloned()).collect()
@@ -473,7 +484,7 @@ impl Cache {
                 Probe::Archive(a) if !archives.iter().any(|b| Arc::ptr_eq(&a, b)) => {
                     archives.push(a)
                 }
-                Probe::Failed(e) if failure.is_none() => failure = Some(e),
+                Probe::Failed(e) => failure = Some(most_informative(failure, e)),
                 _ => {}
             }
         }
@@ -573,10 +584,15 @@ fn expand(patterns: &[PathBuf], candidates: &[Vec<String>]) -> Vec<PathBuf> {
     out
 }
 
-/// Of two reasons nothing was found, the one that tells the caller most: an archive that
-/// failed to open or decode, then an archive lacking the kernel; the earlier one on ties.
+/// Of two reasons nothing was found, the one that tells the caller most: damage to an archive
+/// (what a good copy of that file fixes), then an archive that failed to open or decode
+/// otherwise, then an archive lacking the kernel; the earlier one on ties.
 fn most_informative(current: Option<LoadError>, new: LoadError) -> LoadError {
     let rank = |e: &LoadError| match e {
+        LoadError::Archive {
+            code: ErrorCode::IntegrityCheckFailed,
+            ..
+        } => 3,
         LoadError::Archive { .. } => 2,
         LoadError::KernelNotFound { .. } => 1,
         _ => 0,

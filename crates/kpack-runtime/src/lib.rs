@@ -21,11 +21,13 @@
 //!
 //! # Where this goes beyond the reference (spec §9 B14, B15)
 //!
-//! * An archive that lists the target but lacks the kernel (or fails to decode it) does not
-//!   end the search: the next archive, then the next candidate target, then the next ISA is
-//!   tried. The reference returns the first archive's answer, which breaks as soon as two
-//!   archives share a target (TheRock#7081). When nothing is found the most informative
-//!   failure is reported: an archive that failed to open or decode, else
+//! * An archive that lists the target but lacks the kernel (or fails to decode it, or is
+//!   damaged) does not end the search: the next archive, then the next candidate target, then
+//!   the next ISA is tried. The reference returns the first archive's answer, which breaks as
+//!   soon as two archives share a target (TheRock#7081). When nothing is found the most
+//!   informative failure is reported: a damaged archive
+//!   ([`ErrorCode::IntegrityCheckFailed`]: an intact copy would load), else an archive that
+//!   failed to open or decode, else
 //!   [`ErrorCode::KernelNotFound`], else [`ErrorCode::ArchNotFound`], else
 //!   [`ErrorCode::ArchiveNotFound`].
 //! * A search path `<dir>/<module>_@GFXARCH@.kpack` also reaches the archives the index

@@ -5,6 +5,8 @@
 //! Everything here panics with a message naming what is missing: a test either runs what it
 //! promises or fails.
 
+#[cfg(feature = "transform")]
+pub mod flips;
 mod standin;
 mod wine;
 
@@ -605,6 +607,20 @@ pub fn transform_into(
         Outcome::Transformed(summary) => (output, summary),
         other => panic!("{}: not transformed: {other:?}", input.display()),
     }
+}
+
+/// The original code objects of a fat binary by (wrapper index, target).
+#[cfg(feature = "transform")]
+pub fn originals(binary: &Path) -> std::collections::BTreeMap<(u64, String), Vec<u8>> {
+    let bytes = std::fs::read(binary).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for obj in kpack_pipeline::source::device_code_objects(&bytes).unwrap() {
+        let target = obj.bundle_id.target().unwrap().to_string();
+        for &w in &obj.wrappers {
+            out.insert((w as u64, target.clone()), obj.data.to_vec());
+        }
+    }
+    out
 }
 
 #[cfg(feature = "transform")]

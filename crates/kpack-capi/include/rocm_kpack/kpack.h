@@ -90,6 +90,8 @@ extern "C" {
 //                              TOC field missing, mistyped or inconsistent with the file
 //   KPACK_ERROR_UNSUPPORTED_VERSION if the header or TOC version is not 1
 //   KPACK_ERROR_MSGPACK_PARSE_FAILED if the TOC is not one msgpack map
+//   KPACK_ERROR_INTEGRITY_CHECK_FAILED if the file ends with a TOC digest and its header or
+//     TOC is invalid or does not match it (the file is damaged)
 //
 // # Safety
 // `path` is NULL or a NUL-terminated string; `archive` is NULL or writable.
@@ -153,6 +155,8 @@ kpack_error_t kpack_get_binary(kpack_archive_t archive,
 //   KPACK_ERROR_INVALID_ARGUMENT if a pointer is NULL
 //   KPACK_ERROR_KERNEL_NOT_FOUND if the archive has no such entry
 //   KPACK_ERROR_DECOMPRESSION_FAILED if the entry's zstd frame does not decode to its size
+//   KPACK_ERROR_INTEGRITY_CHECK_FAILED if the archive carries digests and the code object
+//     read does not match its own, or its frame does not decode (the file is damaged)
 //   KPACK_ERROR_OUT_OF_MEMORY if the copy cannot be allocated
 //
 // # Safety
@@ -242,6 +246,8 @@ kpack_error_t kpack_discover_binary_path(const void *address_in_binary,
 //   KPACK_ERROR_INVALID_FORMAT, _UNSUPPORTED_VERSION, _MSGPACK_PARSE_FAILED, _IO_ERROR if
 //     nothing was found and an archive on the path failed to open;
 //   KPACK_ERROR_DECOMPRESSION_FAILED if nothing was found and an entry failed to decode
+//   KPACK_ERROR_INTEGRITY_CHECK_FAILED if nothing was found and an archive on the path is
+//     damaged (reported over every other failure: an intact copy of that file would load)
 //   KPACK_ERROR_OUT_OF_MEMORY if the copy cannot be allocated
 //
 // # Safety
