@@ -91,7 +91,9 @@ impl MarkerMetadata {
             };
             let Ok(stored) = <[u8; 8]>::try_from(stored) else {
                 let len = stored.len();
-                return Err(damaged(format!("{MARKER_KEY} is a {len}-byte bin, expected 8")));
+                return Err(damaged(format!(
+                    "{MARKER_KEY} is a {len}-byte bin, expected 8"
+                )));
             };
             let stored = u64::from_be_bytes(stored);
             let actual = digest_except(&bytes[..c.pos()], at.clone());

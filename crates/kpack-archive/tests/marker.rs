@@ -41,10 +41,16 @@ fn encoding_is_python_packb_bytes_after_a_leading_digest_key() {
     assert_eq!(bytes, sealed);
     let mut padded = bytes.clone();
     padded.extend([0u8; 7]);
-    assert_eq!(MarkerMetadata::decode(&padded).unwrap(), (m.clone(), bytes.len()));
+    assert_eq!(
+        MarkerMetadata::decode(&padded).unwrap(),
+        (m.clone(), bytes.len())
+    );
     // Python's bytes, without the digest (the reference, or kpack before digests), read
     // unchecked.
-    assert_eq!(MarkerMetadata::decode(&expected).unwrap(), (m, expected.len()));
+    assert_eq!(
+        MarkerMetadata::decode(&expected).unwrap(),
+        (m, expected.len())
+    );
 }
 
 #[test]
@@ -64,7 +70,10 @@ fn every_single_bit_flip_of_a_marker_fails_to_decode_or_decodes_the_same() {
             Err(e) => {
                 errors += 1;
                 assert!(
-                    matches!(e.kind(), ErrorKind::IntegrityCheckFailed | ErrorKind::InvalidMetadata),
+                    matches!(
+                        e.kind(),
+                        ErrorKind::IntegrityCheckFailed | ErrorKind::InvalidMetadata
+                    ),
                     "bit {bit}: {e}"
                 );
             }
@@ -76,7 +85,10 @@ fn every_single_bit_flip_of_a_marker_fails_to_decode_or_decodes_the_same() {
     }
     // A flip of the digest key's name leaves an unknown key and the metadata intact; every
     // other flip is an error.
-    assert!(errors > bytes.len() * 8 - 4 * 8, "{errors} errors, {same} same");
+    assert!(
+        errors > bytes.len() * 8 - 4 * 8,
+        "{errors} errors, {same} same"
+    );
 }
 
 #[test]

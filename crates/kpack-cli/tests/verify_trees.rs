@@ -114,9 +114,14 @@ fn marker_at(binary: &Path) -> u64 {
         .windows(b"kpack_search_paths".len())
         .position(|w| w == b"kpack_search_paths")
         .unwrap();
-    // fixmap(2), fixstr(18), the key.
-    assert_eq!(&bytes[key - 2..key], &[0x82, 0xb2]);
-    (key - 2) as u64
+    // fixmap(3), the digest (fixstr(4) "xxh3", bin 8), then fixstr(18) and the key.
+    let at = key - 17;
+    assert_eq!(
+        &bytes[at..at + 8],
+        &[0x83, 0xa4, b'x', b'x', b'h', b'3', 0xc4, 8]
+    );
+    assert_eq!(bytes[key - 1], 0xb2);
+    at as u64
 }
 
 #[test]
@@ -233,7 +238,9 @@ fn a_damaged_index_and_a_damaged_marker_are_named_with_file_and_offset() {
     flip(&index, arch_at as u64 + 5);
     let binary = root.join("lib/libdemo.so.1");
     let marker = marker_at(&binary);
-    flip(&binary, marker + 4); // fixmap(2) -> fixarray(2): not a map
+    // fixmap(3) -> fixmap(2): the map ends before kernel_name, and its digest, covering what
+    // the map spans, no longer matches.
+    flip(&binary, marker);
 
     let (code, report) = verify(&[&root]);
     assert_eq!(code, 1, "{report}");
@@ -256,7 +263,8 @@ fn a_damaged_index_and_a_damaged_marker_are_named_with_file_and_offset() {
     );
     let hipk = of(&binary);
     assert_eq!(hipk["what"], "marker", "{hipk}");
-    assert_eq!(hipk["offset"], marker, "{hipk}");
+    // The digest's 8 bytes follow the map header, its key and the bin's header.
+    assert_eq!(hipk["offset"], marker + 8, "{hipk}");
     // `kpack which` refuses the index rather than answering from it.
     let which = kpack(&["which", "gfx907", s(&root)]);
     let said = String::from_utf8_lossy(&which.stdout).into_owned()
@@ -265,7 +273,7 @@ fn a_damaged_index_and_a_damaged_marker_are_named_with_file_and_offset() {
 }
 
 #[test]
-fn a_marker_naming_another_key_leaves_its_own_entries_unnamed_and_is_reported() {
+fn a_marker_whose_kernel_name_was_flipped_is_damaged_and_its_archives_reached_by_no_marker() {
     let dir = tempfile::tempdir().unwrap();
     let out = recombined(dir.path());
     let root = installed(&out, &dir.path().join("install"));
@@ -283,16 +291,21 @@ fn a_marker_naming_another_key_leaves_its_own_entries_unnamed_and_is_reported() 
         .iter()
         .map(|f| f["message"].as_str().unwrap())
         .collect();
+    // The marker's digest refuses the other name: the runtime would be sent nowhere rather
+    // than to another binary's code objects, and verify names the marker and the archives
+    // no marker reaches any more.
+    let metadata = format!("HIPK metadata at byte {}", marker_at(&binary));
+    assert!(
+        lines.iter().any(|l| l.starts_with(s(&binary))
+            && l.contains(&metadata)
+            && l.contains("the file is damaged")),
+        "{metadata}: {lines:#?}"
+    );
     assert!(
         lines
             .iter()
-            .any(|l| l.contains("no entry demo/stage/lib/mibdemo.so.1#0")),
-        "{lines:#?}"
-    );
-    assert!(
-        lines.iter().any(|l| l.contains(
-            "entry demo/stage/lib/libdemo.so.1#0 for gfx906 is named by no binary's marker"
-        )),
+            .any(|l| l.contains("lib_libdemo.so.1_gfx906.kpack")
+                && l.contains("no binary's marker reaches this archive")),
         "{lines:#?}"
     );
 }
