@@ -6,7 +6,8 @@
 //!
 //! Then the cost of integrity within that split: the digests the archives carry (XXH3-64 of
 //! every code object) and zstd's frame checksums (XXH64 of every code object), timed over
-//! the split's own code objects in the same run. Target: <= 5 % of the split's time.
+//! the split's own code objects in the same run, against the split's CPU time. Target: <= 5 %
+//! of the split.
 
 use std::time::Instant;
 
@@ -37,6 +38,7 @@ fn main() {
 
     kpack_testkit::reset_peak_rss();
     let base = kpack_testkit::peak_rss_kib();
+    let cpu = kpack_testkit::cpu_time();
     let start = Instant::now();
     let summary = split(
         &artifact,
@@ -47,6 +49,7 @@ fn main() {
     )
     .unwrap();
     let split_time = start.elapsed();
+    let split_cpu = kpack_testkit::cpu_time() - cpu;
     let split_rss = kpack_testkit::peak_rss_kib();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
 
@@ -64,12 +67,17 @@ fn main() {
         summary.artifacts.len(),
         summary.code_objects
     );
-    integrity_share(&dir.path().join("out"), split_time.as_secs_f64());
+    println!(
+        "  kpack split CPU time        {:>8.3} s",
+        split_cpu.as_secs_f64()
+    );
+    integrity_share(&dir.path().join("out"), split_cpu.as_secs_f64());
 }
 
 /// Prints the time the split's integrity work takes over the code objects of the archives
-/// under `out`, against the split's `split_secs`.
-fn integrity_share(out: &std::path::Path, split_secs: f64) {
+/// under `out`, on one thread, against the split's CPU time `split_cpu` (the split hashes on
+/// its workers, so CPU against CPU is the share of the work).
+fn integrity_share(out: &std::path::Path, split_cpu: f64) {
     let mut objects = Vec::new();
     for entry in kpack_fs::walk(out) {
         let path = entry.unwrap().path;
@@ -91,9 +99,9 @@ fn integrity_share(out: &std::path::Path, split_secs: f64) {
     let secs = start.elapsed().as_secs_f64();
     std::hint::black_box(sum);
     println!(
-        "  integrity (XXH3 digests + zstd XXH64 checksums of {} code objects, {bytes} bytes) {:>8.3} s = {:.2} % of the split (target <= 5 %)",
+        "  integrity (XXH3 digests + zstd XXH64 checksums of {} code objects, {bytes} bytes) {:>8.3} s CPU = {:.2} % of the split's CPU time (target <= 5 %)",
         objects.len(),
         secs,
-        100.0 * secs / split_secs
+        100.0 * secs / split_cpu
     );
 }

@@ -129,3 +129,28 @@ fn restore_writes_a_fat_binary_and_reports_misses_without_writing() {
     );
     assert!(!missing.exists());
 }
+
+#[test]
+fn restore_refuses_a_damaged_archive_naming_entry_and_offset_and_writes_nothing() {
+    let (root, lib) = transformed();
+    let archive = root.path().join(".kpack/libtwo_gfx900.kpack");
+    // Restore must read every target: damage in one refuses the whole output.
+    let mut bytes = std::fs::read(&archive).unwrap();
+    // One bit in the middle of the first stored code object (the data region starts at 64).
+    let toc_offset = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
+    let at = 64 + (toc_offset - 64) / 4;
+    bytes[at] ^= 0x10;
+    std::fs::write(&archive, bytes).unwrap();
+    let out = root.path().join("restored.so");
+    let err = kpack(&["restore", s(&lib), "-o", s(&out)]);
+    assert_eq!(err.status.code(), Some(1));
+    let msg = String::from_utf8(err.stderr).unwrap();
+    assert!(
+        msg.contains("libtwo_gfx900.kpack")
+            && msg.contains("arch \"gfx900\"")
+            && msg.contains(" at byte ")
+            && msg.contains("the archive is damaged"),
+        "{msg}"
+    );
+    assert!(!out.exists());
+}

@@ -57,10 +57,10 @@ fn main() {
     let start = Instant::now();
     let mut unbundler = Unbundler::new(out.path(), TargetFilter::default()).unwrap();
     unbundler.unbundle_file(&path).unwrap();
+    let written = unbundler.publish().unwrap();
     let unbundle_time = start.elapsed();
     let unbundle_cpu = kpack_testkit::cpu_time() - cpu;
     let peak = kpack_testkit::peak_rss_kib();
-    let written = unbundler.written();
     let written_bytes: u64 = written.iter().map(|w| w.size).sum();
 
     println!("unbundle librocsparse.so.0.1 ({size} bytes) into {scratch}");

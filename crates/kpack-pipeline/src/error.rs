@@ -112,6 +112,15 @@ impl SourceError {
 }
 
 /// Builds the I/O variant for `path`.
+impl From<kpack_fs::StageError> for SourceError {
+    fn from(e: kpack_fs::StageError) -> Self {
+        SourceError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 pub(crate) fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SourceError {
     let path = path.into();
     move |source| SourceError::Io { path, source }

@@ -726,10 +726,7 @@ fn write_outputs(
     opts: &TransformOptions,
     mode: std::fs::Permissions,
 ) -> Result<Vec<WrittenArchive>, TransformError> {
-    let staged = |e: kpack_fs::StageError| SourceError::Io {
-        path: e.path,
-        source: e.source,
-    };
+    let staged = SourceError::from;
     // The archives' directory as `add` sees it (the parent of an archive path).
     let kpack_dir = if opts.kpack_dir.as_os_str().is_empty() {
         Path::new(".")

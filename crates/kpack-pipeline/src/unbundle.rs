@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use kpack_fs::{Replace, Stage};
 use kpack_target::TargetId;
 
 use crate::error::{SourceError, io_error};
@@ -44,25 +45,32 @@ pub struct WrittenCodeObject {
 }
 
 /// Writes device code objects into one directory, refusing name collisions within a run.
+///
+/// The run is one job: code objects are staged ([`kpack_fs::Stage`]) and appear in the
+/// directory only when [`Unbundler::publish`] is called, so a run that fails part way (a
+/// damaged bundle in a later input) leaves nothing behind, not the objects read before it.
 pub struct Unbundler {
     out_dir: PathBuf,
     filter: TargetFilter,
     names: HashSet<String>,
     written: Vec<WrittenCodeObject>,
+    stage: Stage,
 }
 
 impl Unbundler {
     /// Writes into `out_dir` (created if missing) the code objects `filter` selects.
     pub fn new(out_dir: impl Into<PathBuf>, filter: TargetFilter) -> Result<Self, SourceError> {
         let out_dir = out_dir.into();
-        std::fs::create_dir_all(&out_dir).map_err(io_error(&out_dir))?;
-        // What a killed unbundle left (housekeeping: never a reason to fail).
-        let _ = kpack_fs::sweep(&out_dir);
+        let mut stage = Stage::new();
+        // Made now (and what a killed unbundle left swept), so that a bad output path fails
+        // before any input is read.
+        stage.dir_in(&out_dir)?;
         Ok(Unbundler {
             out_dir,
             filter,
             names: HashSet::new(),
             written: Vec::new(),
+            stage,
         })
     }
 
@@ -100,14 +108,16 @@ impl Unbundler {
         source::walk_mapped(bytes, &mut writer)
     }
 
-    /// What was written so far, in write order.
+    /// What was staged so far, in write order, at the paths [`Unbundler::publish`] gives them.
     pub fn written(&self) -> &[WrittenCodeObject] {
         &self.written
     }
 
-    /// Consumes the unbundler, returning what it wrote.
-    pub fn into_written(self) -> Vec<WrittenCodeObject> {
-        self.written
+    /// Moves every staged code object into the output directory; returns what it wrote.
+    /// Dropping the unbundler instead removes them.
+    pub fn publish(self) -> Result<Vec<WrittenCodeObject>, SourceError> {
+        self.stage.publish()?;
+        Ok(self.written)
     }
 }
 
@@ -153,7 +163,8 @@ impl Visitor for FileWriter<'_> {
             });
         }
         let path = self.unbundler.out_dir.join(&name);
-        write_atomically(&path, |out| match (&code.file_range, self.source) {
+        let staged = self.unbundler.stage.add(&path, Replace::Allowed)?;
+        write_atomically(&staged, |out| match (&code.file_range, self.source) {
             (Some(range), Some(mut src)) => {
                 src.seek(SeekFrom::Start(range.start))
                     .map_err(io_error(self.input))?;

@@ -15,7 +15,8 @@ fn unbundle_with_kpack(path: &Path, out: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut unbundler = Unbundler::new(out, TargetFilter::default()).unwrap();
     unbundler.unbundle_file(path).unwrap();
     unbundler
-        .into_written()
+        .publish()
+        .unwrap()
         .into_iter()
         .map(|w| {
             let name = w.path.file_name().unwrap().to_string_lossy().into_owned();

@@ -62,7 +62,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         })?;
     }
     bar.finish_and_clear();
-    let written = unbundler.into_written();
+    let written = unbundler.publish()?;
     if args.json {
         let list: Vec<Written> = written
             .iter()
