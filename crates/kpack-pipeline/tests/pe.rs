@@ -190,8 +190,7 @@ fn pe_unbundle_writes_the_code_objects_of_the_image() {
     let out = tempfile::tempdir().unwrap();
     let mut unbundler = Unbundler::new(out.path(), TargetFilter::default()).unwrap();
     assert_eq!(unbundler.unbundle_file(&input).unwrap(), FileKind::Pe);
-    let written = unbundler.publish()
-        .unwrap();
+    let written = unbundler.publish().unwrap();
     assert_eq!(written.len(), objects.len());
     for (w, o) in written.iter().zip(&objects) {
         let data = std::fs::read(&w.path).unwrap();
