@@ -7,49 +7,16 @@ use serde_json::Value;
 
 mod common;
 
-use common::{json, kpack, kpack_ok, s};
+use common::{SHARDS_CONFIG, json, kpack, kpack_ok, recombined_shards, s, split_shards};
 
 fn shards() -> PathBuf {
     kpack_testkit::fixture("shards")
 }
 
-const CONFIG: &str = r#"{
-  "primary_shard": "shard-a",
-  "architecture_groups": {
-    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
-    "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
-    "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}
-  },
-  "validation": {
-    "error_on_duplicate_device_code": true,
-    "verify_generic_artifacts_match": true,
-    "error_on_missing_architecture": true
-  }
-}"#;
-
-/// Splits every shard (batch mode) into `dir/shards/<shard>`; returns the split summaries.
-fn split_all(dir: &Path) -> Vec<Value> {
-    ["shard-a", "shard-b", "shard-c"]
-        .iter()
-        .map(|shard| {
-            json(&[
-                "split",
-                "--batch",
-                s(&shards().join(shard)),
-                "-o",
-                s(&dir.join("shards").join(shard)),
-                "--split-databases",
-                "rocblas",
-                "--json",
-            ])
-        })
-        .collect()
-}
-
 #[test]
 fn shards_split_recombine_and_verify_with_strict_identity() {
     let dir = tempfile::tempdir().unwrap();
-    let splits = split_all(dir.path());
+    let splits = split_shards(dir.path());
     // shard-a built gfx900 and gfx906: demo_lib has two fat binaries, and demo_host none.
     let demo_lib = splits[0]
         .as_array()
@@ -71,7 +38,7 @@ fn shards_split_recombine_and_verify_with_strict_identity() {
     );
 
     let config = dir.path().join("packaging.json");
-    std::fs::write(&config, CONFIG).unwrap();
+    std::fs::write(&config, SHARDS_CONFIG).unwrap();
     let out = dir.path().join("out");
     let summary = json(&[
         "recombine",
@@ -109,31 +76,10 @@ fn shards_split_recombine_and_verify_with_strict_identity() {
     );
 }
 
-/// Splits and recombines the shards with [`CONFIG`] (and the options `extra`) into `dir/out`.
-fn recombined(dir: &Path, extra: &[&str]) -> PathBuf {
-    split_all(dir);
-    let config = dir.join("packaging.json");
-    std::fs::write(&config, CONFIG).unwrap();
-    let out = dir.join("out");
-    let shards = dir.join("shards");
-    let mut args = vec![
-        "recombine",
-        "--shards",
-        s(&shards),
-        "--config",
-        s(&config),
-        "-o",
-        s(&out),
-    ];
-    args.extend(extra);
-    kpack_ok(&args);
-    out
-}
-
 #[test]
 fn recombine_with_group_archives_verifies_and_which_names_the_group_archive() {
     let dir = tempfile::tempdir().unwrap();
-    let out = recombined(dir.path(), &["--group-archives", "--compression", "none"]);
+    let out = recombined_shards(dir.path(), &["--group-archives", "--compression", "none"]);
     let link = out.join("demo_lib_gfx9/demo/stage/.kpack/lib_libdemo.so.1_gfx906.kpack");
     assert_eq!(
         std::fs::read_link(&link).unwrap(),
@@ -163,7 +109,7 @@ fn recombine_with_group_archives_verifies_and_which_names_the_group_archive() {
 #[test]
 fn which_names_the_package_to_install_for_a_gpu_from_the_generic_index() {
     let dir = tempfile::tempdir().unwrap();
-    let out = recombined(dir.path(), &[]);
+    let out = recombined_shards(dir.path(), &[]);
     // From the recombined packages: the generic one holds the index.
     let answer = json(&[
         "which",
@@ -265,7 +211,7 @@ fn recombine_refuses_a_config_with_an_unknown_field_naming_it() {
 #[test]
 fn verify_exits_nonzero_naming_what_was_lost() {
     let dir = tempfile::tempdir().unwrap();
-    split_all(dir.path());
+    split_shards(dir.path());
     let split = dir.path().join("shards/shard-a");
     // Lose one archive of the gfx906 artifact.
     let kpack_dir = split.join("demo_lib_gfx906/demo/stage/.kpack");
@@ -293,7 +239,7 @@ fn verify_exits_nonzero_naming_what_was_lost() {
 #[test]
 fn recombine_refuses_a_missing_architecture_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();
-    split_all(dir.path());
+    split_shards(dir.path());
     for (strict, code) in [(true, 1), (false, 0)] {
         let config = dir.path().join(format!("pkg-{strict}.json"));
         std::fs::write(

@@ -8,40 +8,8 @@ use serde_json::Value;
 
 mod common;
 
-use common::{kpack, kpack_ok, s};
+use common::{kpack, kpack_ok, recombined_shards, s};
 use kpack_archive::Archive;
-
-const CONFIG: &str = r#"{
-  "primary_shard": "shard-a",
-  "architecture_groups": {
-    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
-    "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
-    "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}
-  }
-}"#;
-
-/// Splits every shard of `fixtures/shards` and recombines them into `dir/out`; returns it.
-fn recombined(dir: &Path) -> PathBuf {
-    for shard in ["shard-a", "shard-b", "shard-c"] {
-        let from = kpack_testkit::fixture("shards").join(shard);
-        let to = dir.join("shards").join(shard);
-        kpack_ok(&["split", "--batch", s(&from), "-o", s(&to)]);
-    }
-    let config = dir.join("packaging.json");
-    std::fs::write(&config, CONFIG).unwrap();
-    let out = dir.join("out");
-    let shards = dir.join("shards");
-    kpack_ok(&[
-        "recombine",
-        "--shards",
-        s(&shards),
-        "--config",
-        s(&config),
-        "-o",
-        s(&out),
-    ]);
-    out
-}
 
 /// The generic package of demo_lib and its gfx9 and gfx90X groups installed into one prefix.
 fn installed(out: &Path, root: &Path) -> PathBuf {
@@ -127,7 +95,7 @@ fn marker_at(binary: &Path) -> u64 {
 #[test]
 fn recombined_artifacts_an_installed_tree_and_one_archive_verify_without_the_originals() {
     let dir = tempfile::tempdir().unwrap();
-    let out = recombined(dir.path());
+    let out = recombined_shards(dir.path(), &[]);
     let (code, report) = verify(&[&out]);
     assert_eq!((code, failures(&report).len()), (0, 0), "{report}");
     assert!(report["entries"].as_u64().unwrap() > 0, "{report}");
@@ -167,7 +135,7 @@ fn an_archive_without_digests_verifies_with_a_warning_that_it_is_unproven() {
 #[test]
 fn damage_in_two_frames_of_one_archive_and_the_toc_of_another_is_each_named_with_its_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let out = recombined(dir.path());
+    let out = recombined_shards(dir.path(), &[]);
     let root = installed(&out, &dir.path().join("install"));
     let framed = archive(&root, "lib_libdemo.so.1_gfx906.kpack");
     let damaged = stored_offsets(&framed, 2);
@@ -228,7 +196,7 @@ fn damage_in_two_frames_of_one_archive_and_the_toc_of_another_is_each_named_with
 #[test]
 fn a_damaged_index_and_a_damaged_marker_are_named_with_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let out = recombined(dir.path());
+    let out = recombined_shards(dir.path(), &[]);
     let root = installed(&out, &dir.path().join("install"));
     let index = root.join(".kpack/lib_libdemo.so.1.kpm");
     let len = std::fs::metadata(&index).unwrap().len();
@@ -275,7 +243,7 @@ fn a_damaged_index_and_a_damaged_marker_are_named_with_file_and_offset() {
 #[test]
 fn a_marker_whose_kernel_name_was_flipped_is_damaged_and_its_archives_reached_by_no_marker() {
     let dir = tempfile::tempdir().unwrap();
-    let out = recombined(dir.path());
+    let out = recombined_shards(dir.path(), &[]);
     let root = installed(&out, &dir.path().join("install"));
     let binary = root.join("lib/libdemo.so.1");
     let bytes = std::fs::read(&binary).unwrap();

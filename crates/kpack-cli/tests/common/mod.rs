@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test binary uses a subset
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -176,4 +176,60 @@ pub fn objdump_images(input: &Path) -> Vec<[String; 5]> {
     }
     flush(&member, &mut fields);
     images
+}
+
+/// The packaging config the map/reduce tests recombine `fixtures/shards` with.
+pub const SHARDS_CONFIG: &str = r#"{
+  "primary_shard": "shard-a",
+  "architecture_groups": {
+    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
+    "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
+    "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}
+  },
+  "validation": {
+    "error_on_duplicate_device_code": true,
+    "verify_generic_artifacts_match": true,
+    "error_on_missing_architecture": true
+  }
+}"#;
+
+/// Splits every shard of `fixtures/shards` (batch mode, rocBLAS databases) into
+/// `dir/shards/<shard>`; returns the split summaries.
+pub fn split_shards(dir: &Path) -> Vec<Value> {
+    ["shard-a", "shard-b", "shard-c"]
+        .iter()
+        .map(|shard| {
+            json(&[
+                "split",
+                "--batch",
+                s(&kpack_testkit::fixture("shards").join(shard)),
+                "-o",
+                s(&dir.join("shards").join(shard)),
+                "--split-databases",
+                "rocblas",
+                "--json",
+            ])
+        })
+        .collect()
+}
+
+/// Splits and recombines the shards with [`SHARDS_CONFIG`] (and the options `extra`) into `dir/out`.
+pub fn recombined_shards(dir: &Path, extra: &[&str]) -> PathBuf {
+    split_shards(dir);
+    let config = dir.join("packaging.json");
+    std::fs::write(&config, SHARDS_CONFIG).unwrap();
+    let out = dir.join("out");
+    let shards = dir.join("shards");
+    let mut args = vec![
+        "recombine",
+        "--shards",
+        s(&shards),
+        "--config",
+        s(&config),
+        "-o",
+        s(&out),
+    ];
+    args.extend(extra);
+    kpack_ok(&args);
+    out
 }
