@@ -30,7 +30,9 @@
 //! speed (a code object's check costs less than copying it) and a 64-bit digest misses a
 //! random corruption with odds of 2^-64; these digests guard against damage, not forgery.
 
-use xxhash_rust::xxh3::{Xxh3, xxh3_64};
+use std::hash::Hasher;
+
+use twox_hash::XxHash3_64;
 
 use crate::HEADER_LEN;
 
@@ -51,24 +53,24 @@ pub const TOC_TRAILER_LEN: usize = trailer_len(TOC_KEY);
 
 /// The digest archives store of a code object (the `xxh3` entry field).
 pub fn content_digest(code_object: &[u8]) -> u64 {
-    xxh3_64(code_object)
+    XxHash3_64::oneshot(code_object)
 }
 
 /// The XXH3-64 of `bytes` but for `hole` (a digest's own bytes inside what it covers).
 pub(crate) fn digest_except(bytes: &[u8], hole: std::ops::Range<usize>) -> u64 {
-    let mut hasher = Xxh3::new();
-    hasher.update(&bytes[..hole.start]);
-    hasher.update(&bytes[hole.end..]);
-    hasher.digest()
+    let mut hasher = XxHash3_64::new();
+    hasher.write(&bytes[..hole.start]);
+    hasher.write(&bytes[hole.end..]);
+    hasher.finish()
 }
 
 /// The TOC digest of an archive whose header is `header` (at least its 16 bytes) and whose
 /// TOC, without the digest's last 8 bytes, is `toc`.
 pub fn toc_digest(header: &[u8], toc: &[u8]) -> u64 {
-    let mut hasher = Xxh3::new();
-    hasher.update(&header[..HEADER_LEN]);
-    hasher.update(toc);
-    hasher.digest()
+    let mut hasher = XxHash3_64::new();
+    hasher.write(&header[..HEADER_LEN]);
+    hasher.write(toc);
+    hasher.finish()
 }
 
 /// Ends `toc`, the map's other keys written, with the TOC digest's key and value, for the

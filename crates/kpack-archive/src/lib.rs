@@ -13,7 +13,8 @@
 //!
 //! The TOC keys, in the order the writer emits them: `format_version` (1), `group_name`,
 //! `gfx_arch_family`, `gfx_arches` (array of str), `toc`, `compression_scheme`, then `blobs`
-//! for scheme `"none"` or `zstd_offset`, `zstd_size` for `"zstd-per-kernel"`.
+//! for scheme `"none"` or `zstd_offset`, `zstd_size`, `zstd_frame_sizes` for
+//! `"zstd-per-kernel"`, then the digest keys ([`digest`]).
 //! `toc[binary_key][arch]` is `{type: "hsaco", ordinal, original_size[, metadata]}`, and
 //! `metadata` (a str → str map) is present only when non-empty. Binary keys are
 //! `kernel_name#co_index` ([`binary_key`]); arch keys carry feature flags (`gfx942:xnack+`).
@@ -22,16 +23,20 @@
 //!   `{offset, size}` with an absolute offset.
 //! * `zstd-per-kernel`: `u32 count`, then per ordinal `u32 frame_size` and one zstd frame
 //!   that records its content size; `zstd_offset` (always 64) and `zstd_size` (the whole
-//!   region, prefixes included) locate it.
+//!   region, prefixes included) locate it. kpack adds `zstd_frame_sizes`, a `bin` of every
+//!   frame's size as `u32` LE in ordinal order, which the reference readers ignore: with it a
+//!   reader reaches any frame without walking the prefixes before it.
 //!
 //! # Reader
 //!
 //! [`Archive::open`] memory-maps the file and reads only the header, the TOC and (for zstd)
 //! the frame count, so it costs O(TOC) in time and touched memory. The TOC is read straight
 //! from the wire form in one pass: no msgpack tree, paths for error messages spelled only on
-//! error. zstd frames are located by walking their size prefixes once, on the first call that
-//! needs them ([`Archive::get`], [`Archive::get_into`], [`Archive::validate`], or an
-//! [`EntryInfo`]'s `stored_size`). `none` kernels are returned borrowed from the map; zstd kernels are decoded
+//! error. zstd frames are located from `zstd_frame_sizes` at open (a read checks its frame's
+//! prefix against it); in an archive without it, by walking their size prefixes once, on the
+//! first call that needs them ([`Archive::get`], [`Archive::get_into`], [`Archive::validate`],
+//! or an [`EntryInfo`]'s `stored_size`). The walk faults in a page per frame: on a 777-frame
+//! archive a first load took 1.08 ms walking, 0.11 ms without (`cargo bench -p kpack-capi`). `none` kernels are returned borrowed from the map; zstd kernels are decoded
 //! on each `get` with a pooled decompression context, or straight into the caller's buffer
 //! with `get_into`. The archive is `Send + Sync` and needs no lock.
 //!

@@ -23,8 +23,9 @@ type Backing = Box<dyn AsRef<[u8]> + Send + Sync>;
 /// An open `.kpack` archive.
 ///
 /// Opening parses the 16-byte header and the TOC, and for zstd archives reads the frame count;
-/// no kernel bytes are read until [`Archive::get`], and the zstd frames are located (by walking
-/// their size prefixes) on the first call that needs them. The archive is `Send + Sync` and
+/// no kernel bytes are read until [`Archive::get`]. The zstd frames are located from the TOC's
+/// frame sizes, which kpack writes, or (an archive of another writer) by walking their size
+/// prefixes on the first call that needs them. The archive is `Send + Sync` and
 /// `get` needs no lock.
 pub struct Archive {
     data: Data,
@@ -298,12 +299,21 @@ impl Archive {
     }
 
     /// Checks what open defers or tolerates: the zstd frames must lie exactly in their region
-    /// (checked at first use otherwise); every binary key must end in `#<index>` (the runtime
+    /// (checked at first use otherwise), their size prefixes agreeing with the TOC's frame
+    /// sizes (checked for a frame when it is read otherwise); every binary key must end in `#<index>` (the runtime
     /// looks up `kernel_name#co_index`), every entry's arch must be listed in `gfx_arches` (the
     /// runtime picks archives by `gfx_arches`), and `gfx_arches` must not repeat an arch.
     /// Returns the first problem found.
     pub fn validate(&self) -> Result<(), ArchiveError> {
-        self.frames()?;
+        let frames = self.frames()?;
+        if let Stored::Zstd {
+            located: Some(_), ..
+        } = &self.index.stored
+        {
+            for (ordinal, range) in frames.iter().enumerate() {
+                self.check_size_prefix(ordinal as u32, range)?;
+            }
+        }
         let arches = &self.index.gfx_arches;
         if let Some(i) = first_repeat(arches, |a| a) {
             let e = FieldError::Invalid {
@@ -392,11 +402,19 @@ impl Archive {
         }
     }
 
-    /// The zstd frames' ranges, located on first use.
+    /// The zstd frames' ranges: from the TOC's frame sizes, or located on first use.
     fn frames(&self) -> Result<&[Range<usize>], ArchiveError> {
-        let Stored::Zstd { region, count } = &self.index.stored else {
+        let Stored::Zstd {
+            region,
+            count,
+            located,
+        } = &self.index.stored
+        else {
             return Ok(&[]);
         };
+        if let Some(located) = located {
+            return Ok(located);
+        }
         let frames = self.frames.get_or_init(|| {
             let frames = frame_ranges(self.bytes(), region, *count).map_err(|e| match e {
                 ArchiveError::BadLayout { what, detail } => (what, detail),
@@ -422,10 +440,34 @@ impl Archive {
     fn stored(&self, entry: &Entry) -> Result<&[u8], ArchiveError> {
         let range = match &self.index.stored {
             Stored::Blobs(blobs) => blobs[entry.ordinal as usize].clone(),
-            Stored::Zstd { .. } => self.frames()?[entry.ordinal as usize].clone(),
+            Stored::Zstd { located, .. } => {
+                let range = self.frames()?[entry.ordinal as usize].clone();
+                if located.is_some() {
+                    self.check_size_prefix(entry.ordinal, &range)?;
+                }
+                range
+            }
             Stored::Unified(frames) => frames[entry.ordinal as usize].0.clone(),
         };
         Ok(&self.bytes()[range])
+    }
+
+    /// Frame `ordinal`, at `range` as the TOC's frame sizes locate it, has a size prefix that
+    /// agrees: the frames were not walked, so this is the one prefix a read relies on.
+    fn check_size_prefix(&self, ordinal: u32, range: &Range<usize>) -> Result<(), ArchiveError> {
+        let at = range.start - 4;
+        let prefix = u32::from_le_bytes(self.bytes()[at..range.start].try_into().expect("4 bytes"));
+        if prefix as usize == range.len() {
+            return Ok(());
+        }
+        let e = ArchiveError::BadLayout {
+            what: format!("zstd frame {ordinal}"),
+            detail: format!(
+                "size prefix {prefix} at byte {at}, where the TOC's zstd_frame_sizes gives {}",
+                range.len()
+            ),
+        };
+        Err(region_error(e, at, self.index.digests).in_file(self.path()))
     }
 
     /// A frame that does not decode: in an archive with digests, whose TOC was proven intact

@@ -64,9 +64,14 @@ pub(crate) struct Entry {
 pub(crate) enum Stored {
     /// `none`: each blob's range of the file, by ordinal.
     Blobs(Vec<Range<usize>>),
-    /// `zstd-per-kernel`: the region and its frame count; the frames themselves are located on
-    /// first use ([`frame_ranges`]).
-    Zstd { region: Range<usize>, count: usize },
+    /// `zstd-per-kernel`: the region and its frame count, and the frames' ranges when the TOC
+    /// gives their sizes (`zstd_frame_sizes`, [`FRAME_SIZES_KEY`]); otherwise the frames are
+    /// located on first use by walking their size prefixes ([`frame_ranges`]).
+    Zstd {
+        region: Range<usize>,
+        count: usize,
+        located: Option<Vec<Range<usize>>>,
+    },
     /// `unified`: each frame's range of the file and the ordinal of its reference frame.
     Unified(FrameTable),
 }
@@ -314,6 +319,7 @@ struct Top<'a> {
     blobs: Option<Result<Vec<Range<usize>>, Failed>>,
     zstd_offset: Option<Result<u64, Failed>>,
     zstd_size: Option<Result<u64, Failed>>,
+    zstd_frame_sizes: Option<Result<&'a [u8], Failed>>,
     frames: Option<Result<FrameTable, Failed>>,
     toc_digest: Option<()>,
 }
@@ -419,6 +425,10 @@ impl<'a> TocReader<'a> {
                     let size = deferred(c, |c| c.uint::<Failed>(path))?;
                     once(&mut top.zstd_size, size, root, key)?;
                 }
+                FRAME_SIZES_KEY => {
+                    let sizes = deferred(c, |c| c.bin::<Failed>(path))?;
+                    once(&mut top.zstd_frame_sizes, sizes, root, key)?;
+                }
                 TOC_KEY => {
                     // Its value was checked against the TOC before parsing; here only that it
                     // is the trailer the check read (see `Index::parse`).
@@ -465,8 +475,9 @@ impl<'a> TocReader<'a> {
             CompressionScheme::ZstdPerKernel => {
                 let offset = required(top.zstd_offset, root, "zstd_offset")??;
                 let size = required(top.zstd_size, root, "zstd_size")??;
+                let sizes = top.zstd_frame_sizes.transpose()?;
                 let digests = top.toc_digest.is_some();
-                zstd_region(offset, size, self.bytes, &self.data, digests)?
+                zstd_region(offset, size, sizes, self.bytes, &self.data, digests)?
             }
         };
         required(top.toc, root, "toc")?;
@@ -822,11 +833,13 @@ fn check_references(frames: &[(Range<usize>, Option<u32>)]) -> Result<(), Archiv
 }
 
 /// `zstd-per-kernel`: the region of `size` bytes at `offset`, which must hold its `u32` frame
-/// count and room for that many size prefixes. Only the count is read: the frames are located
-/// on first use. `digests`: the archive carries digests ([`region_error`]).
+/// count and room for that many size prefixes. Only the count is read; the frames are located
+/// from `frame_sizes` (the TOC's `zstd_frame_sizes`) when given, else on first use.
+/// `digests`: the archive carries digests ([`region_error`]).
 fn zstd_region(
     offset: u64,
     size: u64,
+    frame_sizes: Option<&[u8]>,
     bytes: &[u8],
     data: &Range<u64>,
     digests: bool,
@@ -853,8 +866,44 @@ fn zstd_region(
         );
         return Err(region_error(e, count_at, digests));
     }
-    Ok(Stored::Zstd { region, count })
+    let located = match frame_sizes {
+        None => None,
+        Some(sizes) if sizes.len() != 4 * count => {
+            let e = layout_error(
+                "zstd region",
+                format!(
+                    "frame count {count} at byte {count_at}, but the TOC's {FRAME_SIZES_KEY} gives {} bytes ({} sizes)",
+                    sizes.len(),
+                    sizes.len() as f64 / 4.0
+                ),
+            );
+            return Err(region_error(e, count_at, digests));
+        }
+        Some(sizes) => {
+            let size = |i: usize, _| {
+                let at = 4 * i;
+                Ok(u32::from_le_bytes(
+                    sizes[at..at + 4].try_into().expect("4 bytes"),
+                ))
+            };
+            Some(
+                locate_frames(&region, count, size)
+                    .map_err(|e| region_error(e, count_at, digests))?,
+            )
+        }
+    };
+    Ok(Stored::Zstd {
+        region,
+        count,
+        located,
+    })
 }
+
+/// The TOC key giving, for `zstd-per-kernel`, every frame's size (without its prefix) as a
+/// `bin` of `u32` LE, in ordinal order: a reader locates any frame without walking the size
+/// prefixes of those before it (a walk faults in a page per frame: 1 ms of a first load from a
+/// 777-frame archive). The reference readers ignore it; it must agree with the prefixes.
+pub(crate) const FRAME_SIZES_KEY: &str = "zstd_frame_sizes";
 
 /// `e`, a [`ArchiveError::BadLayout`] of the zstd region starting at `region_start`: its frame
 /// count or size prefixes do not add up. They are data bytes, which the TOC digest does not
@@ -896,11 +945,32 @@ pub(crate) fn frame_ranges(
     region: &Range<usize>,
     count: usize,
 ) -> Result<Vec<Range<usize>>, ArchiveError> {
+    locate_frames(region, count, |_, at| {
+        read_u32(bytes, at, region, "a frame size")
+    })
+}
+
+/// Each frame's range of a zstd region of `count` frames whose frame `i`, its prefix at byte
+/// `at`, is `size(i, at)` bytes long. The region must be exactly its frames.
+fn locate_frames(
+    region: &Range<usize>,
+    count: usize,
+    size: impl Fn(usize, usize) -> Result<u32, ArchiveError>,
+) -> Result<Vec<Range<usize>>, ArchiveError> {
     let mut pos = region.start + 4;
     let mut frames = Vec::with_capacity(count);
     for i in 0..count {
         let at = pos;
-        let len = read_u32(bytes, at, region, "a frame size")? as usize;
+        let len = size(i, at)? as usize;
+        if 4 > region.end - at {
+            return Err(layout_error(
+                "zstd region",
+                format!(
+                    "expected a frame size (u32) at byte {at}, region ends at {}",
+                    region.end
+                ),
+            ));
+        }
         let start = at + 4;
         if len > region.end - start {
             return Err(layout_error(

@@ -1,14 +1,13 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
-use std::hash::{Hash, Hasher};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::digest::{self, content_digest};
 use crate::msgpack::Encoder;
+use crate::toc::FRAME_SIZES_KEY;
 use crate::unified::{Coded, Coder, GROUP_BUDGET};
 use crate::{
     Archive, ArchiveError, CompressionScheme, DATA_START, HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
@@ -94,7 +93,7 @@ pub struct ArchiveWriter<'a> {
     blobs: Blobs<'a>,
     /// (hash, length) of stored bytes (of the kernel for `unified`) → ordinals with that key;
     /// equality is confirmed bytewise.
-    dedupe: HashMap<(u64, usize), Vec<u32>>,
+    dedupe: HashMap<ContentKey, Vec<u32>>,
     /// `unified`: the coder, each written frame's reference, and the group being gathered.
     unified: Option<Unified<'a>>,
 }
@@ -109,7 +108,7 @@ struct Unified<'a> {
     /// the archive is written. Until then their entries hold provisional ordinals, from the
     /// count of written frames on, in arrival order.
     group_binary: String,
-    group: Vec<(String, Cow<'a, [u8]>)>,
+    group: Vec<(String, Cow<'a, [u8]>, ContentKey)>,
 }
 
 /// Where the stored blobs are, per ordinal.
@@ -202,6 +201,8 @@ impl<'a> PreparedKernel<'a> {
 pub struct KernelCompressor {
     compression: Compression,
     context: Option<zstd::bulk::Compressor<'static>>,
+    /// Where `context` codes a kernel before its frame is copied out.
+    scratch: Vec<u8>,
 }
 
 impl KernelCompressor {
@@ -210,6 +211,7 @@ impl KernelCompressor {
         KernelCompressor {
             compression,
             context: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -254,15 +256,22 @@ impl KernelCompressor {
             }
         };
         // The bulk API writes the content size into the frame header, which the reference's
-        // Python reader needs.
-        let frame = compressor.compress(data).map_err(io)?;
-        if u32::try_from(frame.len()).is_err() {
+        // Python reader needs. It codes into `scratch`, sized for the worst case once, and the
+        // frame is copied out at its size: a new worst-case buffer for every kernel cost a
+        // page fault and a zeroed page per 4 KiB of kernel, more than the copy.
+        self.scratch.clear();
+        self.scratch
+            .reserve(zstd::zstd_safe::compress_bound(data.len()));
+        compressor
+            .compress_to_buffer(data, &mut self.scratch)
+            .map_err(io)?;
+        if u32::try_from(self.scratch.len()).is_err() {
             return Err(ArchiveError::InvalidArgument(format!(
                 "zstd frame of {} bytes exceeds the format's u32 frame size",
-                frame.len()
+                self.scratch.len()
             )));
         }
-        Ok(frame)
+        Ok(self.scratch.clone())
     }
 }
 
@@ -370,9 +379,9 @@ impl<'a> ArchiveWriter<'a> {
         let key = normalise_key(binary_key);
         let (original_size, digest) = (kernel.original_size, kernel.digest);
         let ordinal = if self.unified.is_some() {
-            self.intern_unified(&key, arch, kernel.stored)?
+            self.intern_unified(&key, arch, kernel.stored, (digest, original_size))?
         } else {
-            self.intern(kernel.stored)?
+            self.intern(kernel.stored, (digest, original_size))?
         };
 
         let b = match slot {
@@ -444,8 +453,7 @@ impl<'a> ArchiveWriter<'a> {
     }
 
     /// The ordinal of `stored`: an existing blob with the same bytes, or a new one.
-    fn intern(&mut self, stored: Cow<'a, [u8]>) -> Result<u32, ArchiveError> {
-        let key = content_key(&stored);
+    fn intern(&mut self, stored: Cow<'a, [u8]>, key: ContentKey) -> Result<u32, ArchiveError> {
         if let Some(candidates) = self.dedupe.get(&key) {
             for &o in candidates {
                 if self.blobs.holds(o, &stored)? {
@@ -477,6 +485,7 @@ impl<'a> ArchiveWriter<'a> {
         binary: &str,
         arch: &str,
         data: Cow<'a, [u8]>,
+        key: ContentKey,
     ) -> Result<u32, ArchiveError> {
         if self
             .unified
@@ -485,7 +494,6 @@ impl<'a> ArchiveWriter<'a> {
         {
             self.code_group()?;
         }
-        let key = content_key(&data);
         if let (Some(candidates), Some(u)) = (self.dedupe.get(&key), &self.unified) {
             for &o in candidates {
                 if decode_unified(&mut self.blobs, &u.refs, o)? == *data {
@@ -496,10 +504,10 @@ impl<'a> ArchiveWriter<'a> {
         let Some(u) = &self.unified else {
             unreachable!("intern_unified serves unified writers");
         };
-        if let Some(m) = u.group.iter().position(|(_, d)| *d == data) {
+        if let Some(m) = u.group.iter().position(|(_, d, k)| *k == key && *d == data) {
             return Ok((self.blobs.count() + m) as u32);
         }
-        let gathered: usize = u.group.iter().map(|(_, d)| d.len()).sum();
+        let gathered: usize = u.group.iter().map(|(_, d, _)| d.len()).sum();
         if gathered + data.len() > GROUP_BUDGET {
             self.code_group()?;
         }
@@ -510,7 +518,7 @@ impl<'a> ArchiveWriter<'a> {
         if u.group.is_empty() {
             binary.clone_into(&mut u.group_binary);
         }
-        u.group.push((arch.to_owned(), data));
+        u.group.push((arch.to_owned(), data, key));
         Ok(ordinal)
     }
 
@@ -525,7 +533,8 @@ impl<'a> ArchiveWriter<'a> {
         }
         let group = std::mem::take(&mut u.group);
         let first = self.blobs.count() as u32;
-        let members: Vec<(&str, &[u8])> = group.iter().map(|(a, d)| (a.as_str(), &d[..])).collect();
+        let members: Vec<(&str, &[u8])> =
+            group.iter().map(|(a, d, _)| (a.as_str(), &d[..])).collect();
         let blobs = &mut self.blobs;
         let refs = &u.refs;
         let coded = u
@@ -546,7 +555,7 @@ impl<'a> ArchiveWriter<'a> {
             u.refs.push(reference);
             self.blobs.push(Cow::Owned(frame), self.compression)?;
             self.dedupe
-                .entry(content_key(&group[member].1))
+                .entry(group[member].2)
                 .or_default()
                 .push(ordinal);
         }
@@ -588,7 +597,7 @@ impl<'a> ArchiveWriter<'a> {
         let mut e = Encoder::default();
         let layout_keys = match self.compression {
             Compression::None => 1,           // blobs
-            Compression::Zstd { .. } => 2,    // zstd_offset, zstd_size
+            Compression::Zstd { .. } => 3,    // zstd_offset, zstd_size, zstd_frame_sizes
             Compression::Unified { .. } => 1, // frames
         };
         e.map(7 + layout_keys)?;
@@ -651,6 +660,11 @@ impl<'a> ArchiveWriter<'a> {
                 e.uint(DATA_START);
                 e.str("zstd_size")?;
                 e.uint(region_len);
+                let sizes: Vec<u8> = (0..self.blobs.count())
+                    .flat_map(|o| (self.blobs.len(o) as u32).to_le_bytes())
+                    .collect();
+                e.str(FRAME_SIZES_KEY)?;
+                e.bin(&sizes)?;
             }
             Compression::Unified { .. } => {
                 let refs = self.unified.as_ref().map_or(&[][..], |u| &u.refs[..]);
@@ -776,12 +790,10 @@ fn decode_unified(
     })
 }
 
-/// (hash, length) of `bytes`: the dedupe key, confirmed bytewise on a match.
-fn content_key(bytes: &[u8]) -> (u64, usize) {
-    let mut h = DefaultHasher::new();
-    bytes.hash(&mut h);
-    (h.finish(), bytes.len())
-}
+/// The dedupe key of a kernel: its digest ([`content_digest`]) and size, which the writer
+/// has anyway (hashing it again for the map cost 1 % of a split), confirmed bytewise on a
+/// match.
+type ContentKey = (u64, u64);
 
 fn io_error(context: &'static str) -> impl Fn(std::io::Error) -> ArchiveError {
     move |source| ArchiveError::Io { context, source }

@@ -163,9 +163,18 @@ fn rewriting_the_zstd_vector_at_level_3_reproduces_its_frames_plus_checksums() {
             "frame {i} differs from the reference's (libzstd version change?)"
         );
     }
-    // The same TOC but for the digests and the region's 4 bytes more per frame.
+    // The same TOC but for the digests, the frame sizes and the region's 4 bytes more per
+    // frame.
     let (_, mut toc_ours) = common::split_toc(&common::without_digests(&out));
     let (_, toc_theirs) = common::split_toc(&original);
+    let sizes: Vec<u8> = ours
+        .iter()
+        .flat_map(|f| (f.len() as u32).to_le_bytes())
+        .collect();
+    assert_eq!(
+        common::take_key(&mut toc_ours, "zstd_frame_sizes"),
+        Some(rmpv::Value::Binary(sizes))
+    );
     let size = common::top_field(&mut toc_ours, "zstd_size");
     *size = (size.as_u64().unwrap() - 4 * theirs.len() as u64).into();
     assert_eq!(toc_ours, toc_theirs);

@@ -5,7 +5,7 @@ mod common;
 use std::borrow::Cow;
 use std::path::Path;
 
-use common::{split_toc, vector, zstd_frames};
+use common::{edit_toc, split_toc, take_key, top_field, vector, zstd_frames};
 use kpack_archive::{Archive, ArchiveError, ArchiveWriter, Compression, ErrorKind, binary_key};
 use rmpv::Value;
 
@@ -228,9 +228,104 @@ fn zstd_toc_ends_with_the_region_location() {
     let keys: Vec<_> = top.iter().map(|(k, _)| k.as_str().unwrap()).collect();
     assert_eq!(
         keys[5..],
-        ["compression_scheme", "zstd_offset", "zstd_size", "toc_xxh3"]
+        [
+            "compression_scheme",
+            "zstd_offset",
+            "zstd_size",
+            "zstd_frame_sizes",
+            "toc_xxh3"
+        ]
     );
     assert_eq!(top[6].1, Value::from(64));
+}
+
+/// The frames' sizes as the TOC gives them, u32 LE each.
+fn frame_sizes_of(archive: &[u8]) -> Vec<u32> {
+    let (_, mut top) = split_toc(archive);
+    let Some(Value::Binary(sizes)) = take_key(&mut top, "zstd_frame_sizes") else {
+        panic!("zstd_frame_sizes is not a bin")
+    };
+    sizes
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn zstd_toc_gives_every_frame_size_in_ordinal_order() {
+    let ks = kernels();
+    let out = write(&mut writer_with(Compression::zstd(), &ks));
+    let frames: Vec<u32> = zstd_frames(&out).iter().map(|f| f.len() as u32).collect();
+    assert_eq!(frame_sizes_of(&out), frames);
+}
+
+/// `archive` with its TOC's frame sizes replaced by `sizes` (the TOC digest recomputed).
+fn with_frame_sizes(archive: &[u8], sizes: &[u32]) -> Vec<u8> {
+    let bin: Vec<u8> = sizes.iter().flat_map(|s| s.to_le_bytes()).collect();
+    edit_toc(archive, |top| {
+        *top_field(top, "zstd_frame_sizes") = Value::Binary(bin);
+    })
+}
+
+#[test]
+fn a_size_prefix_that_disagrees_with_the_tocs_frame_sizes_is_damage_named_by_frame_and_offset() {
+    // Two kernels whose frames differ in size.
+    let ks: Vec<(String, String, Vec<u8>)> = [(0, 100), (1, 3000)]
+        .map(|(i, n)| {
+            let data = (0..n).map(|j: u32| (j * 7 % 251) as u8).collect();
+            (binary_key("lib/libx.so", i), "gfx1100".to_owned(), data)
+        })
+        .into();
+    let out = write(&mut writer_with(Compression::zstd(), &ks));
+    let mut sizes = frame_sizes_of(&out);
+    assert!(sizes.len() == 2 && sizes[0] != sizes[1], "{sizes:?}");
+    // Swapped, the sizes still fill the region: open succeeds, and the TOC (its digest
+    // recomputed) is intact, so it is the prefixes that are wrong.
+    sizes.swap(0, 1);
+    let a = Archive::from_bytes(with_frame_sizes(&out, &sizes)).unwrap();
+    let (binary, arch, info) = a.entries().find(|(_, _, i)| i.ordinal == 0).unwrap();
+    let e = a.get(binary, arch).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed, "{e}");
+    let message = e.to_string();
+    assert!(
+        message.contains("zstd frame 0") && message.contains("byte 68"),
+        "{message}"
+    );
+    assert!(info.ordinal == 0);
+    assert_eq!(
+        a.validate().unwrap_err().kind(),
+        ErrorKind::IntegrityCheckFailed
+    );
+}
+
+#[test]
+fn frame_sizes_that_do_not_fill_the_region_or_miscount_the_frames_fail_at_open() {
+    let ks = kernels();
+    let out = write(&mut writer_with(Compression::zstd(), &ks));
+    let sizes = frame_sizes_of(&out);
+    let mut short = sizes.clone();
+    short[0] -= 1;
+    let mut fewer = sizes.clone();
+    fewer.pop();
+    for (what, bad) in [("a size one short", short), ("one size fewer", fewer)] {
+        let e = Archive::from_bytes(with_frame_sizes(&out, &bad)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed, "{what}: {e}");
+        assert!(e.to_string().contains("zstd"), "{what}: {e}");
+    }
+}
+
+#[test]
+fn a_zstd_archive_without_frame_sizes_reads_by_walking_its_prefixes() {
+    let ks = kernels();
+    let out = write(&mut writer_with(Compression::zstd(), &ks));
+    let walked = Archive::from_bytes(edit_toc(&out, |top| {
+        take_key(top, "zstd_frame_sizes").unwrap();
+    }))
+    .unwrap();
+    walked.validate().unwrap();
+    for (binary, arch, data) in &ks {
+        assert_eq!(*walked.get(binary, arch).unwrap(), data[..]);
+    }
 }
 
 #[test]

@@ -108,11 +108,6 @@ impl Unbundler {
         source::walk_mapped(bytes, &mut writer)
     }
 
-    /// What was staged so far, in write order, at the paths [`Unbundler::publish`] gives them.
-    pub fn written(&self) -> &[WrittenCodeObject] {
-        &self.written
-    }
-
     /// Moves every staged code object into the output directory; returns what it wrote.
     /// Dropping the unbundler instead removes them.
     pub fn publish(self) -> Result<Vec<WrittenCodeObject>, SourceError> {
