@@ -36,9 +36,12 @@
 //! prefix against it); in an archive without it, by walking their size prefixes once, on the
 //! first call that needs them ([`Archive::get`], [`Archive::get_into`], [`Archive::validate`],
 //! or an [`EntryInfo`]'s `stored_size`). The walk faults in a page per frame: on a 777-frame
-//! archive a first load took 1.08 ms walking, 0.11 ms without (`cargo bench -p kpack-capi`). `none` kernels are returned borrowed from the map; zstd kernels are decoded
-//! on each `get` with a pooled decompression context, or straight into the caller's buffer
-//! with `get_into`. The archive is `Send + Sync` and needs no lock.
+//! archive a first load took 1.08 ms walking, 0.11 ms without (`cargo bench -p kpack-capi`).
+//! `none` kernels are returned borrowed from the map. zstd kernels are decoded on each `get`
+//! with a pooled decompression context, or straight into the caller's buffer with `get_into`.
+//! `unified` entries decode the root and middle frames they are coded against through a cache
+//! the archive's readers share, bounded by [`REFERENCE_CACHE_BUDGET`]. The archive is
+//! `Send + Sync`; only that cache takes a lock, never while decoding.
 //!
 //! # Deliberate divergences from the reference
 //!
@@ -84,6 +87,7 @@ pub mod marker;
 pub mod msgpack;
 mod reader;
 mod recompress;
+mod references;
 mod toc;
 pub mod unified;
 mod writer;
@@ -93,6 +97,7 @@ use std::borrow::Cow;
 pub use error::{ArchiveError, ErrorKind, MetadataError};
 pub use reader::{Archive, EntryInfo};
 pub use recompress::recompress;
+pub use references::REFERENCE_CACHE_BUDGET;
 pub use writer::{
     ArchiveFileWriter, ArchiveWriter, Compression, DEFAULT_UNIFIED_LEVEL, DEFAULT_ZSTD_LEVEL,
     KernelCompressor, PreparedKernel,

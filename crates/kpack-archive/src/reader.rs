@@ -4,12 +4,13 @@ use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use zstd::zstd_safe::{self, DCtx, WriteBuf};
 
 use crate::digest::{ENTRY_KEY, content_digest};
 use crate::msgpack::FieldError;
+use crate::references::ReferenceCache;
 use crate::toc::{Entry, Index, Stored, frame_ranges, region_error};
 use crate::unified::DICTIONARY_MAGIC;
 use crate::{
@@ -25,14 +26,18 @@ type Backing = Box<dyn AsRef<[u8]> + Send + Sync>;
 /// Opening parses the 16-byte header and the TOC, and for zstd archives reads the frame count;
 /// no kernel bytes are read until [`Archive::get`]. The zstd frames are located from the TOC's
 /// frame sizes, which kpack writes, or (an archive of another writer) by walking their size
-/// prefixes on the first call that needs them. The archive is `Send + Sync` and
-/// `get` needs no lock.
+/// prefixes on the first call that needs them. The archive is `Send + Sync`; `get` takes a
+/// lock only to look up or keep a decoded `unified` reference frame ([`crate::references`]).
 pub struct Archive {
     data: Data,
     path: Option<PathBuf>,
     index: Index,
     /// zstd: the frames, located once on first use.
     frames: OnceLock<FrameIndex>,
+    /// `unified`: the decoded frames others are coded against, while in use.
+    references: ReferenceCache,
+    /// `unified`: per ordinal, whether another frame is coded against it; made on first use.
+    referenced: OnceLock<Vec<bool>>,
 }
 
 /// Each zstd frame's range of the file, by ordinal; or why the region is malformed, as the
@@ -95,6 +100,8 @@ impl Archive {
             path: Some(path.to_owned()),
             index,
             frames: OnceLock::new(),
+            references: ReferenceCache::default(),
+            referenced: OnceLock::new(),
         };
         // Indexing read the TOC, and `unified` archives' frame headers, all over the file.
         archive.forget_pages();
@@ -121,6 +128,8 @@ impl Archive {
             path: None,
             index,
             frames: OnceLock::new(),
+            references: ReferenceCache::default(),
+            referenced: OnceLock::new(),
         })
     }
 
@@ -226,11 +235,15 @@ impl Archive {
         let stored = self.stored(entry)?;
         let data = match self.index.scheme {
             CompressionScheme::None => Cow::Borrowed(stored),
-            CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => self
-                .reference(entry)
-                .and_then(|r| decode_to_vec(stored, &r, entry.original_size))
-                .map(Cow::Owned)
-                .map_err(|reason| self.decode_error(name, arch, stored, reason))?,
+            CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => {
+                let decoded = match self.held_content(entry) {
+                    Some(held) => held.map(|c| c.to_vec()),
+                    None => self
+                        .reference(entry)
+                        .and_then(|r| decode_to_vec(stored, content_of(&r), entry.original_size)),
+                };
+                Cow::Owned(decoded.map_err(|reason| self.decode_error(name, arch, stored, reason))?)
+            }
         };
         self.check(name, arch, entry, stored, &data)?;
         Ok(data)
@@ -261,10 +274,15 @@ impl Archive {
         let stored = self.stored(entry)?;
         match self.index.scheme {
             CompressionScheme::None => out.copy_from_slice(stored),
-            CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => self
-                .reference(entry)
-                .and_then(|r| decode_into(stored, &r, entry.original_size, out))
-                .map_err(|reason| self.decode_error(name, arch, stored, reason))?,
+            CompressionScheme::ZstdPerKernel | CompressionScheme::Unified => {
+                match self.held_content(entry) {
+                    Some(held) => held.map(|c| out.copy_from_slice(&c)),
+                    None => self.reference(entry).and_then(|r| {
+                        decode_into(stored, content_of(&r), entry.original_size, out)
+                    }),
+                }
+                .map_err(|reason| self.decode_error(name, arch, stored, reason))?
+            }
         }
         self.check(name, arch, entry, stored, out)?;
         Ok(size)
@@ -272,30 +290,67 @@ impl Archive {
 
     /// The decoded content of the frame `entry`'s frame is coded against (`unified` delta
     /// frames), else nothing.
-    fn reference(&self, entry: &Entry) -> Result<Vec<u8>, String> {
+    fn reference(&self, entry: &Entry) -> Result<Option<Arc<Vec<u8>>>, String> {
         let Stored::Unified(frames) = &self.index.stored else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
-        match frames[entry.ordinal as usize].1 {
-            Some(r) => self.frame_content(frames, r),
-            None => Ok(Vec::new()),
-        }
+        frames[entry.ordinal as usize]
+            .1
+            .map(|r| self.frame_content(frames, r))
+            .transpose()
+            .map_err(|reason| format!("reference {reason}"))
     }
 
-    /// The decoded content of `unified` frame `ordinal`, its references decoded first (open
-    /// checked that the chain is at most [`crate::unified::MAX_CHAIN`] frames long).
+    /// `unified`: when other frames are coded against `entry`'s frame, its decoded content
+    /// as the reference cache holds it (decoded and held now if need be), exactly
+    /// `original_size` bytes: the entries coded against it will want it next. `None` for any
+    /// other entry, whose frame is decoded for the caller alone.
+    fn held_content(&self, entry: &Entry) -> Option<Result<Arc<Vec<u8>>, String>> {
+        let Stored::Unified(frames) = &self.index.stored else {
+            return None;
+        };
+        let referenced = self.referenced.get_or_init(|| {
+            let mut referenced = vec![false; frames.len()];
+            for r in frames.iter().filter_map(|(_, r)| *r) {
+                referenced[r as usize] = true;
+            }
+            referenced
+        });
+        if !referenced[entry.ordinal as usize] {
+            return None;
+        }
+        Some(self.frame_content(frames, entry.ordinal).and_then(|c| {
+            check_len(c.len(), entry.original_size)?;
+            Ok(c)
+        }))
+    }
+
+    /// The decoded content of `unified` frame `ordinal`, from the reference cache or decoded
+    /// (its references first: open checked that the chain is at most
+    /// [`crate::unified::MAX_CHAIN`] frames long) and then held there.
     fn frame_content(
         &self,
         frames: &[(Range<usize>, Option<u32>)],
         ordinal: u32,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Arc<Vec<u8>>, String> {
+        if let Some(content) = self.references.get(ordinal) {
+            return Ok(content);
+        }
         let (range, reference) = &frames[ordinal as usize];
-        let base = match reference {
-            Some(r) => self.frame_content(frames, *r)?,
-            None => Vec::new(),
-        };
-        decode_frame(&self.bytes()[range.clone()], &base)
-            .map_err(|reason| format!("reference frame {ordinal}: {reason}"))
+        let base = reference
+            .map(|r| self.frame_content(frames, r))
+            .transpose()?;
+        let content = decode_frame(&self.bytes()[range.clone()], content_of(&base))
+            .map_err(|reason| format!("frame {ordinal}: {reason}"))?;
+        let content = Arc::new(content);
+        self.references.insert(ordinal, Arc::clone(&content));
+        Ok(content)
+    }
+
+    /// Bytes of decoded `unified` reference frames the archive holds now, at most
+    /// [`REFERENCE_CACHE_BUDGET`](crate::REFERENCE_CACHE_BUDGET).
+    pub fn reference_cache_bytes(&self) -> usize {
+        self.references.bytes()
     }
 
     /// Checks what open defers or tolerates: the zstd frames must lie exactly in their region
@@ -591,6 +646,11 @@ fn decompress<C: WriteBuf + ?Sized>(
         .unwrap_or_else(PoisonError::into_inner)
         .push(dctx);
     result.map_err(|code| zstd_safe::get_error_name(code).to_owned())
+}
+
+/// A reference's content, empty for none.
+fn content_of(reference: &Option<Arc<Vec<u8>>>) -> &[u8] {
+    reference.as_deref().map_or(&[], |c| &c[..])
 }
 
 /// Whether the frame's header records a content size, which must then be `original_size`.

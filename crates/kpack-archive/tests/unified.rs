@@ -8,6 +8,7 @@ use common::{decode, edit_toc, field, split_toc, top_field, vector};
 use kpack_archive::unified::MAX_CHAIN;
 use kpack_archive::{
     Archive, ArchiveFileWriter, ArchiveWriter, Compression, CompressionScheme, ErrorKind,
+    REFERENCE_CACHE_BUDGET,
 };
 use kpack_testkit::read_fixture;
 use rmpv::Value;
@@ -103,6 +104,41 @@ fn unified_archives_read_back_every_code_object_byte_for_byte() {
             assert_eq!(&buf[..data.len()], data.as_slice());
         }
     }
+}
+
+#[test]
+fn reference_frames_are_held_within_the_budget_and_reads_from_many_threads_agree() {
+    let ks = kernels();
+    let bytes = write(Compression::Unified { level: 3 }, &ks);
+    assert!(
+        frames(&bytes).iter().any(|f| f.2.is_some()),
+        "the fixture has delta frames"
+    );
+    let a = std::sync::Arc::new(Archive::from_bytes(bytes).unwrap());
+    assert_eq!(a.reference_cache_bytes(), 0, "nothing decoded at open");
+    // Backwards: leaves first, so their references are decoded for them and then reused.
+    for (b, arch, data) in ks.iter().rev() {
+        assert_eq!(&*a.get(b, arch).unwrap(), data.as_slice(), "{b} {arch}");
+    }
+    let held = a.reference_cache_bytes();
+    assert!(held > 0 && held <= REFERENCE_CACHE_BUDGET, "{held}");
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let (a, ks) = (std::sync::Arc::clone(&a), ks.clone());
+            std::thread::spawn(move || {
+                for i in 0..ks.len() * 4 {
+                    let (b, arch, data) = &ks[(i * 7 + t) % ks.len()];
+                    let mut buf = vec![0; data.len()];
+                    a.get_into(b, arch, &mut buf).unwrap();
+                    assert_eq!(&buf, data, "{b} {arch}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(a.reference_cache_bytes() <= REFERENCE_CACHE_BUDGET);
 }
 
 #[test]

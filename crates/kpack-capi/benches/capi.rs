@@ -134,8 +134,9 @@ fn load_times<const N: usize>(
     out
 }
 
-/// Benchmarks the archive at `path`; returns the median cold `kpack_load_code_object`.
-fn bench(path: &Path, label: &str, processor: &str) -> Duration {
+/// Benchmarks the archive at `path`; returns the median cold `kpack_load_code_object` and the
+/// median `kpack_get_kernel` per entry.
+fn bench(path: &Path, label: &str, processor: &str) -> (Duration, Duration) {
     let size = std::fs::metadata(path).unwrap().len();
     let c_path = CString::new(path.to_str().unwrap()).unwrap();
     let bytes_head = std::fs::read(path).map(|b| b[8..16].to_vec()).unwrap();
@@ -201,9 +202,10 @@ fn bench(path: &Path, label: &str, processor: &str) -> Duration {
         total += n;
     }
     let all = all.elapsed();
+    let per_entry = median(per_entry);
     println!(
         "  kpack_get_kernel           median {} per entry over {} entries ({:.0} MB/s, {:.1} MB in {:.2} s)",
-        us(median(per_entry)),
+        us(per_entry),
         entries.len(),
         total as f64 / 1e6 / all.as_secs_f64(),
         total as f64 / 1e6,
@@ -231,7 +233,17 @@ fn bench(path: &Path, label: &str, processor: &str) -> Duration {
         n / 1024,
         us(lookup)
     );
-    cold
+    if archive.compression_scheme() == kpack_runtime::CompressionScheme::Unified {
+        for (b, arch, _) in archive.entries() {
+            archive.get(b, arch).unwrap();
+        }
+        println!(
+            "  reference frames held after reading every entry: {:.1} MiB (budget {} MiB)",
+            archive.reference_cache_bytes() as f64 / (1u64 << 20) as f64,
+            ::kpack_archive::REFERENCE_CACHE_BUDGET >> 20
+        );
+    }
+    (cold, per_entry)
 }
 
 /// The archive at `path` written to `out` without its digests: the same header and blobs,
@@ -277,7 +289,7 @@ fn main() {
         .prefix("kpack-capi-bench-")
         .tempdir_in(std::env::temp_dir())
         .unwrap();
-    let mut colds = Vec::new();
+    let mut figures = Vec::new();
     for (label, compression, name) in [
         ("none", Compression::None, "rocsparse-none.kpack"),
         (
@@ -312,7 +324,7 @@ fn main() {
             .find(|a| a.starts_with("gfx90a"))
             .unwrap_or(&summary.gfx_arches[0]);
         let processor = arch.split(':').next().unwrap();
-        colds.push(bench(&out, label, processor));
+        figures.push(bench(&out, label, processor));
         // What the digests cost a load, against the same archive without them.
         let plain = tmp.path().join(format!("nodigest-{name}"));
         without_digests(&out, &plain, &[]);
@@ -345,12 +357,18 @@ fn main() {
         std::fs::remove_file(&plain).unwrap();
         std::fs::remove_file(&out).unwrap();
     }
-    if let [_, v1, v2] = colds[..] {
+    if let [_, (v1, v1_get), (v2, v2_get)] = figures[..] {
         println!(
             "cold kpack_load_code_object, same entry: v2 unified {} = {:.2}x v1 zstd {} (target <= 2x)",
             us(v2),
             v2.as_secs_f64() / v1.as_secs_f64(),
             us(v1)
+        );
+        println!(
+            "kpack_get_kernel per entry: v2 unified {} = {:.2}x v1 zstd {} (target <= 1.0x)",
+            us(v2_get),
+            v2_get.as_secs_f64() / v1_get.as_secs_f64(),
+            us(v1_get)
         );
     }
 }
