@@ -49,6 +49,11 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "setup: installing cargo-fuzz"
   cargo install -q cargo-fuzz --locked
 fi
+# Unused dependencies fail CI (docs/CONTRIBUTING.md); cargo-machete reads sources, offline.
+if ! command -v cargo-machete >/dev/null 2>&1; then
+  echo "setup: installing cargo-machete"
+  cargo install -q cargo-machete --version 0.9.2 --locked
+fi
 
 # --- Python package (issue 8) ---------------------------------------------------------------
 # A venv of the tools that build and test the wheel: maturin, ziglang (zig links the wheel

@@ -1,25 +1,44 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up, lint, unit and fixture tests, the real-world tier, the loom
-# model, a fuzz smoke run and the benchmarks (which print figures, they do not assert them).
-# Ends with one line counting every test that ran.
+# The whole test suite: set-up, lint, the unused-dependency check, unit and fixture tests, the
+# real-world tier, the loom model, the Python package, a fuzz smoke run and the benchmarks
+# (which print figures, they do not assert them). Ends with the time of each stage and one
+# line counting every test that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
-scripts/setup.sh
 
 results=$(mktemp)
-trap 'rm -f "$results"' EXIT
+stages=$(mktemp)
+pyenv_dir=
+# The time of each stage, printed at the end whether the run passes or fails.
+print_stages() {
+  echo "stage times (wall seconds):"
+  cat "$stages"
+  rm -f "$results" "$stages"
+  [ -z "$pyenv_dir" ] || rm -rf "$pyenv_dir"
+}
+trap print_stages EXIT
+# Runs a stage named $1: the command that follows, timed.
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  printf '  %-28s %6d\n' "$name" $((SECONDS - start)) >>"$stages"
+}
 # Runs a test command, keeping its output for the closing count.
 tests() { "$@" 2>&1 | tee -a "$results"; }
 
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+stage "set-up" scripts/setup.sh
+stage "fmt" cargo fmt --all -- --check
+stage "clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
+# Every dependency a crate declares is used (the layering itself is a test of kpack-testkit).
+stage "unused dependencies" cargo machete
 # Fixture tier, then the real-world tier (tests marked #[ignore = "real-world"], they need
 # the corpus fetched above). Release mode: the real-world inputs are 1.3 GB.
-tests cargo test --workspace --release
-tests cargo test --workspace --release -- --ignored
+stage "fixture tests" tests cargo test --workspace --release
+stage "real-world tests" tests cargo test --workspace --release -- --ignored
 # Every interleaving of concurrent loads on one runtime cache (loom model).
-tests cargo test -p kpack-runtime --features loom-model --release --test loom_cache
+stage "loom model" tests cargo test -p kpack-runtime --features loom-model --release --test loom_cache
 
 # --- Python package (issue 8) ---------------------------------------------------------------
 # The wheel as users get it (manylinux_2_28, abi3), installed into a fresh venv, whose `kpack`
@@ -27,20 +46,22 @@ tests cargo test -p kpack-runtime --features loom-model --release --test loom_ca
 # fails the run, 5 (no test collected) included.
 PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
 rm -f target/wheels/kpack-*.whl
-PATH="$PY_TOOLS/bin:$PATH" maturin build --release --zig --compatibility manylinux_2_28
+stage "python wheel" env PATH="$PY_TOOLS/bin:$PATH" \
+  maturin build --release --zig --compatibility manylinux_2_28
 wheel=$(ls target/wheels/kpack-*.whl)
 echo "wheel: $wheel"
 pyenv_dir=$(mktemp -d)
-trap 'rm -f "$results"; rm -rf "$pyenv_dir"' EXIT
 python3 -m venv "$pyenv_dir/venv"
 "$pyenv_dir/venv/bin/pip" install -q "$wheel" pytest==9.2.0
 "$pyenv_dir/venv/bin/kpack" --version
-"$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python/tests
+stage "pytest" "$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python/tests
 # ----------------------------------------------------------------------------------------------
 
-scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
-cargo bench --workspace --benches --quiet
+stage "fuzz smoke" scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
+stage "benchmarks" cargo bench --workspace --benches --quiet
 
 passed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$results" | awk '{s += $1} END {print s + 0}')
 failed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$results" | awk '{s += $1} END {print s + 0}')
+trap - EXIT
+print_stages
 echo "kpack: $passed passed, $failed failed"
