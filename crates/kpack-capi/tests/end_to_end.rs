@@ -667,42 +667,11 @@ fn real_split_wheels_installed_by_pip_load_their_original_code_objects() {
             install.push(d.wheel.path.display().to_string());
         }
         let target = tmp.path().join("site");
-        let plat = input
-            .to_string_lossy()
-            .rsplit('-')
-            .next()
-            .unwrap()
-            .trim_end_matches(".whl")
-            .to_owned();
-        let mut args = vec![
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-index",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--ignore-requires-python",
-            "--python-version",
-            "3.12",
-            "--platform",
-            &plat,
-            "--target",
-            target.to_str().unwrap(),
-        ];
+        let mut args = vec!["--no-deps", "--ignore-requires-python"];
         args.extend(install.iter().map(String::as_str));
-        run_tool("python3", &args);
+        pip_install_for(&input, &target, &args);
         // The original's code objects, from the fat wheel unpacked.
-        let original_root = tmp.path().join("original");
-        run_tool(
-            "unzip",
-            &[
-                "-q",
-                input.to_str().unwrap(),
-                "-d",
-                original_root.to_str().unwrap(),
-            ],
-        );
+        let original_root = unzipped(&input, &tmp.path().join("original"));
         let mut checked = 0;
         for f in &s.fat_binaries {
             let want = originals(&original_root.join(&f.path));
@@ -734,5 +703,125 @@ fn real_split_wheels_installed_by_pip_load_their_original_code_objects() {
             checked >= 2 * s.fat_binaries.len(),
             "{name}: {checked} objects compared"
         );
+    }
+}
+
+/// `pip install --target target` of `args` from local wheels only, for the Python and
+/// platform the wheel `like` was built for (CPython 3.12 and its platform tag: the machine's
+/// Python may be older).
+fn pip_install_for(like: &Path, target: &Path, args: &[&str]) {
+    let platform = like
+        .to_string_lossy()
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .trim_end_matches(".whl")
+        .to_owned();
+    let mut all = vec![
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-index",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--platform",
+        &platform,
+        "--target",
+        target.to_str().unwrap(),
+    ];
+    all.extend(args);
+    run_tool("python3", &all);
+}
+
+/// `wheel` unzipped into `dir`, which is returned.
+fn unzipped(wheel: &Path, dir: &Path) -> PathBuf {
+    run_tool(
+        "unzip",
+        &["-q", wheel.to_str().unwrap(), "-d", dir.to_str().unwrap()],
+    );
+    dir.to_owned()
+}
+
+/// A wheel named `name` `version`, `py3-none-any`, holding only its dist-info: what pip
+/// needs to satisfy a requirement on it.
+fn stub_wheel(dir: &Path, name: &str, version: &str) {
+    let script = "import sys, zipfile\n\
+        d, n, v = sys.argv[1:]\n\
+        info = f'{n}-{v}.dist-info'\n\
+        z = zipfile.ZipFile(f'{d}/{n}-{v}-py3-none-any.whl', 'w')\n\
+        z.writestr(f'{info}/METADATA', f'Metadata-Version: 2.1\\nName: {n}\\nVersion: {v}\\n')\n\
+        z.writestr(f'{info}/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+        z.writestr(f'{info}/RECORD', '')\n\
+        z.close()\n";
+    run_tool(
+        "python3",
+        &["-c", script, dir.to_str().unwrap(), name, version],
+    );
+}
+
+/// jax-rocm7-plugin 0.10.0 ships generic code objects for most GPUs (gfx9-4, gfx10-3, gfx11
+/// and gfx12 generic, plus gfx908 and gfx90a). Its split gives every GPU those serve a
+/// `device-<gpu>` extra; pip, resolving that extra alone (into a `--target` tree for CPython
+/// 3.12, the wheel's ABI), installs the one generic device wheel that serves the GPU; and
+/// librocm_kpack, given the GPU's ISAs as the HIP runtime lists them (its own, then its
+/// generic one), loads from it the original wheel's generic code object, byte for byte.
+#[test]
+#[ignore = "real-world"]
+fn generic_device_wheels_get_an_extra_per_gpu_they_serve_which_pip_installs_and_the_runtime_loads()
+{
+    let input = kpack_testkit::corpus_wheel("jax_rocm7_plugin", "0.10.0");
+    let tmp = tempfile::tempdir().unwrap();
+    let wheels = tmp.path().join("wheels");
+    let s = kpack_wheel::split_wheel(&input, &kpack_wheel::SplitOptions::new(&wheels)).unwrap();
+    // The host's one unconditional requirement, which is not what this test is about.
+    stub_wheel(&wheels, "jax_rocm7_pjrt", "0.10.0");
+    let original_root = unzipped(&input, &tmp.path().join("original"));
+    for (gpu, generic, device_info) in [
+        ("gfx1100", "gfx11-generic", "jax_rocm7_plugin_device_gfx11"),
+        ("gfx1103", "gfx11-generic", "jax_rocm7_plugin_device_gfx11"),
+        ("gfx942", "gfx9-4-generic", "jax_rocm7_plugin_device_gfx9_4"),
+    ] {
+        let site = tmp.path().join(format!("site-{gpu}"));
+        pip_install_for(
+            &input,
+            &site,
+            &[
+                "--find-links",
+                wheels.to_str().unwrap(),
+                &format!("jax-rocm7-plugin[device-{gpu}]"),
+            ],
+        );
+        let devices: Vec<String> = std::fs::read_dir(&site)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("jax_rocm7_plugin_device_") && n.ends_with(".dist-info"))
+            .collect();
+        assert_eq!(
+            devices,
+            [format!("{device_info}-0.10.0.dist-info")],
+            "{gpu}"
+        );
+        let mut checked = 0;
+        for f in &s.fat_binaries {
+            let want = originals(&original_root.join(&f.path));
+            let installed = site.join(&f.path);
+            let wrappers = kpack_elf::inspect(&std::fs::read(&installed).unwrap())
+                .unwrap()
+                .wrappers
+                .len();
+            for w in 0..wrappers {
+                if let Some(data) = want.get(&(w as u64, generic.to_owned())) {
+                    same(
+                        load_code_object(&installed, w as u32, &[&isa(gpu), &isa(generic)]),
+                        data,
+                        &format!("{} #{w} {gpu}", f.path),
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 0, "{gpu}: no {generic} code object compared");
     }
 }

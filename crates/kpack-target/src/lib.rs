@@ -44,4 +44,6 @@ pub use code_object::{
     CodeObjectTarget, ELFOSABI_AMDGPU_HSA, EM_AMDGPU, code_object_target, processor_for_mach,
 };
 pub use error::TargetError;
-pub use target_id::{Feature, FeatureState, MAX_FEATURES, TargetId, feature_subsets};
+pub use target_id::{
+    Feature, FeatureState, GENERIC_MEMBERS, MAX_FEATURES, TargetId, feature_subsets,
+};

@@ -82,6 +82,35 @@ const TENSILE: Spelling = Spelling {
     expected_separator: "'-' before a feature, or the end",
 };
 
+/// The processors each generic processor's code runs on, as LLVM's AMDGPU backend defines
+/// them (`llvm/lib/Target/AMDGPU/GCNProcessors.td`, the comment above each generic
+/// processor; the code-object `EF_AMDGPU_MACH` values are in `code_object.rs`).
+pub const GENERIC_MEMBERS: &[(&str, &[&str])] = &[
+    (
+        "gfx9-generic",
+        &["gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c"],
+    ),
+    ("gfx9-4-generic", &["gfx942"]),
+    (
+        "gfx10-1-generic",
+        &["gfx1010", "gfx1011", "gfx1012", "gfx1013"],
+    ),
+    (
+        "gfx10-3-generic",
+        &[
+            "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+        ],
+    ),
+    (
+        "gfx11-generic",
+        &[
+            "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+        ],
+    ),
+    ("gfx12-generic", &["gfx1200", "gfx1201"]),
+    ("gfx12-5-generic", &["gfx1250", "gfx1251"]),
+];
+
 impl TargetId {
     /// Parses the LLVM spelling `processor(:feature±)*`.
     ///
@@ -194,6 +223,19 @@ impl TargetId {
     /// `gfx9-4-generic`, `gfx10-1-generic`, `gfx11-generic`, ...).
     pub fn is_generic(&self) -> bool {
         self.processor().ends_with("-generic")
+    }
+
+    /// The processors whose GPUs run code of this target: for a generic processor its
+    /// members ([`GENERIC_MEMBERS`]), none if it is one kpack does not know; otherwise the
+    /// processor itself.
+    pub fn runs_on(&self) -> Vec<&str> {
+        if !self.is_generic() {
+            return vec![self.processor()];
+        }
+        GENERIC_MEMBERS
+            .iter()
+            .find(|(generic, _)| *generic == self.processor())
+            .map_or(Vec::new(), |(_, members)| members.to_vec())
     }
 
     /// The state of feature `name`, or `None` when it is not set (= "any").
@@ -317,6 +359,35 @@ impl Ord for TargetId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generic_code_runs_on_llvms_members_and_other_code_on_its_own_processor() {
+        let runs_on = |t: &str| TargetId::parse(t).unwrap().runs_on().join(" ");
+        assert_eq!(runs_on("gfx1100"), "gfx1100");
+        assert_eq!(runs_on("gfx90a:xnack+"), "gfx90a");
+        assert_eq!(
+            runs_on("gfx11-generic"),
+            "gfx1100 gfx1101 gfx1102 gfx1103 gfx1150 gfx1151 gfx1152 gfx1153"
+        );
+        assert_eq!(runs_on("gfx12-generic"), "gfx1200 gfx1201");
+        assert_eq!(runs_on("gfx9-4-generic:xnack-"), "gfx942");
+        assert_eq!(
+            runs_on("gfx99-generic"),
+            "",
+            "a generic kpack does not know"
+        );
+        // Every generic of the table is a processor code objects name, and its members
+        // are processors too.
+        let machs: Vec<&str> = (0..=u8::MAX)
+            .filter_map(crate::code_object::processor_for_mach)
+            .collect();
+        for (generic, members) in GENERIC_MEMBERS {
+            assert!(machs.contains(generic), "{generic}");
+            for m in *members {
+                assert!(machs.contains(m), "{generic}: {m}");
+            }
+        }
+    }
 
     #[test]
     fn processor_prefix_stops_before_features_in_either_spelling() {

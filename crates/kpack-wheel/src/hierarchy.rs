@@ -173,6 +173,45 @@ impl BundleKey {
         chain
     }
 
+    /// The targets a device wheel of this key serves when it holds code or databases for
+    /// `architectures` (full target ids, or database architectures such as `gfx1100` or a
+    /// sub-family's `gfx110x`): the processors each runs on (a generic processor's members,
+    /// [`TargetId::runs_on`]; a family spelling's members in the hierarchy) whose chain names
+    /// this key, in first-seen order.
+    pub fn served_targets<'a>(
+        &self,
+        architectures: impl IntoIterator<Item = &'a str>,
+    ) -> Vec<BundleKey> {
+        let mut served: Vec<BundleKey> = Vec::new();
+        for arch in architectures {
+            let processors: Vec<String> = match BundleKey::of_family(arch) {
+                Some(family) => family.members(),
+                None => TargetId::parse(arch).map_or(Vec::new(), |t| {
+                    t.runs_on().into_iter().map(str::to_owned).collect()
+                }),
+            };
+            for p in processors {
+                let target = BundleKey(p);
+                if target.chain().contains(self) && !served.contains(&target) {
+                    served.push(target);
+                }
+            }
+        }
+        served
+    }
+
+    /// The processors of a sub-family, or of a family's sub-families; a target's own.
+    fn members(&self) -> Vec<String> {
+        match self.level() {
+            Level::Target => vec![self.0.clone()],
+            Level::SubFamily | Level::Family => SUB_FAMILIES
+                .iter()
+                .filter(|s| s.key == self.0 || s.family == self.0)
+                .flat_map(|s| s.members.iter().map(|m| (*m).to_owned()))
+                .collect(),
+        }
+    }
+
     /// The bundle key of a GPU target (features folded into the processor; a generic
     /// processor to the sub-family or family it covers).
     pub fn of_target(target: &TargetId) -> Result<BundleKey, String> {
@@ -215,5 +254,39 @@ impl BundleKey {
 impl std::fmt::Display for BundleKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(key: &str, architectures: &[&str]) -> Vec<String> {
+        let key = BundleKey::parse(key).unwrap();
+        key.served_targets(architectures.iter().copied())
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_wheel_serves_the_processors_its_code_runs_on_that_its_key_covers() {
+        assert_eq!(
+            served("gfx11", &["gfx11-generic"]),
+            [
+                "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152",
+                "gfx1153"
+            ]
+        );
+        // gfx12-generic runs on gfx1200 and gfx1201, not on the gfx12 family's gfx1250.
+        assert_eq!(served("gfx12", &["gfx12-generic"]), ["gfx1200", "gfx1201"]);
+        assert_eq!(served("gfx9_4", &["gfx9-4-generic:xnack-"]), ["gfx942"]);
+        // A sub-family's database directory serves its members.
+        assert_eq!(
+            served("gfx110x", &["gfx110x"]),
+            ["gfx1100", "gfx1101", "gfx1102", "gfx1103"]
+        );
+        assert_eq!(served("gfx1100", &["gfx1100"]), ["gfx1100"]);
+        assert!(served("gfx11", &["gfx99-generic"]).is_empty());
     }
 }

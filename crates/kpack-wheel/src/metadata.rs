@@ -313,19 +313,43 @@ pub struct DeviceDist {
     pub key: BundleKey,
     /// Its distribution name (`<prefix>-<key>`).
     pub dist: String,
+    /// The targets it serves ([`BundleKey::served_targets`]).
+    pub serves: Vec<BundleKey>,
+}
+
+/// The targets that get a `device-<target>` extra: every target-level wheel's, in the
+/// order given, then every other target a sub-family or family wheel serves. The reference
+/// gives extras only to target-level wheels, so `pip install 'pkg[device-gfx1100]'` installed
+/// nothing from a wheel whose code is all `gfx11-generic`, though that wheel serves gfx1100.
+pub fn extra_targets(devices: &[DeviceDist]) -> Vec<BundleKey> {
+    let mut targets: Vec<BundleKey> = devices
+        .iter()
+        .filter(|d| d.key.level() == Level::Target)
+        .map(|d| d.key.clone())
+        .collect();
+    for d in devices.iter().filter(|d| d.key.level() != Level::Target) {
+        for t in &d.serves {
+            if !targets.contains(t) {
+                targets.push(t.clone());
+            }
+        }
+    }
+    targets
 }
 
 /// The block inserted into the host METADATA (§2.5, without the reference's unconditional
 /// `Requires-Dist: rocm-bootstrap`: nothing in a kpack host wheel imports it, and `kpack
-/// detect` tells a user which extra to install).
+/// detect` tells a user which extra to install). A `device-<target>` extra for every target
+/// a device wheel serves ([`extra_targets`]), each requiring the wheels of its chain that
+/// exist.
 pub fn host_extras_block(version: &str, devices: &[DeviceDist]) -> String {
     let by_key: BTreeMap<&BundleKey, &str> =
         devices.iter().map(|d| (&d.key, d.dist.as_str())).collect();
     let mut block = String::new();
-    for d in devices.iter().filter(|d| d.key.level() == Level::Target) {
-        let extra = format!("device-{}", d.key);
+    for target in extra_targets(devices) {
+        let extra = format!("device-{target}");
         block.push_str(&format!("Provides-Extra: {extra}\n"));
-        for k in d.key.chain() {
+        for k in target.chain() {
             if let Some(dist) = by_key.get(&k) {
                 block.push_str(&format!(
                     "Requires-Dist: {dist} == {version}; extra == \"{extra}\"\n"

@@ -375,10 +375,11 @@ pub fn split_wheel_with_progress(
         .clone()
         .unwrap_or_else(|| format!("{}-device", id.name));
     let dists: Vec<DeviceDist> = devices
-        .keys()
-        .map(|key| DeviceDist {
+        .iter()
+        .map(|(key, d)| DeviceDist {
             key: key.clone(),
             dist: format!("{device_prefix}-{}", key.dist_suffix()),
+            serves: key.served_targets(d.architectures.iter().map(String::as_str)),
         })
         .collect();
 
@@ -415,11 +416,8 @@ pub fn split_wheel_with_progress(
         let di = root.join(&id.dist_info);
         let m = di.join("METADATA");
         std::fs::write(&m, metadata::add_variant_markers(&host_metadata)).map_err(io(&m))?;
-        let targets: Vec<&str> = dists
-            .iter()
-            .filter(|d| d.key.level() == Level::Target)
-            .map(|d| d.key.as_str())
-            .collect();
+        let targets = metadata::extra_targets(&dists);
+        let targets: Vec<&str> = targets.iter().map(BundleKey::as_str).collect();
         let v = di.join("variant.json");
         std::fs::write(&v, metadata::variant_json(&targets)).map_err(io(&v))?;
         let dest = format!("{host_stem}-{label}{ext}");

@@ -127,7 +127,7 @@ fn fixture_wheel_splits_into_valid_host_and_device_wheels() {
 }
 
 #[test]
-fn host_metadata_gains_device_extras_before_the_body_and_targets_require_their_parents() {
+fn host_metadata_gains_device_extras_before_the_body_for_every_target_a_device_wheel_serves() {
     let dir = tempfile::tempdir().unwrap();
     let s = split(&fixture(DEMO), &dir.path().join("out"), |o| {
         o.device_requires_dist = vec![
@@ -156,6 +156,26 @@ fn host_metadata_gains_device_extras_before_the_body_and_targets_require_their_p
         !headers.contains("Provides-Extra: device-gfx11\n"),
         "families get no extra"
     );
+    // Targets without a wheel of their own get an extra of the wheels that serve them: the
+    // gfx110x sub-family's and the gfx11 family's for gfx1101, the family's for gfx1151.
+    let extra = |target: &str| -> Vec<&str> {
+        headers
+            .lines()
+            .filter(|l| l.ends_with(&format!("; extra == \"device-{target}\"")))
+            .collect()
+    };
+    assert_eq!(
+        extra("gfx1101"),
+        [
+            "Requires-Dist: kpack-demo-device-gfx110x == 1.0; extra == \"device-gfx1101\"",
+            "Requires-Dist: kpack-demo-device-gfx11 == 1.0; extra == \"device-gfx1101\"",
+        ]
+    );
+    assert_eq!(
+        extra("gfx1151"),
+        ["Requires-Dist: kpack-demo-device-gfx11 == 1.0; extra == \"device-gfx1151\""]
+    );
+    assert!(headers.contains("Provides-Extra: device-gfx1151\n"));
     let dev = |key: &str| {
         let d = s.devices.iter().find(|d| d.key.as_str() == key).unwrap();
         let e = zip_entries(&d.wheel.path);
@@ -189,8 +209,11 @@ fn variant_wheel_has_variant_json_and_markers_as_the_spec_says() {
     let e = zip_entries(&v.path);
     let json: serde_json::Value =
         serde_json::from_slice(&e["kpack_demo-1.0.dist-info/variant.json"]).unwrap();
+    // The targets of the extras: those with a wheel of their own, and those the gfx11
+    // family wheel (gfx11-generic code) serves.
     let targets = [
-        "gfx1030", "gfx1100", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942",
+        "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152",
+        "gfx1153", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942",
     ];
     assert_eq!(
         json["providers"]["amd"],
