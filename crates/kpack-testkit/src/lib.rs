@@ -7,6 +7,7 @@
 
 #[cfg(feature = "transform")]
 pub mod flips;
+pub mod measured;
 mod standin;
 mod wine;
 

@@ -1,0 +1,109 @@
+//! Whole-process runs of `kpack` measured once and shared: a real-world test that must run an
+//! expensive command anyway (a level-19 `unified` pack of a whole library takes minutes of
+//! CPU) records its wall time and peak RSS, and the benchmark that prints that figure takes
+//! the record instead of running the command again, when it was made by the same `kpack`
+//! binary. Otherwise, or when the record is missing, the benchmark measures it itself.
+//!
+//! Records live in `kpack-measurements/` beside the binary (the profile's target directory),
+//! one `<key>.txt` per command: the binary's SHA-256, wall seconds, peak RSS in MiB.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A finished child process: wall time and peak RSS (its `ru_maxrss`).
+#[derive(Debug, Clone, Copy)]
+pub struct ChildRun {
+    pub wall: Duration,
+    pub peak_mib: f64,
+}
+
+/// Runs `program args` with stdout discarded, which must exit 0; its wall time and peak RSS.
+// The child is reaped by `wait4`, which `std` does not offer, for its rusage.
+#[allow(unsafe_code, clippy::zombie_processes)]
+pub fn run_measured(program: &Path, args: &[&Path]) -> ChildRun {
+    let start = Instant::now();
+    let child = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for the child spawned above, which nothing else waits for.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let wall = start.elapsed();
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4 failed");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{} {args:?} failed ({status:#x})",
+        program.display()
+    );
+    ChildRun {
+        wall,
+        peak_mib: usage.ru_maxrss as f64 / 1024.0,
+    }
+}
+
+fn record_path(kpack: &Path, key: &str) -> PathBuf {
+    let dir = kpack.parent().expect("a binary lives in a directory");
+    dir.join("kpack-measurements").join(format!("{key}.txt"))
+}
+
+fn binary_digest(kpack: &Path) -> String {
+    let bytes = std::fs::read(kpack).unwrap_or_else(|e| panic!("{}: {e}", kpack.display()));
+    crate::sha256_hex(&bytes)
+}
+
+/// [`run_measured`] of `kpack args`, recorded under `key` for [`recorded`].
+pub fn run_and_record(kpack: &Path, key: &str, args: &[&Path]) -> ChildRun {
+    let run = run_measured(kpack, args);
+    let path = record_path(kpack, key);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let text = format!(
+        "{} {} {}\n",
+        binary_digest(kpack),
+        run.wall.as_secs_f64(),
+        run.peak_mib
+    );
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    run
+}
+
+/// The run recorded under `key` by this very `kpack` binary, if any.
+pub fn recorded(kpack: &Path, key: &str) -> Option<ChildRun> {
+    let text = std::fs::read_to_string(record_path(kpack, key)).ok()?;
+    let mut fields = text.split_whitespace();
+    let (digest, wall, peak) = (fields.next()?, fields.next()?, fields.next()?);
+    if digest != binary_digest(kpack) {
+        return None;
+    }
+    Some(ChildRun {
+        wall: Duration::from_secs_f64(wall.parse().ok()?),
+        peak_mib: peak.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_serves_the_binary_that_made_it_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let binary = dir.path().join("kpack");
+        std::fs::copy("/bin/true", &binary).unwrap();
+        assert!(recorded(&binary, "k").is_none(), "nothing recorded yet");
+        let run = run_and_record(&binary, "k", &[]);
+        let again = recorded(&binary, "k").expect("recorded");
+        assert_eq!(again.wall.as_secs_f64(), run.wall.as_secs_f64());
+        assert_eq!(again.peak_mib, run.peak_mib);
+        assert!(recorded(&binary, "other").is_none());
+        // Another build of the binary: the record is not its measurement.
+        let mut bytes = std::fs::read(&binary).unwrap();
+        bytes.push(0);
+        std::fs::write(&binary, bytes).unwrap();
+        assert!(recorded(&binary, "k").is_none());
+    }
+}
