@@ -355,10 +355,10 @@ impl Archive {
 
     /// Checks what open defers or tolerates: the zstd frames must lie exactly in their region
     /// (checked at first use otherwise), their size prefixes agreeing with the TOC's frame
-    /// sizes (checked for a frame when it is read otherwise); every binary key must end in `#<index>` (the runtime
-    /// looks up `kernel_name#co_index`), every entry's arch must be listed in `gfx_arches` (the
-    /// runtime picks archives by `gfx_arches`), and `gfx_arches` must not repeat an arch.
-    /// Returns the first problem found.
+    /// sizes (checked for a frame when it is read otherwise); every binary key must end in
+    /// `#<index>` (the runtime looks up `kernel_name#co_index`), every entry's arch must be
+    /// listed in `gfx_arches` (the runtime picks archives by `gfx_arches`), and `gfx_arches`
+    /// must not repeat an arch. Returns the first problem found.
     pub fn validate(&self) -> Result<(), ArchiveError> {
         let frames = self.frames()?;
         if let Stored::Zstd {

@@ -872,9 +872,9 @@ fn zstd_region(
             let e = layout_error(
                 "zstd region",
                 format!(
-                    "frame count {count} at byte {count_at}, but the TOC's {FRAME_SIZES_KEY} gives {} bytes ({} sizes)",
-                    sizes.len(),
-                    sizes.len() as f64 / 4.0
+                    "frame count {count} at byte {count_at}, but the TOC's {FRAME_SIZES_KEY} \
+                     holds {} bytes, not 4 per frame",
+                    sizes.len()
                 ),
             );
             return Err(region_error(e, count_at, digests));
@@ -961,7 +961,6 @@ fn locate_frames(
     let mut frames = Vec::with_capacity(count);
     for i in 0..count {
         let at = pos;
-        let len = size(i, at)? as usize;
         if 4 > region.end - at {
             return Err(layout_error(
                 "zstd region",
@@ -971,6 +970,7 @@ fn locate_frames(
                 ),
             ));
         }
+        let len = size(i, at)? as usize;
         let start = at + 4;
         if len > region.end - start {
             return Err(layout_error(
