@@ -362,15 +362,6 @@ pub(crate) fn stage_output(out: &Path) -> Result<(kpack_fs::Stage, PathBuf), Art
     Ok((stage, root))
 }
 
-/// The number of worker threads for `requested` (0 = one per core).
-pub(crate) fn thread_count(requested: usize) -> usize {
-    if requested > 0 {
-        requested
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    }
-}
-
 /// Runs `f` over `items` on `threads` workers; results come back in item order, and on
 /// failure the error of the first failing item (in item order) is returned, so the outcome
 /// never depends on scheduling. Workers stop taking items after a failure.

@@ -822,7 +822,7 @@ fn recombine_unpacking(
             ));
         }
     }
-    let threads = crate::thread_count(opts.threads);
+    let threads = kpack_pipeline::threads::count(opts.threads);
     // Packages with indexes are written last (they take the group archives' sizes).
     let has_index = |p: &&Package| p.items.values().any(|i| matches!(i, Item::Index(_)));
     let (indexed, plain): (Vec<&Package>, Vec<&Package>) = packages.iter().partition(has_index);

@@ -252,7 +252,7 @@ fn split_into(
             entries.push((prefix.clone(), rel, entry));
         }
     }
-    let threads = crate::thread_count(opts.threads);
+    let threads = kpack_pipeline::threads::count(opts.threads);
     let classes = crate::parallel_map(&entries, threads, |_, (prefix, rel, entry)| {
         classify(&input.join(prefix).join(rel), rel, entry, &opts.handlers)
     })?;

@@ -620,7 +620,7 @@ pub fn verify(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifac
     })) {
         failures.push(format!("packages do not install side by side: {line}"));
     }
-    let threads = crate::thread_count(opts.threads);
+    let threads = kpack_pipeline::threads::count(opts.threads);
 
     // Every regular file read once (checks 2, 4, 5; what checks 3, 7 and 8 need of it):
     // a directory artifact's in parallel, a tarball's as it streams past.

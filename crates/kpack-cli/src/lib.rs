@@ -23,6 +23,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Worker threads of every pool (default: one per core). Output is the same bytes
+    /// whatever the count.
+    #[arg(long, global = true, default_value_t = 0)]
+    threads: usize,
 }
 
 #[derive(Subcommand)]
@@ -78,6 +82,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
             return u8::try_from(err.exit_code()).unwrap_or(2);
         }
     };
+    kpack_pipeline::threads::set_limit(cli.threads);
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Unbundle(args) => cmd::unbundle::run(args),

@@ -17,6 +17,7 @@ pub mod prune_offload;
 pub mod report;
 pub mod restore;
 pub mod source;
+pub mod threads;
 pub mod transform;
 pub mod unbundle;
 

@@ -498,7 +498,7 @@ fn pack_pruned_bundles(
     spool: &mut File,
 ) -> Result<Packed, PruneError> {
     let align = power_of_two_dividing(slots.iter().filter_map(|s| s.section_offset));
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = crate::threads::count(0);
     let mut out = BufWriter::with_capacity(1 << 20, &mut *spool);
     let mut spooled = 0u64;
     let mut packed = Packed {

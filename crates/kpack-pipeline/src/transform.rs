@@ -605,7 +605,7 @@ impl<'a> Plan<'a> {
                 release(i);
             }
         } else {
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let threads = crate::threads::count(0);
             ordered::for_each_ordered(
                 self.slots.len(),
                 threads,

@@ -575,9 +575,7 @@ fn publish_all(
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<Published, WheelError>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(jobs.len());
+    let threads = kpack_pipeline::threads::count(0).min(jobs.len());
     let total = jobs.len() as u64;
     progress("write", 0, total);
     std::thread::scope(|s| {

@@ -22,9 +22,6 @@ pub struct Args {
     /// Only this component.
     #[arg(long)]
     component: Option<String>,
-    /// Worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
     /// Write each package as a directory or as `<artifact>.tar.zst` (mtime from
     /// SOURCE_DATE_EPOCH, else 0).
     #[arg(long, value_enum, default_value = "dir")]
@@ -46,7 +43,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let config = PackagingConfig::load(&args.config)?;
     let opts = RecombineOptions {
         component: args.component.clone(),
-        threads: args.threads,
+        threads: 0,
         output: args.output_format.into(),
         group_archives: RecombineOptions::group_archives_for(
             args.group_archives,

@@ -29,9 +29,6 @@ pub struct Args {
     handlers: Vec<Handler>,
     #[command(flatten)]
     compression: super::CompressionArgs,
-    /// Worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
     /// Write each artifact as a directory or as `<artifact>.tar.zst` (mtime from
     /// SOURCE_DATE_EPOCH, else 0).
     #[arg(long, value_enum, default_value = "dir")]
@@ -45,7 +42,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     let opts = SplitOptions {
         handlers: args.handlers.clone(),
         compression: args.compression.compression(),
-        threads: args.threads,
+        threads: 0,
         output: args.output_format.into(),
     };
     let bar = output::progress(0, "split");

@@ -19,9 +19,6 @@ pub struct Args {
     /// tarballs; or one tarball).
     #[arg(long)]
     original: Option<PathBuf>,
-    /// Worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -30,7 +27,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let opts = VerifyOptions {
         original: args.original.clone(),
-        threads: args.threads,
+        threads: 0,
     };
     let mut report = VerifyReport::default();
     for path in &args.paths {

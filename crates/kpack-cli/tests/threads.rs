@@ -1,0 +1,118 @@
+//! `--threads` bounds every worker pool, and the output is the same bytes whatever the count:
+//! 1, 2 and 8 threads (8 on any machine: the point is the order results are placed in, not
+//! the speed).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{kpack_ok, s};
+use kpack_testkit::fixture;
+
+/// Every regular file under `root`, by relative path.
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    kpack_fs::walk(root)
+        .map(Result::unwrap)
+        .filter(|e| e.file_type.is_file())
+        .map(|e| {
+            let bytes = std::fs::read(&e.path).unwrap();
+            (e.rel.to_string_lossy().into_owned(), bytes)
+        })
+        .collect()
+}
+
+/// Runs `command` (its output directory given) at 1, 2 and 8 threads; every run must write
+/// the same files with the same bytes.
+fn same_bytes_at_every_thread_count(what: &str, command: impl Fn(&Path) -> Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first: Option<BTreeMap<String, Vec<u8>>> = None;
+    for threads in ["1", "2", "8"] {
+        let out = dir.path().join(format!("threads-{threads}"));
+        let mut args = vec!["--threads".to_owned(), threads.to_owned()];
+        args.extend(command(&out));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kpack_ok(&args);
+        let written = tree(&out);
+        assert!(!written.is_empty(), "{what}: nothing written");
+        match &first {
+            None => first = Some(written),
+            Some(first) => {
+                let names = |t: &BTreeMap<String, Vec<u8>>| t.keys().cloned().collect::<Vec<_>>();
+                assert_eq!(names(first), names(&written), "{what}: --threads {threads}");
+                for (name, bytes) in first {
+                    assert!(
+                        written[name] == *bytes,
+                        "{what}: {name} differs at --threads {threads}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn transform_writes_the_same_bytes_at_1_2_and_8_threads() {
+    let input = fixture("modern/libmodern_wide_v3.so");
+    for compression in ["zstd", "unified"] {
+        same_bytes_at_every_thread_count(&format!("transform {compression}"), |out| {
+            [
+                "transform",
+                s(&input),
+                "-o",
+                s(&out.join("libmodern_wide_v3.so")),
+                "--kpack-dir",
+                s(&out.join(".kpack")),
+                "--compression",
+                compression,
+            ]
+            .map(str::to_owned)
+            .to_vec()
+        });
+    }
+}
+
+#[test]
+fn split_writes_the_same_bytes_at_1_2_and_8_threads() {
+    let shard = fixture("shards/shard-a");
+    same_bytes_at_every_thread_count("split", |out| {
+        [
+            "split",
+            "--batch",
+            s(&shard),
+            "-o",
+            s(out),
+            "--split-databases",
+            "rocblas",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    });
+}
+
+#[test]
+fn split_wheel_writes_the_same_bytes_at_1_2_and_8_threads() {
+    let wheel = fixture("wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl");
+    same_bytes_at_every_thread_count("split-wheel", |out| {
+        ["split-wheel", s(&wheel), "-o", s(out)]
+            .map(str::to_owned)
+            .to_vec()
+    });
+}
+
+#[test]
+fn prune_writes_the_same_bytes_at_1_2_and_8_threads() {
+    let input = fixture("modern/libmodern_wide_v3.so");
+    same_bytes_at_every_thread_count("prune", |out| {
+        [
+            "prune",
+            s(&input),
+            "-o",
+            s(&out.join("pruned.so")),
+            "--keep",
+            "gfx90a",
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    });
+}

@@ -1,0 +1,25 @@
+//! How many worker threads kpack's pools use: one per core, unless the process set a limit
+//! ([`set_limit`]: the CLI's `--threads`, for runners shared with other jobs). Every pool
+//! asks here, so one setting bounds them all. Output never depends on the count: each pool
+//! places its results in input order.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The process-wide limit; 0 = one per core.
+static LIMIT: AtomicUsize = AtomicUsize::new(0);
+
+/// Limits every pool of this process to `threads` workers; 0 lifts the limit.
+pub fn set_limit(threads: usize) {
+    LIMIT.store(threads, Ordering::Relaxed);
+}
+
+/// Workers for a pool: `requested` when not 0, else the process limit, else one per core.
+pub fn count(requested: usize) -> usize {
+    if requested > 0 {
+        return requested;
+    }
+    match LIMIT.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        limit => limit,
+    }
+}
