@@ -116,3 +116,28 @@ fn prune_writes_the_same_bytes_at_1_2_and_8_threads() {
         .to_vec()
     });
 }
+
+#[test]
+#[ignore = "real-world"]
+fn transform_of_a_real_ccob_library_writes_the_same_bytes_at_1_2_and_8_threads() {
+    // Debian's librocsparse.so.1.0: 319 CCOB v3 bundles, 2.1 GB of code objects, 14 targets.
+    let input = kpack_testkit::corpus()
+        .join("x/librocsparse1_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocsparse.so.1.0");
+    assert!(
+        input.is_file(),
+        "{} is missing: run scripts/setup.sh",
+        input.display()
+    );
+    same_bytes_at_every_thread_count("transform librocsparse.so.1.0", |out| {
+        [
+            "transform",
+            s(&input),
+            "-o",
+            s(&out.join("librocsparse.so.1.0")),
+            "--kpack-dir",
+            s(&out.join(".kpack")),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    });
+}
