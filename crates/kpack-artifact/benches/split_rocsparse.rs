@@ -148,4 +148,4 @@ fn integrity_share(out: &std::path::Path, split_cpu: f64, threads: usize) {
 }
 
 /// Rounds of the coding comparison: the best of each is the least disturbed by the machine.
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
