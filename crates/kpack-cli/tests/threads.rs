@@ -22,6 +22,11 @@ fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// `args` as the owned strings [`same_bytes_at_every_thread_count`] takes.
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
+}
+
 /// Runs `command` (its output directory given) at 1, 2 and 8 threads; every run must write
 /// the same files with the same bytes.
 fn same_bytes_at_every_thread_count(what: &str, command: impl Fn(&Path) -> Vec<String>) {
@@ -56,7 +61,7 @@ fn transform_writes_the_same_bytes_at_1_2_and_8_threads() {
     let input = fixture("modern/libmodern_wide_v3.so");
     for compression in ["zstd", "unified"] {
         same_bytes_at_every_thread_count(&format!("transform {compression}"), |out| {
-            [
+            owned(&[
                 "transform",
                 s(&input),
                 "-o",
@@ -65,9 +70,7 @@ fn transform_writes_the_same_bytes_at_1_2_and_8_threads() {
                 s(&out.join(".kpack")),
                 "--compression",
                 compression,
-            ]
-            .map(str::to_owned)
-            .to_vec()
+            ])
         });
     }
 }
@@ -76,7 +79,7 @@ fn transform_writes_the_same_bytes_at_1_2_and_8_threads() {
 fn split_writes_the_same_bytes_at_1_2_and_8_threads() {
     let shard = fixture("shards/shard-a");
     same_bytes_at_every_thread_count("split", |out| {
-        [
+        owned(&[
             "split",
             "--batch",
             s(&shard),
@@ -84,9 +87,7 @@ fn split_writes_the_same_bytes_at_1_2_and_8_threads() {
             s(out),
             "--split-databases",
             "rocblas",
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        ])
     });
 }
 
@@ -94,9 +95,7 @@ fn split_writes_the_same_bytes_at_1_2_and_8_threads() {
 fn split_wheel_writes_the_same_bytes_at_1_2_and_8_threads() {
     let wheel = fixture("wheels/kpack_demo-1.0-py3-none-linux_x86_64.whl");
     same_bytes_at_every_thread_count("split-wheel", |out| {
-        ["split-wheel", s(&wheel), "-o", s(out)]
-            .map(str::to_owned)
-            .to_vec()
+        owned(&["split-wheel", s(&wheel), "-o", s(out)])
     });
 }
 
@@ -104,16 +103,14 @@ fn split_wheel_writes_the_same_bytes_at_1_2_and_8_threads() {
 fn prune_writes_the_same_bytes_at_1_2_and_8_threads() {
     let input = fixture("modern/libmodern_wide_v3.so");
     same_bytes_at_every_thread_count("prune", |out| {
-        [
+        owned(&[
             "prune",
             s(&input),
             "-o",
             s(&out.join("pruned.so")),
             "--keep",
             "gfx90a",
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        ])
     });
 }
 
@@ -129,15 +126,13 @@ fn transform_of_a_real_ccob_library_writes_the_same_bytes_at_1_2_and_8_threads()
         input.display()
     );
     same_bytes_at_every_thread_count("transform librocsparse.so.1.0", |out| {
-        [
+        owned(&[
             "transform",
             s(&input),
             "-o",
             s(&out.join("librocsparse.so.1.0")),
             "--kpack-dir",
             s(&out.join(".kpack")),
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        ])
     });
 }
