@@ -100,7 +100,7 @@ pub use recompress::recompress;
 pub use references::REFERENCE_CACHE_BUDGET;
 pub use writer::{
     ArchiveFileWriter, ArchiveWriter, Compression, DEFAULT_UNIFIED_LEVEL, DEFAULT_ZSTD_LEVEL,
-    KernelCompressor, PreparedKernel,
+    GroupMember, KernelCompressor, PreparedKernel,
 };
 
 /// The header magic, `KPAK`.

@@ -54,10 +54,22 @@
 //! of archives written at once (a transform writes one per target). The choice depends only on the
 //! kernels and the order they are added in, never on timing: the output is the same for any
 //! thread count.
+//!
+//! # On all cores
+//!
+//! A group's trial compressions are independent of each other, and so are its final ones
+//! once the forest is chosen: both run on rayon's pool (its size is the process's thread
+//! count), and their results are placed by member, so the frames do not depend on which
+//! thread coded what. Callers that write several archives at once (a transform writes one
+//! per target) code their groups in parallel too. A level-19 context over a large kernel and
+//! its reference takes up to 150 MB, so every compression first reserves its context's
+//! estimated size ([`context_estimate`]) from one process-wide gate of [`CONTEXT_BUDGET`]
+//! bytes: at most that much context memory is alive at once, whatever the thread count.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
+use rayon::prelude::*;
 use zstd::zstd_safe::{self, CCtx, CParameter};
 
 use crate::ArchiveError;
@@ -171,7 +183,7 @@ impl Coder {
             order.extend((0..members.len()).filter(|&i| levels[i] == level));
         }
         let mut ordinal_of = vec![0u32; members.len()];
-        let mut coded = Vec::with_capacity(members.len());
+        let mut plan = Vec::with_capacity(members.len());
         for (pos, &i) in order.iter().enumerate() {
             let ordinal = first + pos as u32;
             ordinal_of[i] = ordinal;
@@ -186,12 +198,37 @@ impl Coder {
                     None => unreachable!("choose_levels gives every non-root a parent"),
                 },
             };
-            coded.push(Coded {
-                member: i,
-                frame: compress(members[i].1, prefix, self.level)?,
-                reference,
-            });
+            plan.push((i, reference, prefix));
         }
+        // The longest jobs first (roots, then the largest), one task each, so that no core
+        // is left idle at the end of the group on a root started last; each frame is then put
+        // back at its place in the writing order.
+        let mut jobs: Vec<usize> = (0..plan.len()).collect();
+        jobs.sort_by_key(|&p| {
+            let (member, reference, _) = plan[p];
+            (
+                reference.is_some(),
+                std::cmp::Reverse(members[member].1.len()),
+            )
+        });
+        let level = self.level;
+        let mut frames: Vec<(usize, Vec<u8>)> = jobs
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|p| {
+                let (member, _, prefix) = plan[p];
+                Ok((p, compress(members[member].1, prefix, level)?))
+            })
+            .collect::<Result<_, ArchiveError>>()?;
+        frames.sort_unstable_by_key(|&(p, _)| p);
+        let coded: Vec<Coded> = frames
+            .into_iter()
+            .map(|(p, frame)| Coded {
+                member: plan[p].0,
+                frame,
+                reference: plan[p].1,
+            })
+            .collect();
         for c in &coded {
             if c.reference.is_none() {
                 let (arch, data) = members[c.member];
@@ -224,26 +261,41 @@ impl Coder {
         contents: &BTreeMap<usize, Vec<u8>>,
     ) -> Result<Trials, ArchiveError> {
         let n = members.len();
-        let mut alone = Vec::with_capacity(n);
-        let mut pair = vec![vec![None; n]; n];
-        let mut earlier_size = vec![None; n];
-        for (i, (_, data)) in members.iter().enumerate() {
-            alone.push(compress(data, None, TRIAL_LEVEL)?.len());
-            for (j, (_, other)) in members.iter().enumerate() {
-                if i != j && usable_reference(other, data.len()) {
-                    pair[i][j] = Some(compress(data, Some(other), TRIAL_LEVEL)?.len());
-                }
-            }
-            if let Some(c) = earlier[i] {
-                let content = &contents[&c];
-                earlier_size[i] = Some(compress(data, Some(content), TRIAL_LEVEL)?.len());
-            }
+        let rows: Vec<(usize, Vec<Option<usize>>, Option<usize>)> = (0..n)
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|i| {
+                let data = members[i].1;
+                let alone = compress(data, None, TRIAL_LEVEL)?.len();
+                let pair = (0..n)
+                    .into_par_iter()
+                    .with_max_len(1)
+                    .map(|j| {
+                        let other = members[j].1;
+                        if i == j || !usable_reference(other, data.len()) {
+                            return Ok(None);
+                        }
+                        Ok(Some(compress(data, Some(other), TRIAL_LEVEL)?.len()))
+                    })
+                    .collect::<Result<_, ArchiveError>>()?;
+                let earlier = match earlier[i] {
+                    Some(c) => Some(compress(data, Some(&contents[&c]), TRIAL_LEVEL)?.len()),
+                    None => None,
+                };
+                Ok((alone, pair, earlier))
+            })
+            .collect::<Result<_, ArchiveError>>()?;
+        let mut trials = Trials {
+            alone: Vec::with_capacity(n),
+            pair: Vec::with_capacity(n),
+            earlier: Vec::with_capacity(n),
+        };
+        for (alone, pair, earlier) in rows {
+            trials.alone.push(alone);
+            trials.pair.push(pair);
+            trials.earlier.push(earlier);
         }
-        Ok(Trials {
-            alone,
-            pair,
-            earlier: earlier_size,
-        })
+        Ok(trials)
     }
 
     /// The latest root of `arch` from an earlier group, if one is held and fits the window.
@@ -359,6 +411,78 @@ fn local_search(trials: &Trials, steepest: bool) -> (Vec<Level>, usize) {
     }
 }
 
+/// Bytes of zstd compression contexts alive at once in this process (see the module doc):
+/// two level-19 contexts over kernels of up to 8 MB fit at once, and one over the largest
+/// kernels (a 250 MB bundle's, 18 MB each, with their reference) runs alone, so that a
+/// process holding such a decoded bundle stays within 512 MB.
+pub const CONTEXT_BUDGET: u64 = 192 << 20;
+
+static CONTEXTS: kpack_fs::MemoryGate = kpack_fs::MemoryGate::new(CONTEXT_BUDGET);
+
+/// The window of a frame coded against a prefix: prefix and content, at most 2^27.
+fn prefixed_window_log(total: usize) -> u32 {
+    ceil_log2(total).clamp(10, MAX_WINDOW_LOG)
+}
+
+/// Whether a frame coded against a prefix uses long-distance matching: prefix and content
+/// reach 8 MB, where the regular match finder's tables no longer cover the window.
+fn long_distance_matching(total: usize) -> bool {
+    total >= 1 << 23
+}
+
+fn ceil_log2(n: usize) -> u32 {
+    usize::BITS - n.saturating_sub(1).leading_zeros()
+}
+
+/// An upper bound of the memory of the context that [`compress`] creates for `len` bytes at
+/// `level` against a prefix of `prefix_len` bytes. zstd sizes its match tables by the level's
+/// chain and hash logs (its table for inputs over 256 KB, below), each cut to the window
+/// plus one, and the window to the input; long-distance matching adds half a window. The
+/// estimate's margin covers the rest (the optimal parser's and sequence buffers);
+/// `context_estimates_bound_the_real_contexts` checks it against `ZSTD_sizeof_CCtx`.
+fn context_estimate(level: i32, len: usize, prefix_len: usize) -> u64 {
+    /// (windowLog, chainLog, hashLog) of levels 1 to 22 for inputs over 256 KB
+    /// (`ZSTD_defaultCParameters[0]`, zstd 1.5).
+    const LOGS: [(u32, u32, u32); 22] = [
+        (19, 13, 14),
+        (20, 15, 16),
+        (21, 16, 17),
+        (21, 18, 18),
+        (21, 18, 19),
+        (21, 18, 19),
+        (21, 19, 20),
+        (21, 19, 20),
+        (22, 20, 21),
+        (22, 21, 22),
+        (22, 21, 22),
+        (22, 22, 23),
+        (22, 22, 22),
+        (22, 22, 23),
+        (22, 23, 23),
+        (22, 22, 22),
+        (23, 23, 22),
+        (23, 23, 22),
+        (23, 24, 22),
+        (25, 25, 23),
+        (26, 26, 24),
+        (27, 27, 25),
+    ];
+    let (level_window, chain, hash) = LOGS[(level.clamp(1, 22) - 1) as usize];
+    let total = len + prefix_len;
+    let window = if prefix_len > 0 {
+        prefixed_window_log(total)
+    } else {
+        level_window.min(ceil_log2(len).max(10))
+    };
+    let tables = (4u64 << chain.min(window + 1)) + (4u64 << hash.min(window + 1));
+    let ldm = if prefix_len > 0 && long_distance_matching(total) {
+        1u64 << (window - 1)
+    } else {
+        0
+    };
+    tables + ldm + (3 << 20)
+}
+
 /// One zstd frame of `data` at `level`, recording its content size, coded against `prefix`
 /// if given (its window then covers prefix and content).
 pub(crate) fn compress(
@@ -370,6 +494,11 @@ pub(crate) fn compress(
         context: "zstd compression",
         source: std::io::Error::other(zstd_safe::get_error_name(code)),
     };
+    let _context = CONTEXTS.reserve(context_estimate(
+        level,
+        data.len(),
+        prefix.map_or(0, <[u8]>::len),
+    ));
     let mut cctx = CCtx::try_create().ok_or_else(|| ArchiveError::Io {
         context: "zstd compression",
         source: std::io::Error::other("cannot allocate a zstd context"),
@@ -382,10 +511,9 @@ pub(crate) fn compress(
         .map_err(fail)?;
     if let Some(prefix) = prefix {
         let total = prefix.len() + data.len();
-        let window_log = (usize::BITS - total.saturating_sub(1).leading_zeros()).clamp(10, 27);
-        cctx.set_parameter(CParameter::WindowLog(window_log))
+        cctx.set_parameter(CParameter::WindowLog(prefixed_window_log(total)))
             .map_err(fail)?;
-        if total >= 1 << 23 {
+        if long_distance_matching(total) {
             cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
                 .map_err(fail)?;
         }
@@ -436,6 +564,58 @@ mod tests {
         assert_eq!(choose_levels(&t), [Level::Middle]);
         let t = trials(&[100], &[&[None]], &[Some(120)]);
         assert_eq!(choose_levels(&t), [Level::Root]);
+    }
+
+    /// Real contexts, as [`compress`] makes them, against the estimate the gate reserves: never
+    /// above it, and at level 19 (the default) not far below it either.
+    #[test]
+    fn context_estimates_bound_the_real_contexts() {
+        let bytes = |n: usize, seed: usize| -> Vec<u8> {
+            (0..n)
+                .map(|i| (((i ^ seed).wrapping_mul(2654435761)) >> 13) as u8 & 0x3f)
+                .collect()
+        };
+        for (level, len, prefix_len) in [
+            (19, 100_000, 0),
+            (19, 1 << 20, 0),
+            (19, 1 << 20, 1 << 20),
+            (19, 8 << 20, 0),
+            (19, 6 << 20, 6 << 20),
+            (19, 20 << 20, 20 << 20),
+            (4, 6 << 20, 6 << 20),
+            (3, 1 << 20, 0),
+            (22, 2 << 20, 2 << 20),
+        ] {
+            let data = bytes(len, 1);
+            let prefix = bytes(prefix_len, 2);
+            let mut cctx = CCtx::create();
+            cctx.set_parameter(CParameter::CompressionLevel(level))
+                .unwrap();
+            let total = len + prefix_len;
+            if prefix_len > 0 {
+                cctx.set_parameter(CParameter::WindowLog(prefixed_window_log(total)))
+                    .unwrap();
+                if long_distance_matching(total) {
+                    cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
+                        .unwrap();
+                }
+                cctx.ref_prefix(&prefix).unwrap();
+            }
+            let mut frame = Vec::with_capacity(zstd_safe::compress_bound(len));
+            cctx.compress2(&mut frame, &data).unwrap();
+            let real = cctx.sizeof() as u64;
+            let estimate = context_estimate(level, len, prefix_len);
+            assert!(
+                real <= estimate,
+                "level {level}, {len} + {prefix_len} bytes: context {real} > estimate {estimate}"
+            );
+            if level == 19 && len >= 1 << 20 {
+                assert!(
+                    estimate <= real + real / 4,
+                    "level {level}, {len} + {prefix_len} bytes: estimate {estimate} far above {real}"
+                );
+            }
+        }
     }
 
     #[test]

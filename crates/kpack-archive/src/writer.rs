@@ -136,6 +136,18 @@ pub struct PreparedKernel<'a> {
     compression: Compression,
 }
 
+/// One code object given to [`ArchiveWriter::add_group`]: stored for `arch` under each of
+/// `keys`, borrowed for the call only.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupMember<'d> {
+    /// The binary keys it is stored under (one entry each).
+    pub keys: &'d [String],
+    /// Its target.
+    pub arch: &'d str,
+    /// The code object.
+    pub data: &'d [u8],
+}
+
 impl PreparedKernel<'_> {
     /// Length of the stored bytes.
     pub fn stored_len(&self) -> usize {
@@ -383,7 +395,96 @@ impl<'a> ArchiveWriter<'a> {
         } else {
             self.intern(kernel.stored, (digest, original_size))?
         };
+        self.push_entry(slot, key, arch, ordinal, (digest, original_size), metadata);
+        Ok(())
+    }
 
+    /// Adds the code objects of one group (a bundle's, say) at once: each under each of its
+    /// keys, in order, as [`ArchiveWriter::add`] of each and then
+    /// [`ArchiveWriter::end_group`] would. With `unified` the group is coded before this
+    /// returns, its compressions in parallel ([`crate::unified`]), and the bytes written are
+    /// the same as those calls' when the members share one key; nothing of the members is
+    /// kept, so they may be borrowed from a buffer that lives only for the call (a decoded
+    /// bundle) and need no copy. The other schemes store each member as
+    /// [`ArchiveWriter::add`] does.
+    pub fn add_group(&mut self, members: &[GroupMember<'_>]) -> Result<(), ArchiveError> {
+        if self.unified.is_none() {
+            for m in members {
+                for key in m.keys {
+                    self.add(key, m.arch, m.data.to_vec(), &[])?;
+                }
+            }
+            return Ok(());
+        }
+        self.code_group()?;
+        let mut added: Vec<(Cow<'_, str>, &str)> = Vec::new();
+        for m in members {
+            for key in m.keys {
+                self.check_new_entry(key, m.arch, &[])?;
+                let key = normalise_key(key);
+                if added.iter().any(|(k, a)| *k == key && *a == m.arch) {
+                    return Err(ArchiveError::DuplicateEntry {
+                        binary: key.into_owned(),
+                        arch: m.arch.to_owned(),
+                    });
+                }
+                added.push((key, m.arch));
+            }
+        }
+        // Each member's ordinal: a written frame or an earlier member with the same bytes,
+        // else the next distinct member to code (`Err(index)` into `distinct`).
+        let mut distinct: Vec<(&str, &[u8], ContentKey)> = Vec::new();
+        let mut placed: Vec<(Result<u32, usize>, ContentKey)> = Vec::with_capacity(members.len());
+        for m in members {
+            let kernel = self.compressor.prepare(m.data)?;
+            let key = (kernel.digest, kernel.original_size);
+            let place = match self.written_with(key, m.data)? {
+                Some(o) => Ok(o),
+                None => match distinct
+                    .iter()
+                    .position(|(_, d, k)| *k == key && *d == m.data)
+                {
+                    Some(d) => Err(d),
+                    None => {
+                        distinct.push((m.arch, m.data, key));
+                        Err(distinct.len() - 1)
+                    }
+                },
+            };
+            placed.push((place, key));
+        }
+        let mut ordinals = Vec::with_capacity(distinct.len());
+        let mut part_start = 0;
+        let mut part_bytes = 0;
+        for (i, (_, data, _)) in distinct.iter().enumerate() {
+            if part_bytes + data.len() > GROUP_BUDGET && i > part_start {
+                ordinals.extend(self.store_coded(&distinct[part_start..i])?);
+                (part_start, part_bytes) = (i, 0);
+            }
+            part_bytes += data.len();
+        }
+        ordinals.extend(self.store_coded(&distinct[part_start..])?);
+        for (m, (place, key)) in members.iter().zip(placed) {
+            let ordinal = place.unwrap_or_else(|d| ordinals[d]);
+            for binary_key in m.keys {
+                let slot = self.check_new_entry(binary_key, m.arch, &[])?;
+                let binary_key = normalise_key(binary_key);
+                self.push_entry(slot, binary_key, m.arch, ordinal, key, &[]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the entry `(key, arch)` (new: see `check_new_entry`, whose `slot` it takes).
+    fn push_entry(
+        &mut self,
+        slot: Option<usize>,
+        key: Cow<'_, str>,
+        arch: &str,
+        ordinal: u32,
+        (digest, original_size): ContentKey,
+        metadata: &[(String, String)],
+    ) {
         let b = match slot {
             Some(b) => b,
             None => {
@@ -406,7 +507,6 @@ impl<'a> ArchiveWriter<'a> {
         if !self.entry_arches.iter().any(|a| a == arch) {
             self.entry_arches.push(arch.to_owned());
         }
-        Ok(())
     }
 
     /// Refuses a `(binary_key, arch)` already added and repeated metadata keys; returns the
@@ -494,12 +594,8 @@ impl<'a> ArchiveWriter<'a> {
         {
             self.code_group()?;
         }
-        if let (Some(candidates), Some(u)) = (self.dedupe.get(&key), &self.unified) {
-            for &o in candidates {
-                if decode_unified(&mut self.blobs, &u.refs, o)? == *data {
-                    return Ok(o);
-                }
-            }
+        if let Some(o) = self.written_with(key, &data)? {
+            return Ok(o);
         }
         let Some(u) = &self.unified else {
             unreachable!("intern_unified serves unified writers");
@@ -522,8 +618,21 @@ impl<'a> ArchiveWriter<'a> {
         Ok(ordinal)
     }
 
-    /// `unified`: codes the gathered group ([`Coder::code_group`]), writes its frames and
-    /// gives its entries their final ordinals.
+    /// `unified`: the written frame holding `data` (whose content key is `key`), if any.
+    fn written_with(&mut self, key: ContentKey, data: &[u8]) -> Result<Option<u32>, ArchiveError> {
+        let (Some(candidates), Some(u)) = (self.dedupe.get(&key), &self.unified) else {
+            return Ok(None);
+        };
+        for &o in candidates {
+            if decode_unified(&mut self.blobs, &u.refs, o)? == data {
+                return Ok(Some(o));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `unified`: codes the gathered group ([`ArchiveWriter::store_coded`]) and gives its
+    /// entries their final ordinals.
     fn code_group(&mut self) -> Result<(), ArchiveError> {
         let Some(u) = &mut self.unified else {
             return Ok(());
@@ -532,15 +641,49 @@ impl<'a> ArchiveWriter<'a> {
             return Ok(());
         }
         let group = std::mem::take(&mut u.group);
+        let group_binary = std::mem::take(&mut u.group_binary);
         let first = self.blobs.count() as u32;
-        let members: Vec<(&str, &[u8])> =
-            group.iter().map(|(a, d, _)| (a.as_str(), &d[..])).collect();
+        let members: Vec<(&str, &[u8], ContentKey)> = group
+            .iter()
+            .map(|(a, d, k)| (a.as_str(), &d[..], *k))
+            .collect();
+        let final_ordinal = self.store_coded(&members)?;
+        if let Some(&b) = self.binary_index.get(&group_binary) {
+            for (_, entry) in &mut self.binaries[b].arches {
+                if entry.ordinal >= first {
+                    entry.ordinal = final_ordinal[(entry.ordinal - first) as usize];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `unified`: codes `members` (`(arch, kernel, content key)`, distinct, none written
+    /// yet) as one group ([`Coder::code_group`]) and writes their frames; returns each
+    /// member's ordinal.
+    fn store_coded(
+        &mut self,
+        members: &[(&str, &[u8], ContentKey)],
+    ) -> Result<Vec<u32>, ArchiveError> {
+        let Some(u) = &mut self.unified else {
+            unreachable!("store_coded serves unified writers");
+        };
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.blobs.count() + members.len() >= u32::MAX as usize {
+            return Err(ArchiveError::InvalidArgument(
+                "too many distinct kernels".into(),
+            ));
+        }
+        let first = self.blobs.count() as u32;
+        let kernels: Vec<(&str, &[u8])> = members.iter().map(|&(a, d, _)| (a, d)).collect();
         let blobs = &mut self.blobs;
         let refs = &u.refs;
         let coded = u
             .coder
-            .code_group(first, &members, |o| decode_unified(blobs, refs, o))?;
-        let mut final_ordinal = vec![0u32; group.len()];
+            .code_group(first, &kernels, |o| decode_unified(blobs, refs, o))?;
+        let mut ordinals = vec![0u32; members.len()];
         for (
             pos,
             Coded {
@@ -551,22 +694,15 @@ impl<'a> ArchiveWriter<'a> {
         ) in coded.into_iter().enumerate()
         {
             let ordinal = first + pos as u32;
-            final_ordinal[member] = ordinal;
+            ordinals[member] = ordinal;
             u.refs.push(reference);
             self.blobs.push(Cow::Owned(frame), self.compression)?;
             self.dedupe
-                .entry(group[member].2)
+                .entry(members[member].2)
                 .or_default()
                 .push(ordinal);
         }
-        if let Some(&b) = self.binary_index.get(&u.group_binary) {
-            for (_, entry) in &mut self.binaries[b].arches {
-                if entry.ordinal >= first {
-                    entry.ordinal = final_ordinal[(entry.ordinal - first) as usize];
-                }
-            }
-        }
-        Ok(())
+        Ok(ordinals)
     }
 
     /// [`ArchiveWriter::gfx_arches`], checked to list every entry's arch.
@@ -943,6 +1079,12 @@ impl<'a> ArchiveFileWriter<'a> {
         metadata: &[(String, String)],
     ) -> Result<(), ArchiveError> {
         let result = self.writer.add_prepared(binary_key, arch, kernel, metadata);
+        result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
+    /// [`ArchiveWriter::add_group`], the frames going straight to the file.
+    pub fn add_group(&mut self, members: &[GroupMember<'_>]) -> Result<(), ArchiveError> {
+        let result = self.writer.add_group(members);
         result.map_err(|e| e.in_file(Some(&self.path)))
     }
 

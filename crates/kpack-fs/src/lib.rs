@@ -13,6 +13,8 @@
 //!   [`STALE_AFTER`]. A killed run's job that had begun publishing is completed, not
 //!   discarded (see [`Stage`]).
 //! * [`walk`]: every entry below a directory, sorted by file name (`walkdir`), errors reported.
+//! * [`MemoryGate`]: the process-wide budget of one kind of working memory (decoded
+//!   bundles, compression contexts) that every thread reserves from before allocating.
 //! * [`fault_point`]: the test hook that lets crash tests kill the real binary at a named
 //!   point.
 //!
@@ -26,6 +28,7 @@
 
 mod atomic;
 mod fault;
+mod gate;
 mod journal;
 mod stage;
 mod sweep;
@@ -33,6 +36,7 @@ mod walk;
 
 pub use atomic::{symlink_atomic, temp_dir_in, temp_file_beside, write_atomic};
 pub use fault::{FAULT_ENV, fault_point};
+pub use gate::{MemoryGate, Reservation};
 pub use stage::{Replace, Stage, StageError};
 pub use sweep::{STALE_AFTER, TEMP_PREFIX, sweep, temp_owner};
 pub use walk::{WalkEntry, WalkError, subdirs, walk};

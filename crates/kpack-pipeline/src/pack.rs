@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use kpack_archive::{ArchiveFileWriter, Compression};
+use kpack_archive::{ArchiveFileWriter, Compression, GroupMember};
 
 use crate::error::{SourceError, io_error};
 use crate::source::{self, DeviceCode, Visitor};
@@ -36,9 +36,9 @@ pub struct PackSummary {
 ///
 /// Memory is bounded by the work in flight, not by the inputs: each input is walked through
 /// its mapping with the pages of every bundle dropped once visited
-/// ([`source::walk_mapped`]), and the stored bytes go straight to the file
-/// ([`ArchiveFileWriter`], which keeps only the TOC, plus the candidate references of scheme
-/// `unified` within their budget).
+/// ([`source::walk_mapped`]), a bundle's code objects are one group, coded straight from the
+/// decoded bundle without a copy ([`ArchiveFileWriter::add_group`]), and the stored bytes go
+/// straight to the file ([`ArchiveFileWriter`], which keeps only the TOC).
 pub fn pack(
     inputs: &[PackInput],
     output: &Path,
@@ -99,18 +99,37 @@ struct Collector {
 
 impl Visitor for Collector {
     fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
-        let arch = code.target().to_string();
-        let single = [code.bundle];
-        let indices = if code.wrappers.is_empty() {
-            &single[..]
-        } else {
-            code.wrappers
-        };
-        for &co_index in indices {
-            let key = kpack_archive::binary_key(&self.kernel_name, co_index as u32);
-            self.writer.add(&key, &arch, code.data.to_vec(), &[])?;
-            self.entries += 1;
-        }
+        self.device_bundle(std::slice::from_ref(code))
+    }
+
+    /// A bundle's code objects are one group (`unified` codes them together, in parallel),
+    /// borrowed from the decoded bundle.
+    fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
+        let keys: Vec<Vec<String>> = codes
+            .iter()
+            .map(|code| {
+                let single = [code.bundle];
+                let indices = if code.wrappers.is_empty() {
+                    &single[..]
+                } else {
+                    code.wrappers
+                };
+                indices
+                    .iter()
+                    .map(|&co_index| kpack_archive::binary_key(&self.kernel_name, co_index as u32))
+                    .collect()
+            })
+            .collect();
+        let arches: Vec<String> = codes.iter().map(|c| c.target().to_string()).collect();
+        let members: Vec<GroupMember<'_>> = (0..codes.len())
+            .map(|i| GroupMember {
+                keys: &keys[i],
+                arch: &arches[i],
+                data: codes[i].data,
+            })
+            .collect();
+        self.writer.add_group(&members)?;
+        self.entries += keys.iter().map(Vec::len).sum::<usize>();
         Ok(())
     }
 }

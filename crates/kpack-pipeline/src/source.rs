@@ -182,6 +182,13 @@ pub trait Visitor {
     fn device_code(&mut self, _code: &DeviceCode<'_>) -> Result<(), SourceError> {
         Ok(())
     }
+    /// Called once per bundle with all its device code objects, in entry order, while the
+    /// decoded bundle is alive; by default visits each with [`Visitor::device_code`]. A
+    /// visitor that works on a bundle's code objects together (`unified` coding) takes them
+    /// here, borrowed, rather than copying each as it comes.
+    fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
+        codes.iter().try_for_each(|code| self.device_code(code))
+    }
     /// Called once per parsed ELF (file or `ar` member) with its fat-binary inspection.
     fn elf(&mut self, _member: Option<&str>, _fat: &FatBinary) -> Result<(), SourceError> {
         Ok(())
@@ -469,7 +476,7 @@ pub fn walk_bundle(
             },
         }
     };
-    let _decoding = DecodeBudget::acquire(match kpack_bundle::peek_format(bytes) {
+    let _decoding = DECODING.reserve(match kpack_bundle::peek_format(bytes) {
         Ok(BundleFormat::Compressed {
             uncompressed_size, ..
         }) => uncompressed_size,
@@ -488,60 +495,41 @@ pub fn walk_bundle(
         bundle: &bundle,
     })?;
     let stored_in_file = !compressed;
+    let mut ids = Vec::new();
     for (entry_index, entry) in bundle.entries().iter().enumerate() {
         let id = BundleId::parse(entry.triple)?;
-        if id.target().is_none() {
-            continue;
+        if id.target().is_some() {
+            check_code_object_target(&id, entry.data, index, entry_index)?;
+            ids.push((entry_index, id));
         }
-        check_code_object_target(&id, entry.data, index, entry_index)?;
-        let file_range = stored_in_file.then(|| {
-            let start = file_offset + entry.offset;
-            start..start + entry.data.len() as u64
-        });
-        visitor.device_code(&DeviceCode {
-            member,
-            container: Container::Bundle,
-            bundle: index,
-            wrappers,
-            entry: entry_index,
-            bundle_id: &id,
-            data: entry.data,
-            file_range,
-        })?;
     }
-    Ok(())
+    let codes: Vec<DeviceCode<'_>> = ids
+        .iter()
+        .map(|(entry_index, id)| {
+            let entry = &bundle.entries()[*entry_index];
+            DeviceCode {
+                member,
+                container: Container::Bundle,
+                bundle: index,
+                wrappers,
+                entry: *entry_index,
+                bundle_id: id,
+                data: entry.data,
+                file_range: stored_in_file.then(|| {
+                    let start = file_offset + entry.offset;
+                    start..start + entry.data.len() as u64
+                }),
+            }
+        })
+        .collect();
+    visitor.device_bundle(&codes)
 }
 
 /// The bytes of decompressed bundles alive at once in this process, across every thread and
-/// walk: a bundle is decoded only while those of the others fit in [`DECODE_BUDGET`] (or when
-/// none is), so parallel walks (verify's workers, transform's) cannot each hold a 160 MB
-/// bundle at the same time. A bundle is released once visited; nothing waits while holding
-/// one, so the gate cannot deadlock.
-struct DecodeBudget(u64);
-
-/// See [`DecodeBudget`].
-const DECODE_BUDGET: u64 = 256 << 20;
-
-static DECODING: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
-static DECODED: std::sync::Condvar = std::sync::Condvar::new();
-
-impl DecodeBudget {
-    fn acquire(bytes: u64) -> Self {
-        let mut in_use = DECODING.lock().unwrap_or_else(|e| e.into_inner());
-        while *in_use != 0 && in_use.saturating_add(bytes) > DECODE_BUDGET {
-            in_use = DECODED.wait(in_use).unwrap_or_else(|e| e.into_inner());
-        }
-        *in_use += bytes;
-        DecodeBudget(bytes)
-    }
-}
-
-impl Drop for DecodeBudget {
-    fn drop(&mut self) {
-        *DECODING.lock().unwrap_or_else(|e| e.into_inner()) -= self.0;
-        DECODED.notify_all();
-    }
-}
+/// walk: a bundle is decoded only while those of the others fit (or when none is), so
+/// parallel walks (verify's workers, transform's) cannot each hold a 160 MB bundle at the
+/// same time. A bundle is released once visited.
+static DECODING: kpack_fs::MemoryGate = kpack_fs::MemoryGate::new(256 << 20);
 
 /// Checks that a code object is built for the target its bundle entry claims.
 ///

@@ -23,11 +23,14 @@ use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use kpack_archive::marker::MarkerMetadata;
-use kpack_archive::{ArchiveFileWriter, Compression, KernelCompressor, PreparedKernel};
+use kpack_archive::{
+    ArchiveFileWriter, Compression, GroupMember, KernelCompressor, PreparedKernel,
+};
 use kpack_elf::rewrite::{Rewrite, RewriteError};
 use kpack_elf::{FatBinaryKind, VerifyIssue};
 use kpack_fs::{Replace, Stage};
 use kpack_pe::{PeRewrite, PeRewriteError};
+use rayon::prelude::*;
 
 use crate::error::{SourceError, io_error};
 use crate::ordered;
@@ -273,23 +276,64 @@ impl Visitor for Prepare<'_, '_> {
     }
 }
 
-/// Appends the device code objects of one bundle to the archives as they are met
-/// (`unified`, on the writing thread: see [`Plan::write_archives_into`]).
-struct Append<'a, 'k, F> {
-    input: &'a [u8],
-    kernel_name: &'k str,
-    compressor: &'k mut KernelCompressor,
-    append: &'k mut F,
+/// Codes the device code objects of each bundle into the archives of their targets
+/// (`unified`: see [`Plan::write_archives_into`]): each archive's share of a bundle is one
+/// group, borrowed from the decoded bundle, and the archives code theirs in parallel.
+struct CodeBundles<'w, 'a, F> {
+    kernel_name: &'w str,
+    writers: &'w mut BTreeMap<String, ArchiveFileWriter<'a>>,
+    /// Creates the archive of a target on its first code object.
+    create: &'w F,
 }
 
-impl<'a, F> Visitor for Append<'a, '_, F>
+impl<'a, F> Visitor for CodeBundles<'_, 'a, F>
 where
-    F: FnMut(&str, &[String], PreparedKernel<'a>) -> Result<(), SourceError>,
+    F: Fn(&str) -> Result<ArchiveFileWriter<'a>, SourceError>,
 {
     fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
-        let (keys, kernel) = prepare_code(self.input, self.kernel_name, self.compressor, code)?;
-        (self.append)(&code.target().to_string(), &keys, kernel)
+        self.device_bundle(std::slice::from_ref(code))
     }
+
+    fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
+        let targets: Vec<String> = codes.iter().map(|c| c.target().to_string()).collect();
+        let keys: Vec<Vec<String>> = codes
+            .iter()
+            .map(|c| code_keys(self.kernel_name, c))
+            .collect();
+        for target in &targets {
+            if !self.writers.contains_key(target) {
+                let writer = (self.create)(target)?;
+                self.writers.insert(target.clone(), writer);
+            }
+        }
+        let groups: Vec<(&mut ArchiveFileWriter<'a>, Vec<GroupMember<'_>>)> = self
+            .writers
+            .iter_mut()
+            .filter_map(|(target, writer)| {
+                let members: Vec<GroupMember<'_>> = (0..codes.len())
+                    .filter(|&i| targets[i] == *target)
+                    .map(|i| GroupMember {
+                        keys: &keys[i],
+                        arch: &targets[i],
+                        data: codes[i].data,
+                    })
+                    .collect();
+                (!members.is_empty()).then_some((writer, members))
+            })
+            .collect();
+        groups
+            .into_par_iter()
+            .try_for_each(|(writer, members)| writer.add_group(&members))?;
+        Ok(())
+    }
+}
+
+/// The keys of a code object: `kernel_name#co_index` for each wrapper leading to its bundle.
+fn code_keys(kernel_name: &str, code: &DeviceCode<'_>) -> Vec<String> {
+    code.wrappers
+        .iter()
+        .map(|&w| kpack_archive::binary_key(kernel_name, w as u32))
+        .collect()
 }
 
 /// A code object's keys (one per wrapper leading to its bundle) and its stored form:
@@ -305,12 +349,7 @@ fn prepare_code<'a>(
         Some(r) => compressor.prepare(&input[r.start as usize..r.end as usize])?,
         None => compressor.prepare(code.data)?.into_owned(),
     };
-    let keys = code
-        .wrappers
-        .iter()
-        .map(|&w| kpack_archive::binary_key(kernel_name, w as u32))
-        .collect();
-    Ok((keys, kernel))
+    Ok((code_keys(kernel_name, code), kernel))
 }
 
 /// Checks the structure of a host binary as every transform output is checked: the ELF
@@ -567,25 +606,16 @@ impl<'a> Plan<'a> {
         compression: Compression,
     ) -> Result<Vec<WrittenArchive>, TransformError> {
         let mut writers: BTreeMap<String, ArchiveFileWriter<'a>> = BTreeMap::new();
-        let mut append = |target: &str, keys: &[String], kernel: PreparedKernel<'a>| {
-            let writer = match writers.get_mut(target) {
-                Some(w) => w,
-                None => {
-                    let dir = dir_for(target);
-                    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-                    let path = self.archive_path(&dir, target);
-                    let w =
-                        ArchiveFileWriter::create(path, self.group.as_str(), target, compression)?;
-                    writers.entry(target.to_owned()).or_insert(w)
-                }
-            };
-            for key in keys {
-                writer.add_prepared(key, target, kernel.clone(), &[])?;
-            }
-            // A bundle's keys (its wrappers) lead to no other bundle: a `unified` group is
-            // coded now rather than held until the next bundle.
-            writer.end_group()?;
-            Ok::<(), SourceError>(())
+        let create = |target: &str| {
+            let dir = dir_for(target);
+            std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+            let path = self.archive_path(&dir, target);
+            Ok::<_, SourceError>(ArchiveFileWriter::create(
+                path,
+                self.group.as_str(),
+                target,
+                compression,
+            )?)
         };
         let release = |i: usize| {
             if let Some(map) = self.mapping {
@@ -593,13 +623,11 @@ impl<'a> Plan<'a> {
             }
         };
         if let Compression::Unified { .. } = compression {
-            let mut compressor = KernelCompressor::new(compression);
             for i in 0..self.slots.len() {
-                let mut visitor = Append {
-                    input: self.input,
+                let mut visitor = CodeBundles {
                     kernel_name: &self.kernel_name,
-                    compressor: &mut compressor,
-                    append: &mut append,
+                    writers: &mut writers,
+                    create: &create,
                 };
                 source::walk_bundle(self.input, &self.slots[i], 0, None, &mut visitor)?;
                 release(i);
@@ -615,7 +643,13 @@ impl<'a> Plan<'a> {
                 |compressor, i| self.prepare_bundle(i, compressor),
                 |i, prepared| {
                     for (target, keys, kernel) in prepared {
-                        append(&target, &keys, kernel)?;
+                        let writer = match writers.get_mut(&target) {
+                            Some(w) => w,
+                            None => writers.entry(target.clone()).or_insert(create(&target)?),
+                        };
+                        for key in &keys {
+                            writer.add_prepared(key, &target, kernel.clone(), &[])?;
+                        }
                     }
                     release(i);
                     Ok::<(), TransformError>(())
