@@ -14,6 +14,21 @@ import pytest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
+# A packaging configuration for fixtures/shards: every target of the three shards in two
+# groups, every validation flag on.
+PACKAGING_CONFIG = {
+    "primary_shard": "shard-a",
+    "architecture_groups": {
+        "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
+        "gfx10": {"architectures": ["gfx1030"]},
+    },
+    "validation": {
+        "error_on_duplicate_device_code": True,
+        "verify_generic_artifacts_match": True,
+        "error_on_missing_architecture": True,
+    },
+}
+
 
 def fixture(rel: str) -> Path:
     path = FIXTURES / rel

@@ -14,21 +14,9 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-from conftest import FIXTURES, fixture, run_kpack, run_tool
+from conftest import FIXTURES, PACKAGING_CONFIG, fixture, run_kpack, run_tool
 
 SHARDS = ("shard-a", "shard-b", "shard-c")
-CONFIG = {
-    "primary_shard": "shard-a",
-    "architecture_groups": {
-        "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
-        "gfx10": {"architectures": ["gfx1030"]},
-    },
-    "validation": {
-        "error_on_duplicate_device_code": True,
-        "verify_generic_artifacts_match": False,
-        "error_on_missing_architecture": False,
-    },
-}
 # What the walkthrough passes for the reference's external tools; kpack ignores it.
 BUNDLER = "/opt/rocm/llvm/bin/clang-offload-bundler"
 
@@ -66,7 +54,7 @@ def walkthrough(tmp_path_factory) -> Dict:
             "--verbose",
         )
     config = root / "packaging-config.json"
-    config.write_text(json.dumps(CONFIG, indent=2))
+    config.write_text(json.dumps(PACKAGING_CONFIG, indent=2))
     runs["recombine"] = walkthrough_script(
         "recombine_artifacts",
         "--input-shards-dir", root / "split-artifacts",
@@ -207,7 +195,8 @@ def test_verify_artifacts_reports_a_damaged_archive_and_exits_1(walkthrough, tmp
 def test_verify_artifacts_finds_device_code_left_in_a_generic_artifact(walkthrough, tmp_path):
     split = copy_of_split(walkthrough, tmp_path, "shard-a")
     rel = "demo/stage/lib/libdemo.so.1"
-    shutil.copyfile(fixture(f"shards/shard-a/demo_lib_gfx90X/{rel}"), split / "demo_lib_generic" / rel)
+    shutil.copyfile(fixture(f"shards/shard-a/demo_lib_gfx90X/{rel}"),
+                    split / "demo_lib_generic" / rel)
     run = run_tool("verify_artifacts", "--artifacts-dir", split)
     assert run.returncode == 1
     assert f"✗ {rel} (0.0M) - still holds device code" in run.stdout
@@ -221,8 +210,9 @@ def test_verify_artifacts_compares_architectures_whole(walkthrough, tmp_path):
     run = run_tool("verify_artifacts", "--artifacts-dir", split)
     assert run.returncode == 0, run.stdout
     assert "✓ demo_lib_gfx90a: all archives hold gfx90a (checked 4 archives)" in run.stdout
-    stray = walkthrough["root"] / "split-artifacts/shard-a/demo_lib_gfx900/demo/stage/.kpack/bin_demo_gfx900.kpack"
-    shutil.copyfile(stray, split / "demo_lib_gfx90a/demo/stage/.kpack/bin_demo_gfx900.kpack")
+    stray = "demo/stage/.kpack/bin_demo_gfx900.kpack"
+    shutil.copyfile(walkthrough["root"] / "split-artifacts/shard-a/demo_lib_gfx900" / stray,
+                    split / "demo_lib_gfx90a" / stray)
     run = run_tool("verify_artifacts", "--artifacts-dir", split)
     assert run.returncode == 1
     assert "- demo/stage/.kpack/bin_demo_gfx900.kpack holds gfx900" in run.stdout

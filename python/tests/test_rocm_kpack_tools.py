@@ -66,6 +66,8 @@ def test_kpack_tool_extracts_one_code_object_or_names_what_the_archive_holds(tmp
     assert not (tmp_path / "b.co").exists()
     assert run_tool("kpack_tool", "list", tmp_path / "none.kpack").returncode == 1
     assert run_tool("kpack_tool", "list").returncode == 2
+    no_command = run_tool("kpack_tool")
+    assert no_command.returncode == 1 and no_command.stdout.startswith("usage:")
 
 
 def test_pack_tree_packs_one_archive_the_rewritten_binaries_load_from(tmp_path):

@@ -36,6 +36,21 @@ def banner(title: str) -> None:
     print(RULE)
 
 
+def closing(title: str, counts: List[str], verdict: str) -> None:
+    """The reference's closing block: a banner, the counts, a blank line, the verdict."""
+    banner(title)
+    for line in counts:
+        print(line)
+    print()
+    print(verdict)
+
+
+def tool_parser(what: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        description=f"{what} (kpack; see docs/reference-commands.md)"
+    )
+
+
 def add_toolchain_flags(parser: argparse.ArgumentParser) -> None:
     """``--clang-offload-bundler``: accepted, and ignored (kpack runs no external tool)."""
     parser.add_argument(
@@ -85,20 +100,24 @@ def megabytes(size: int) -> float:
     return size / (1024 * 1024)
 
 
-def run(
-    parser: argparse.ArgumentParser,
+def entry_point(
+    parser: Callable[[], argparse.ArgumentParser],
     body: Callable[[argparse.Namespace], int],
-    argv: Optional[List[str]],
-) -> int:
-    """Parses ``argv`` (default: the process's arguments; a usage error exits 2) and runs
+) -> Callable[[Optional[List[str]]], int]:
+    """A tool's ``main(argv=None) -> int``, what its console script and ``python -m`` call:
+    parses ``argv`` (default: the process's arguments; a usage error exits 2) and runs
     ``body``; a kpack error is printed as ``Error: <message>`` (with the traceback under
     ``--verbose``) and gives exit status 1, as the reference's tools do."""
-    args = parser.parse_args(argv)
-    note_ignored_toolchain(args)
-    try:
-        return body(args)
-    except KpackError as err:
-        status = fail(err)
-        if getattr(args, "verbose", False):
-            traceback.print_exc()
-        return status
+
+    def main(argv: Optional[List[str]] = None) -> int:
+        args = parser().parse_args(argv)
+        note_ignored_toolchain(args)
+        try:
+            return body(args)
+        except KpackError as err:
+            status = fail(err)
+            if getattr(args, "verbose", False):
+                traceback.print_exc()
+            return status
+
+    return main

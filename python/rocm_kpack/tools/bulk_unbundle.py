@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional
 
-from rocm_kpack.tools._common import add_toolchain_flags, kpack_command, run
+from rocm_kpack.tools._common import add_toolchain_flags, entry_point, kpack_command, tool_parser
 
 
 def bulk_unbundle(args: argparse.Namespace) -> int:
@@ -24,17 +23,13 @@ def bulk_unbundle(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Write the code objects of each file into <file>.unbundled (kpack; see "
-        "docs/reference-commands.md)"
-    )
+    p = tool_parser("Write the code objects of each file into <file>.unbundled")
     p.add_argument("files", nargs="+", type=Path)
     add_toolchain_flags(p)
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), bulk_unbundle, argv)
+main = entry_point(parser, bulk_unbundle)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import kpack
-from rocm_kpack.tools._common import fail, megabytes, run
+from rocm_kpack.tools._common import entry_point, fail, megabytes, tool_parser
 
 
 def kpack_binary(args: argparse.Namespace) -> int:
@@ -40,17 +39,13 @@ def kpack_binary(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Rewrite a fat binary into a host-only binary plus its archives (kpack; "
-        "see docs/reference-commands.md)"
-    )
+    p = tool_parser("Rewrite a fat binary into a host-only binary plus its archives")
     p.add_argument("input", type=Path, help="fat binary (ELF executable or shared library)")
     p.add_argument("output", type=Path, help="host-only binary to write")
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), kpack_binary, argv)
+main = entry_point(parser, kpack_binary)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import kpack
-from rocm_kpack.tools._common import fail, kpack_command, megabytes, run
+from rocm_kpack.tools._common import entry_point, fail, kpack_command, megabytes, tool_parser
 
 
 def list_archive(args: argparse.Namespace) -> int:
@@ -71,10 +70,8 @@ def extract(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Inspect and extract from .kpack archives (kpack; see "
-        "docs/reference-commands.md)"
-    )
+    p = tool_parser("Inspect and extract from .kpack archives")
+    p.set_defaults(body=lambda _: p.print_help() or 1)  # no subcommand: the reference's 1
     sub = p.add_subparsers(dest="command")
     listing = sub.add_parser("list", help="list the contents of an archive")
     listing.add_argument("kpack_file")
@@ -89,16 +86,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    p = parser()
+def dispatch(args: argparse.Namespace) -> int:
+    return args.body(args)
 
-    def dispatch(args: argparse.Namespace) -> int:
-        if args.command is None:
-            p.print_help()
-            return 1
-        return args.body(args)
 
-    return run(p, dispatch, argv)
+main = entry_point(parser, dispatch)
 
 
 if __name__ == "__main__":

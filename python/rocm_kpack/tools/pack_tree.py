@@ -11,17 +11,21 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict
 
 import kpack
-from rocm_kpack.tools._common import add_toolchain_flags, fail, kpack_command, megabytes, run
+from rocm_kpack.tools._common import (
+    add_toolchain_flags,
+    entry_point,
+    fail,
+    kpack_command,
+    megabytes,
+    tool_parser,
+)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Pack the fat binaries of a tree into one .kpack archive (kpack; see "
-        "docs/reference-commands.md)"
-    )
+    p = tool_parser("Pack the fat binaries of a tree into one .kpack archive")
     p.add_argument("--input", type=Path, required=True)
     p.add_argument("--output", type=Path, required=True)
     p.add_argument("--group-name", required=True)
@@ -134,8 +138,7 @@ def pack_tree(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), pack_tree, argv)
+main = entry_point(parser, pack_tree)
 
 
 if __name__ == "__main__":

@@ -8,17 +8,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import kpack
-from rocm_kpack.tools._common import banner, run
+from rocm_kpack.tools._common import banner, closing, entry_point, tool_parser
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Recombine split artifacts into package groups (kpack; see "
-        "docs/reference-commands.md)"
-    )
+    p = tool_parser("Recombine split artifacts into package groups")
     p.add_argument("--input-shards-dir", type=Path, required=True)
     p.add_argument("--config", type=Path, required=True)
     p.add_argument("--output-dir", type=Path, required=True)
@@ -61,16 +57,15 @@ def recombine(args: argparse.Namespace) -> int:
             print(f"  {g['artifact']}: {sources}")
             packages += 1
     print()
-    banner("RECOMBINATION SUMMARY")
-    print(f"Components: {len(summary['components'])}")
-    print(f"Packages written: {packages}")
-    print()
-    print("✓ RECOMBINATION COMPLETED SUCCESSFULLY")
+    closing(
+        "RECOMBINATION SUMMARY",
+        [f"Components: {len(summary['components'])}", f"Packages written: {packages}"],
+        "✓ RECOMBINATION COMPLETED SUCCESSFULLY",
+    )
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), recombine, argv)
+main = entry_point(parser, recombine)
 
 
 if __name__ == "__main__":

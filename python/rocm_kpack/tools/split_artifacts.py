@@ -9,24 +9,23 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import kpack
 from rocm_kpack.tools._common import (
     HANDLERS,
     add_toolchain_flags,
     banner,
+    closing,
+    entry_point,
     fail,
-    run,
+    tool_parser,
     use_tmp_dir,
 )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Split TheRock artifacts into generic and architecture-specific "
-        "artifacts (kpack; see docs/reference-commands.md)"
-    )
+    p = tool_parser("Split TheRock artifacts into generic and architecture-specific artifacts")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument(
         "--artifact-dir",
@@ -101,17 +100,15 @@ def split(args: argparse.Namespace) -> int:
         print_artifacts(summary)
         print("    ✓ Success")
     print()
-    banner("BATCH SPLITTING SUMMARY")
-    print(f"Processed: {len(summaries)}")
-    print(f"Successful: {len(summaries)}")
-    print("Failed: 0")
-    print()
-    print("✓ BATCH SPLITTING COMPLETED SUCCESSFULLY")
+    closing(
+        "BATCH SPLITTING SUMMARY",
+        [f"Processed: {len(summaries)}", f"Successful: {len(summaries)}", "Failed: 0"],
+        "✓ BATCH SPLITTING COMPLETED SUCCESSFULLY",
+    )
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), split, argv)
+main = entry_point(parser, split)
 
 
 if __name__ == "__main__":

@@ -7,20 +7,23 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional
 
 import kpack
-from rocm_kpack.tools._common import HANDLERS, add_toolchain_flags, fail, run, use_tmp_dir
+from rocm_kpack.tools._common import (
+    HANDLERS,
+    add_toolchain_flags,
+    entry_point,
+    fail,
+    tool_parser,
+    use_tmp_dir,
+)
 
 # The reference's --wheel-type presets: the database handlers each selects.
 WHEEL_TYPE_PRESETS = {"torch-fat": ["rocblas", "hipblaslt", "hipsparselt", "aotriton", "miopen"]}
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Split a Python wheel into host + per-arch device wheels (kpack; see "
-        "docs/reference-commands.md)"
-    )
+    p = tool_parser("Split a Python wheel into host + per-arch device wheels")
     p.add_argument("--input", type=Path, required=True, help="a .whl or an unpacked wheel")
     p.add_argument("--output-dir", type=Path, required=True)
     p.add_argument("--device-package-prefix", required=True)
@@ -82,8 +85,7 @@ def split(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), split, argv)
+main = entry_point(parser, split)
 
 
 if __name__ == "__main__":

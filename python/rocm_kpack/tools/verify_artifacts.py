@@ -12,10 +12,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import kpack
-from rocm_kpack.tools._common import add_toolchain_flags, banner, megabytes, run
+from rocm_kpack.tools._common import (
+    add_toolchain_flags,
+    banner,
+    entry_point,
+    megabytes,
+    tool_parser,
+)
 
 RECORD = "kpack_artifact.json"
 
@@ -166,7 +172,7 @@ def separation(report: Report, artifacts: List[Path]) -> None:
             foreign += [(path, arch) for arch in arches if arch.split(":")[0] not in expected]
         if foreign:
             ok = False
-            details.append(f"  ✗ {a.name}: {len(foreign)} code-object targets of other architectures")
+            details.append(f"  ✗ {a.name}: {len(foreign)} targets of other architectures")
             details += [f"      - {p.relative_to(a)} holds {arch}" for p, arch in foreign]
         else:
             details.append(f"  ✓ {a.name}: all archives hold {', '.join(expected)} "
@@ -248,7 +254,7 @@ def verify(args: argparse.Namespace) -> int:
     artifacts = sorted(d for d in args.artifacts_dir.iterdir() if d.is_dir())
     report = Report()
     if not artifacts:
-        report.check("Artifacts", False, f"No artifact directories found in {args.artifacts_dir}", [])
+        report.check("Artifacts", False, f"No artifacts found in {args.artifacts_dir}", [])
         report.finish()
         return 1
     print(f"Found {len(artifacts)} artifacts:")
@@ -267,17 +273,14 @@ def verify(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Verify split artifacts (kpack; see docs/reference-commands.md)"
-    )
+    p = tool_parser("Verify split artifacts")
     p.add_argument("--artifacts-dir", type=Path, required=True)
     p.add_argument("--verbose", action="store_true")
     add_toolchain_flags(p)
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), verify, argv)
+main = entry_point(parser, verify)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional
 
-from rocm_kpack.tools._common import fail, kpack_command, run
+from rocm_kpack.tools._common import entry_point, fail, kpack_command, tool_parser
 
 
 def verify_elf(args: argparse.Namespace) -> int:
@@ -25,16 +24,13 @@ def verify_elf(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Verify an ELF binary's structure (kpack; see docs/reference-commands.md)"
-    )
+    p = tool_parser("Verify an ELF binary's structure")
     p.add_argument("binary", type=Path)
     p.add_argument("--verbose", "-v", action="store_true")
     return p
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser(), verify_elf, argv)
+main = entry_point(parser, verify_elf)
 
 
 if __name__ == "__main__":
