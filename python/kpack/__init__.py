@@ -270,9 +270,11 @@ def split_wheel(
     split_databases: Iterable[str] = (),
     output_format: str = "wheel",
     variants: bool = False,
+    variant_label: str = "variant",
     compression: str = "zstd",
     level: int = 3,
     multi_target_archives: bool = False,
+    threads: int = 0,
 ) -> Dict[str, Any]:
     """Splits a fat Python wheel (``kpack split-wheel``; a ``.whl`` or an unpacked wheel
     directory) into ``output``: a host wheel (same name, version and tags, every fat binary
@@ -283,9 +285,11 @@ def split_wheel(
     top-level package holding the fat binaries; ``device_requires_dist`` entries may contain
     ``@GFXARCH@``; ``split_databases`` names the kernel-database handlers, as for :func:`split`.
     ``output_format`` is ``"wheel"`` or ``"directory"`` (unpacked wheels); ``variants=True``
-    also writes the PEP 817/825 variant copy of the host wheel; ``multi_target_archives=True``
-    puts one archive per module in each device wheel, indexed by the host wheel. A hostile or
-    broken wheel raises :class:`FormatError` naming the entry, and nothing is written.
+    also writes the PEP 817/825 variant copy of the host wheel, named like the host wheel
+    with ``-<variant_label>`` before ``.whl``; ``multi_target_archives=True`` puts one archive
+    per module in each device wheel, indexed by the host wheel. ``threads=0`` uses one worker
+    per core (``kpack --threads``). A hostile or broken wheel raises :class:`FormatError`
+    naming the entry, and nothing is written.
 
     Returns the summary ``kpack split-wheel --json`` prints.
     """
@@ -299,9 +303,11 @@ def split_wheel(
             list(split_databases),
             output_format,
             variants,
+            variant_label,
             compression,
             level,
             multi_target_archives,
+            threads,
         )
     )
     return cast(Dict[str, Any], summary)

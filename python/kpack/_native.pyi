@@ -66,9 +66,11 @@ def split_wheel(
     split_databases: List[str],
     output_format: str,
     variants: bool,
+    variant_label: str,
     compression: str,
     level: int,
     multi_target_archives: bool,
+    threads: int,
 ) -> str: ...
 
 @final

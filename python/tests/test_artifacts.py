@@ -9,20 +9,7 @@ from pathlib import Path
 
 import kpack
 import pytest
-from conftest import cli_json, fixture
-
-CONFIG = {
-    "primary_shard": "shard-a",
-    "architecture_groups": {
-        "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]},
-        "gfx10": {"architectures": ["gfx1030"]},
-    },
-    "validation": {
-        "error_on_duplicate_device_code": True,
-        "verify_generic_artifacts_match": True,
-        "error_on_missing_architecture": True,
-    },
-}
+from conftest import PACKAGING_CONFIG, cli_json, fixture
 
 
 def split_all(out: Path):
@@ -40,7 +27,7 @@ def test_split_recombine_and_verify_recover_every_original_byte(tmp_path):
     assert [a["name"] for a in demo_lib["artifacts"]] == ["demo_lib_generic", "demo_lib_gfx900", "demo_lib_gfx906"]
 
     config = tmp_path / "packaging.json"
-    config.write_text(json.dumps(CONFIG))
+    config.write_text(json.dumps(PACKAGING_CONFIG))
     out = tmp_path / "out"
     summary = kpack.recombine(tmp_path / "shards", config, out)
     lib = next(c for c in summary["components"] if c["component"] == "demo_lib")
@@ -54,7 +41,7 @@ def test_split_recombine_and_verify_recover_every_original_byte(tmp_path):
 def test_recombine_with_group_archives_links_each_target_to_its_group_archive(tmp_path):
     split_all(tmp_path)
     config = tmp_path / "packaging.json"
-    config.write_text(json.dumps(CONFIG))
+    config.write_text(json.dumps(PACKAGING_CONFIG))
     out = tmp_path / "out"
     kpack.recombine(tmp_path / "shards", config, out, group_archives=True, compression="none")
     kpack_dir = out / "demo_lib_gfx9/demo/stage/.kpack"

@@ -402,7 +402,24 @@ fn restore(
     to_json(&summary)
 }
 
-/// `kpack split-wheel WHEEL -o OUTPUT ... --json`: the JSON summary, as a string.
+/// The process-wide worker limit for one call whose library takes no thread count (0: one
+/// per core), as `kpack --threads N` sets it for a run; back to the default afterwards.
+struct ThreadLimit;
+
+impl ThreadLimit {
+    fn set(threads: usize) -> ThreadLimit {
+        kpack_pipeline::threads::set_limit(threads);
+        ThreadLimit
+    }
+}
+
+impl Drop for ThreadLimit {
+    fn drop(&mut self) {
+        kpack_pipeline::threads::set_limit(0);
+    }
+}
+
+/// `kpack --threads N split-wheel WHEEL -o OUTPUT ... --json`: the JSON summary, as a string.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)] // the command's options, one keyword each
 fn split_wheel(
@@ -415,9 +432,11 @@ fn split_wheel(
     split_databases: Vec<String>,
     output_format: &str,
     variants: bool,
+    variant_label: String,
     compression: &str,
     level: i32,
     multi_target_archives: bool,
+    threads: usize,
 ) -> PyResult<String> {
     let mut opts = kpack_wheel::SplitOptions::new(output);
     opts.device_package_prefix = device_package_prefix;
@@ -438,9 +457,13 @@ fn split_wheel(
         }
     };
     opts.variants = variants;
+    opts.variant_label = variant_label;
     opts.compression = self::compression(compression, level)?;
     opts.multi_target_archives = multi_target_archives;
-    let summary = py.detach(|| kpack_wheel::split_wheel(&wheel, &opts));
+    let summary = py.detach(|| {
+        let _limit = ThreadLimit::set(threads);
+        kpack_wheel::split_wheel(&wheel, &opts)
+    });
     let summary = summary.map_err(|e| raise(Class::of_wheel(&e), &e))?;
     to_json(&summary)
 }
