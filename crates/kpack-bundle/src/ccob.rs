@@ -160,7 +160,7 @@ impl CcobHeader {
 
     /// Checks the claimed size against [`MAX_DECOMPRESSED`] and what `compressed_len`
     /// bytes can possibly decode to, before any output is allocated.
-    fn check_claim(&self, compressed_len: u64) -> Result<(), BundleError> {
+    pub(crate) fn check_claim(&self, compressed_len: u64) -> Result<(), BundleError> {
         let limit = MAX_DECOMPRESSED.min(self.method.max_output(compressed_len));
         if self.uncompressed_size > limit {
             return Err(BundleError::DecompressedTooLarge {
@@ -203,7 +203,7 @@ impl CcobHeader {
         Vec::with_capacity(initial as usize)
     }
 
-    fn decompress_error(&self, offset: u64, message: String) -> BundleError {
+    pub(crate) fn decompress_error(&self, offset: u64, message: String) -> BundleError {
         BundleError::Decompress {
             offset: self.header_len + offset,
             method: self.method,
@@ -211,7 +211,7 @@ impl CcobHeader {
         }
     }
 
-    fn size_error(&self, actual: u64) -> BundleError {
+    pub(crate) fn size_error(&self, actual: u64) -> BundleError {
         BundleError::SizeMismatch {
             offset: self.header_len,
             expected: self.uncompressed_size,
@@ -384,9 +384,36 @@ pub fn write_compressed(
             encoder.finish().map_err(compress_error)?
         }
     };
-    let uncompressed_size = uncompressed_bundle.len() as u64;
-    let total_size = header_len + compressed.len() as u64;
-    let mut out = Vec::with_capacity(total_size as usize);
+    let mut out = ccob_header(
+        version,
+        method,
+        uncompressed_bundle.len() as u64,
+        compressed.len() as u64,
+        ccob_hash(uncompressed_bundle),
+    )?;
+    debug_assert_eq!(out.len() as u64, header_len);
+    out.extend_from_slice(&compressed);
+    Ok(out)
+}
+
+/// The header of a CCOB of `version` whose `compressed_len` bytes of `method` decode to
+/// `uncompressed_size` bytes with CCOB hash `hash` ([`ccob_hash`]); the compressed stream
+/// follows it. For writers that compress a bundle as a stream, never holding it whole.
+pub fn ccob_header(
+    version: u16,
+    method: CompressionMethod,
+    uncompressed_size: u64,
+    compressed_len: u64,
+    hash: u64,
+) -> Result<Vec<u8>, BundleError> {
+    let header_len: u64 = match version {
+        1 => 20,
+        2 => 24,
+        3 => 32,
+        _ => return Err(BundleError::CannotWriteVersion { version }),
+    };
+    let total_size = header_len + compressed_len;
+    let mut out = Vec::with_capacity(header_len as usize);
     out.extend_from_slice(CCOB_MAGIC);
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&method.code().to_le_bytes());
@@ -403,7 +430,6 @@ pub fn write_compressed(
         out.extend_from_slice(&total_size.to_le_bytes());
         out.extend_from_slice(&uncompressed_size.to_le_bytes());
     }
-    out.extend_from_slice(&ccob_hash(uncompressed_bundle).to_le_bytes());
-    out.extend_from_slice(&compressed);
+    out.extend_from_slice(&hash.to_le_bytes());
     Ok(out)
 }

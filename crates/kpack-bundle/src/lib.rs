@@ -61,12 +61,14 @@
 mod ccob;
 mod error;
 mod plain;
+mod stream;
 
 use std::borrow::Cow;
 
-pub use ccob::{CompressionMethod, MAX_DECOMPRESSED, ccob_hash, write_compressed};
+pub use ccob::{CompressionMethod, MAX_DECOMPRESSED, ccob_hash, ccob_header, write_compressed};
 pub use error::BundleError;
 pub use plain::{Bundle, BundleBuilder, Entry, uncompressed_layout, write_uncompressed};
+pub use stream::{EntryStream, StreamedEntry};
 
 use ccob::CcobHeader;
 use plain::check_magic;

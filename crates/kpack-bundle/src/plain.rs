@@ -34,21 +34,25 @@ pub struct Bundle<'a> {
     entries: Vec<Entry<'a>>,
 }
 
-impl<'a> Bundle<'a> {
-    /// Parses the uncompressed bundle starting at `bytes[0]`.
-    ///
-    /// The bundle's extent comes from its header (see [`Bundle::len`]); bytes after it are
-    /// ignored, so this can parse a bundle inside a larger region. Use
-    /// [`Bundle::parse_exact`] for a standalone file. Every entry must lie within `bytes`
-    /// and after the header, and every triple must be UTF-8.
-    pub fn parse(bytes: &'a [u8]) -> Result<Bundle<'a>, BundleError> {
-        let available = bytes.len() as u64;
+/// The header of an uncompressed bundle: its length and, per entry in header order, the
+/// triple, offset and size, each entry checked to lie after the header and within the
+/// bundle's `available` bytes. Parsed from the first bytes of the bundle, so that a CCOB
+/// can be read entry by entry from its stream ([`crate::stream`]).
+pub(crate) struct Header<'a> {
+    pub(crate) len: u64,
+    pub(crate) entries: Vec<(&'a str, u64, u64)>,
+}
+
+impl<'a> Header<'a> {
+    /// Parses the header at `bytes[0]` of a bundle of `available` bytes (`bytes` holds at
+    /// least the header; a [`BundleError::Truncated`] means it does not).
+    pub(crate) fn parse(bytes: &'a [u8], available: u64) -> Result<Header<'a>, BundleError> {
         check_magic(bytes, BUNDLE_MAGIC)?;
         let fixed = read(bytes, 0, FIXED_HEADER_LEN, "bundle header")?;
         let count = le_u64(&fixed[24..32]);
         // Bounding the count by what the bytes can hold keeps the allocation below
         // proportional to the input, whatever the header claims.
-        let max = (available - FIXED_HEADER_LEN) / ENTRY_HEADER_LEN;
+        let max = available.saturating_sub(FIXED_HEADER_LEN) / ENTRY_HEADER_LEN;
         if count > max {
             return Err(BundleError::TooManyEntries {
                 offset: 24,
@@ -56,7 +60,6 @@ impl<'a> Bundle<'a> {
                 max,
             });
         }
-        let mut entries = Vec::with_capacity(count as usize);
         let mut pos = FIXED_HEADER_LEN;
         let mut ranges = Vec::with_capacity(count as usize);
         // Where the data of the entries read so far starts: the header must end before it.
@@ -96,8 +99,7 @@ impl<'a> Bundle<'a> {
             ranges.push((triple, offset, size));
         }
         let header_len = pos;
-        let mut extent = header_len;
-        for (entry, (triple, offset, size)) in ranges.into_iter().enumerate() {
+        for (entry, &(_, offset, size)) in ranges.iter().enumerate() {
             let entry = entry as u64;
             if offset < header_len {
                 return Err(BundleError::EntryOverlapsHeader {
@@ -107,7 +109,7 @@ impl<'a> Bundle<'a> {
                     header_len,
                 });
             }
-            let end = offset
+            offset
                 .checked_add(size)
                 .filter(|&end| end <= available)
                 .ok_or(BundleError::EntryOutOfRange {
@@ -117,16 +119,40 @@ impl<'a> Bundle<'a> {
                     size,
                     bundle_len: available,
                 })?;
-            extent = extent.max(end);
-            entries.push(Entry {
-                triple,
-                offset,
-                data: &bytes[offset as usize..end as usize],
-            });
         }
+        Ok(Header {
+            len: header_len,
+            entries: ranges,
+        })
+    }
+}
+
+impl<'a> Bundle<'a> {
+    /// Parses the uncompressed bundle starting at `bytes[0]`.
+    ///
+    /// The bundle's extent comes from its header (see [`Bundle::len`]); bytes after it are
+    /// ignored, so this can parse a bundle inside a larger region. Use
+    /// [`Bundle::parse_exact`] for a standalone file. Every entry must lie within `bytes`
+    /// and after the header, and every triple must be UTF-8.
+    pub fn parse(bytes: &'a [u8]) -> Result<Bundle<'a>, BundleError> {
+        let header = Header::parse(bytes, bytes.len() as u64)?;
+        let mut extent = header.len;
+        let entries = header
+            .entries
+            .into_iter()
+            .map(|(triple, offset, size)| {
+                let end = offset + size;
+                extent = extent.max(end);
+                Entry {
+                    triple,
+                    offset,
+                    data: &bytes[offset as usize..end as usize],
+                }
+            })
+            .collect();
         Ok(Bundle {
             bytes: &bytes[..extent as usize],
-            header_len,
+            header_len: header.len,
             entries,
         })
     }

@@ -267,3 +267,66 @@ fn v1_ccob_sections_are_bounded_by_walking_the_zstd_frame() {
     assert_eq!((found[0].offset, found[0].len), (0, v1.len() as u64));
     assert_eq!((found[1].offset, found[1].len), (4096, v1.len() as u64));
 }
+
+/// Every entry of `bytes` read from its stream ([`kpack_bundle::EntryStream`]), checks and
+/// all: `Err` as soon as one fails.
+fn streamed(bytes: &[u8]) -> Result<Vec<kpack_bundle::StreamedEntry>, kpack_bundle::BundleError> {
+    let mut stream = kpack_bundle::EntryStream::open(bytes)?.expect("a zstd CCOB streams");
+    let mut entries = Vec::new();
+    while let Some(entry) = stream.next_entry()? {
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+#[test]
+fn ccobs_read_entry_by_entry_from_their_stream_give_the_entries_of_the_whole_decode() {
+    for file in [
+        "modern/ccob_v1_llvm18.bundle",
+        "modern/ccob_v2_llvm19.bundle",
+        "modern/ccob_v2_llvm22.bundle",
+        "modern/ccob_v3_llvm22.bundle",
+        "modern/mk_genco_v3.hsaco",
+    ] {
+        let bytes = fixture(file);
+        let decoded = DecodedBundle::decode(&bytes).unwrap();
+        let bundle = decoded.bundle().unwrap();
+        let entries = streamed(&bytes).unwrap();
+        assert_eq!(entries.len(), bundle.entries().len(), "{file}");
+        for (s, e) in entries.iter().zip(bundle.entries()) {
+            assert_eq!(
+                (s.triple.as_str(), s.offset),
+                (e.triple, e.offset),
+                "{file}"
+            );
+            assert_eq!(s.data, e.data, "{file} {}", e.triple);
+        }
+    }
+    let plain = fixture("modern/plain_align4096_llvm22.bundle");
+    assert!(kpack_bundle::EntryStream::open(&plain).unwrap().is_none());
+}
+
+/// The stream makes the whole decode's checks: a flipped bit anywhere in the compressed
+/// bytes is an error by the last entry (a bad block, a size or the MD5 hash), never a
+/// different entry returned with success.
+#[test]
+fn a_flipped_bit_in_a_streamed_ccob_is_an_error_by_its_last_entry() {
+    let bytes = fixture("modern/ccob_v3_llvm22.bundle");
+    let good = streamed(&bytes).unwrap();
+    for at in (0..bytes.len()).step_by(7) {
+        for bit in [0, 3, 7] {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 1 << bit;
+            match kpack_bundle::EntryStream::open(&damaged) {
+                Err(_) | Ok(None) => continue,
+                Ok(Some(_)) => {}
+            }
+            if let Ok(entries) = streamed(&damaged) {
+                assert_eq!(entries, good, "byte {at} bit {bit} read back differently");
+            }
+        }
+    }
+    // Cut short: an error, not fewer entries.
+    let cut = &bytes[..bytes.len() - 5];
+    assert!(streamed(cut).is_err());
+}

@@ -331,3 +331,65 @@ fn unified_archive_of_librocblas_is_no_larger_than_its_ccob_fatbin() {
         "librocblas: v2 {v2} bytes, CCOB {ccob}, v1 zstd-3 {v1}"
     );
 }
+
+/// A CCOB decoding to more than the 512 MB memory standard (692 MB of real code objects
+/// repeated, [`kpack_testkit::large_ccob`]): `pack --compression unified` reads it one entry
+/// at a time from its stream and codes it in parts, so its peak RSS stays within 512 MB (it
+/// would be over 692 MB decoding the bundle whole), and every entry reads back byte for
+/// byte; damaged, it fails with no archive left. Level 3 keeps the test short; the memory
+/// bench prints the level-19 run.
+#[test]
+fn unified_pack_of_a_ccob_larger_than_the_memory_budget_peaks_within_512_mb() {
+    let dir = tempfile::tempdir().unwrap();
+    let kpack_bin = Path::new(env!("CARGO_BIN_EXE_kpack"));
+    let large = kpack_testkit::large_ccob::write(kpack_bin, dir.path());
+    assert!(large.decoded_len > 640 << 20, "{}", large.decoded_len);
+    let output = dir.path().join("large.kpack");
+    let args: [&Path; 8] = [
+        Path::new("pack"),
+        &large.path,
+        Path::new("-o"),
+        &output,
+        Path::new("--compression"),
+        Path::new("unified"),
+        Path::new("--level"),
+        Path::new("3"),
+    ];
+    let run = kpack_testkit::measured::run_measured(kpack_bin, &args);
+    assert!(
+        run.peak_mib <= 512.0,
+        "pack of a {} MB CCOB peaked at {:.0} MiB",
+        large.decoded_len >> 20,
+        run.peak_mib
+    );
+    let archive = Archive::open(&output).unwrap();
+    assert_eq!(archive.entries().count(), large.entries.len());
+    for (arch, digest) in &large.entries {
+        let (binary, _, _) = archive
+            .entries()
+            .find(|(_, a, _)| a == arch)
+            .unwrap_or_else(|| panic!("{arch} missing"));
+        let data = archive.get(binary, arch).unwrap();
+        assert_eq!(kpack_testkit::sha256_hex(&data), *digest, "{arch}");
+    }
+    // Damaged, the streamed bundle fails its checks after its last part: pack fails and
+    // leaves no archive.
+    let mut bytes = std::fs::read(&large.path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    let damaged = dir.path().join("damaged.ccob");
+    std::fs::write(&damaged, bytes).unwrap();
+    let output = dir.path().join("damaged.kpack");
+    let res = kpack(&[
+        "pack",
+        s(&damaged),
+        "-o",
+        s(&output),
+        "--compression",
+        "unified",
+        "--level",
+        "3",
+    ]);
+    assert!(!res.status.success());
+    assert!(!output.exists());
+}

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use kpack_bundle::LocatedBundle;
-use kpack_bundle::{Bundle, BundleFormat, DecodedBundle};
+use kpack_bundle::{Bundle, BundleFormat, DecodedBundle, EntryStream, StreamedEntry};
 use kpack_elf::FatBinary;
 use kpack_offload::Image;
 use kpack_pe::PeFatBinary;
@@ -188,6 +188,15 @@ pub trait Visitor {
     /// here, borrowed, rather than copying each as it comes.
     fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
         codes.iter().try_for_each(|code| self.device_code(code))
+    }
+    /// Whether this visitor takes the device code of a CCOB larger than [`STREAM_ABOVE`] in
+    /// consecutive parts of at most [`PART_BUDGET`] bytes, one [`Visitor::device_bundle`]
+    /// call each, read from the compressed stream one entry at a time, so that the
+    /// decompressed bundle is never held whole ([`kpack_bundle::EntryStream`]). Such a bundle
+    /// gets no [`Visitor::bundle`] call, and its size and hash are checked after its last
+    /// part: the visitor must not publish anything before the walk ends.
+    fn takes_parts(&self) -> bool {
+        false
     }
     /// Called once per parsed ELF (file or `ar` member) with its fat-binary inspection.
     fn elf(&mut self, _member: Option<&str>, _fat: &FatBinary) -> Result<(), SourceError> {
@@ -476,12 +485,23 @@ pub fn walk_bundle(
             },
         }
     };
-    let _decoding = DECODING.reserve(match kpack_bundle::peek_format(bytes) {
+    let decoded_size = match kpack_bundle::peek_format(bytes) {
         Ok(BundleFormat::Compressed {
             uncompressed_size, ..
         }) => uncompressed_size,
         _ => 0,
-    });
+    };
+    if visitor.takes_parts()
+        && decoded_size > STREAM_ABOVE
+        && let Some(stream) = EntryStream::open(bytes).map_err(in_bundle(false))?
+    {
+        let _decoding = DECODING.reserve(PART_BUDGET);
+        return walk_stream(stream, slot, member, visitor).map_err(|e| match e {
+            StreamError::Bundle(e) => in_bundle(true)(e),
+            StreamError::Source(e) => e,
+        });
+    }
+    let _decoding = DECODING.reserve(decoded_size);
     let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
     let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
     let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
@@ -523,6 +543,69 @@ pub fn walk_bundle(
         })
         .collect();
     visitor.device_bundle(&codes)
+}
+
+/// A CCOB decoding to more than this is read in parts by visitors that take them
+/// ([`Visitor::takes_parts`]).
+pub const STREAM_ABOVE: u64 = 128 << 20;
+
+/// The most bytes of code objects one part of a streamed bundle holds (a code object larger
+/// than this is a part alone).
+pub const PART_BUDGET: u64 = 64 << 20;
+
+/// What can go wrong walking a streamed bundle: its bytes, or the visitor.
+enum StreamError {
+    Bundle(kpack_bundle::BundleError),
+    Source(SourceError),
+}
+
+/// [`walk_bundle`] of a large CCOB for a visitor that takes parts: its entries are read one
+/// at a time and handed over in parts of at most [`PART_BUDGET`] bytes.
+fn walk_stream(
+    mut stream: EntryStream<'_>,
+    slot: &BundleSlot,
+    member: Option<&str>,
+    visitor: &mut dyn Visitor,
+) -> Result<(), StreamError> {
+    let mut part: Vec<(StreamedEntry, BundleId)> = Vec::new();
+    let mut part_bytes = 0u64;
+    let mut hand_over = |part: &mut Vec<(StreamedEntry, BundleId)>| {
+        let codes: Vec<DeviceCode<'_>> = part
+            .iter()
+            .map(|(entry, id)| DeviceCode {
+                member,
+                container: Container::Bundle,
+                bundle: slot.index,
+                wrappers: &slot.wrappers,
+                entry: entry.index,
+                bundle_id: id,
+                data: &entry.data,
+                file_range: None,
+            })
+            .collect();
+        let result = visitor.device_bundle(&codes);
+        part.clear();
+        result.map_err(StreamError::Source)
+    };
+    while let Some(entry) = stream.next_entry().map_err(StreamError::Bundle)? {
+        let id = BundleId::parse(&entry.triple).map_err(|e| StreamError::Source(e.into()))?;
+        if id.target().is_none() {
+            continue;
+        }
+        check_code_object_target(&id, &entry.data, slot.index, entry.index)
+            .map_err(StreamError::Source)?;
+        let len = entry.data.len() as u64;
+        if !part.is_empty() && part_bytes + len > PART_BUDGET {
+            hand_over(&mut part)?;
+            part_bytes = 0;
+        }
+        part_bytes += len;
+        part.push((entry, id));
+    }
+    if !part.is_empty() {
+        hand_over(&mut part)?;
+    }
+    Ok(())
 }
 
 /// The bytes of decompressed bundles alive at once in this process, across every thread and

@@ -294,6 +294,11 @@ where
         self.device_bundle(std::slice::from_ref(code))
     }
 
+    /// The archives are staged: nothing is published before the walk ends.
+    fn takes_parts(&self) -> bool {
+        true
+    }
+
     fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
         let targets: Vec<String> = codes.iter().map(|c| c.target().to_string()).collect();
         let keys: Vec<Vec<String>> = codes

@@ -7,6 +7,7 @@
 
 #[cfg(feature = "transform")]
 pub mod flips;
+pub mod large_ccob;
 pub mod measured;
 mod standin;
 mod wine;

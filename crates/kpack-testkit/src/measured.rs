@@ -5,17 +5,20 @@
 //! binary. Otherwise, or when the record is missing, the benchmark measures it itself.
 //!
 //! Records live in `kpack-measurements/` beside the binary (the profile's target directory),
-//! one `<key>.txt` per command: the binary's SHA-256, wall seconds, peak RSS in MiB.
+//! one `<key>.txt` per command: the binary's SHA-256, wall seconds, peak RSS in MiB, CPU
+//! seconds.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A finished child process: wall time and peak RSS (its `ru_maxrss`).
+/// A finished child process: wall time, peak RSS (its `ru_maxrss`) and CPU time (user and
+/// system, of every thread).
 #[derive(Debug, Clone, Copy)]
 pub struct ChildRun {
     pub wall: Duration,
     pub peak_mib: f64,
+    pub cpu: Duration,
 }
 
 /// Runs `program args` with stdout discarded, which must exit 0; its wall time and peak RSS.
@@ -40,9 +43,11 @@ pub fn run_measured(program: &Path, args: &[&Path]) -> ChildRun {
         "{} {args:?} failed ({status:#x})",
         program.display()
     );
+    let seconds = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     ChildRun {
         wall,
         peak_mib: usage.ru_maxrss as f64 / 1024.0,
+        cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
     }
 }
 
@@ -62,10 +67,11 @@ pub fn run_and_record(kpack: &Path, key: &str, args: &[&Path]) -> ChildRun {
     let path = record_path(kpack, key);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let text = format!(
-        "{} {} {}\n",
+        "{} {} {} {}\n",
         binary_digest(kpack),
         run.wall.as_secs_f64(),
-        run.peak_mib
+        run.peak_mib,
+        run.cpu.as_secs_f64()
     );
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     run
@@ -75,13 +81,19 @@ pub fn run_and_record(kpack: &Path, key: &str, args: &[&Path]) -> ChildRun {
 pub fn recorded(kpack: &Path, key: &str) -> Option<ChildRun> {
     let text = std::fs::read_to_string(record_path(kpack, key)).ok()?;
     let mut fields = text.split_whitespace();
-    let (digest, wall, peak) = (fields.next()?, fields.next()?, fields.next()?);
+    let (digest, wall, peak, cpu) = (
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+        fields.next()?,
+    );
     if digest != binary_digest(kpack) {
         return None;
     }
     Some(ChildRun {
         wall: Duration::from_secs_f64(wall.parse().ok()?),
         peak_mib: peak.parse().ok()?,
+        cpu: Duration::from_secs_f64(cpu.parse().ok()?),
     })
 }
 
@@ -99,6 +111,7 @@ mod tests {
         let again = recorded(&binary, "k").expect("recorded");
         assert_eq!(again.wall.as_secs_f64(), run.wall.as_secs_f64());
         assert_eq!(again.peak_mib, run.peak_mib);
+        assert_eq!(again.cpu.as_secs_f64(), run.cpu.as_secs_f64());
         assert!(recorded(&binary, "other").is_none());
         // Another build of the binary: the record is not its measurement.
         let mut bytes = std::fs::read(&binary).unwrap();

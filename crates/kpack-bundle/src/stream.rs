@@ -1,0 +1,206 @@
+//! A compressed bundle read one entry at a time from its zstd stream, for bundles too large
+//! to decode whole within a memory budget: the uncompressed payload is never held, only the
+//! entry being read (and zstd's window, at most 2^27 bytes).
+//!
+//! The checks are those of [`crate::DecodedBundle::decode`]: the header is parsed as
+//! [`crate::Bundle::parse`] does, the payload must be exactly the claimed size, and its MD5
+//! must be the stored hash. The size and the hash can only be known at the end of the
+//! stream: [`EntryStream::next_entry`] reports them after the last entry, so a caller must
+//! read to the end (`Ok(None)`) before it publishes anything made from the entries.
+//!
+//! Hand-written because no crate reads clang offload bundles.
+
+use std::io::Read;
+
+use md5::{Digest, Md5};
+
+use crate::ccob::{CcobHeader, CompressionMethod};
+use crate::plain::Header;
+use crate::{BundleError, looks_compressed};
+
+/// One entry of a streamed bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamedEntry {
+    /// Its index in the bundle's header.
+    pub index: usize,
+    /// Its bundle-entry id.
+    pub triple: String,
+    /// Offset of its data in the uncompressed bundle.
+    pub offset: u64,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+/// See the module doc.
+pub struct EntryStream<'a> {
+    header: CcobHeader,
+    decoder: zstd::stream::read::Decoder<'static, &'a [u8]>,
+    /// Payload bytes read ahead while looking for the end of the bundle header, not yet
+    /// consumed: `ahead[ahead_pos..]`.
+    ahead: Vec<u8>,
+    ahead_pos: usize,
+    md5: Md5,
+    /// Payload bytes consumed (and hashed) so far.
+    position: u64,
+    entries: Vec<(String, u64, u64)>,
+    next: usize,
+}
+
+/// How far the search for the end of the bundle header reads at first (it doubles).
+const FIRST_READ: u64 = 64 << 10;
+
+impl<'a> EntryStream<'a> {
+    /// The entries of the CCOB at `bytes[0]`, if it is a zstd CCOB whose entries lie in
+    /// header order without overlapping (what clang writes); `None` otherwise, for the caller
+    /// to decode it whole.
+    pub fn open(bytes: &'a [u8]) -> Result<Option<Self>, BundleError> {
+        if !looks_compressed(bytes) {
+            return Ok(None);
+        }
+        let header = CcobHeader::parse(bytes)?;
+        if header.method != CompressionMethod::Zstd {
+            return Ok(None);
+        }
+        let extent = header.extent(bytes)?;
+        let stream = &bytes[header.header_len as usize..extent as usize];
+        header.check_claim(stream.len() as u64)?;
+        let decoder = zstd::stream::read::Decoder::with_buffer(stream)
+            .map_err(|e| header.decompress_error(0, e.to_string()))?;
+        let mut this = EntryStream {
+            header,
+            decoder,
+            ahead: Vec::new(),
+            ahead_pos: 0,
+            md5: Md5::new(),
+            position: 0,
+            entries: Vec::new(),
+            next: 0,
+        };
+        let size = this.header.uncompressed_size;
+        let mut want = FIRST_READ.min(size);
+        let (header_len, entries) = loop {
+            this.read_ahead(want)?;
+            match Header::parse(&this.ahead, size) {
+                Ok(h) => {
+                    let entries: Vec<(String, u64, u64)> = h
+                        .entries
+                        .iter()
+                        .map(|&(t, o, s)| (t.to_owned(), o, s))
+                        .collect();
+                    break (h.len, entries);
+                }
+                Err(BundleError::Truncated { .. }) if want < size => want = (want * 2).min(size),
+                Err(e) => return Err(e),
+            }
+        };
+        let mut end = header_len;
+        for &(_, offset, len) in &entries {
+            if offset < end {
+                return Ok(None);
+            }
+            end = offset + len;
+        }
+        this.entries = entries;
+        Ok(Some(this))
+    }
+
+    /// The claimed size of the uncompressed bundle.
+    pub fn uncompressed_size(&self) -> u64 {
+        self.header.uncompressed_size
+    }
+
+    /// The next entry in header order; after the last, checks the payload's size and hash
+    /// and gives `None`.
+    pub fn next_entry(&mut self) -> Result<Option<StreamedEntry>, BundleError> {
+        let Some((triple, offset, len)) = self.entries.get(self.next).cloned() else {
+            self.finish()?;
+            return Ok(None);
+        };
+        self.consume(offset - self.position, None)?;
+        let mut data = Vec::new();
+        self.consume(len, Some(&mut data))?;
+        self.next += 1;
+        Ok(Some(StreamedEntry {
+            index: self.next - 1,
+            triple,
+            offset,
+            data,
+        }))
+    }
+
+    /// Reads ahead until `want` payload bytes are buffered (fewer only if the stream ends).
+    fn read_ahead(&mut self, want: u64) -> Result<(), BundleError> {
+        let have = self.ahead.len() as u64;
+        if want > have {
+            let got = (&mut self.decoder)
+                .take(want - have)
+                .read_to_end(&mut self.ahead)
+                .map_err(|e| self.header.decompress_error(0, e.to_string()))?;
+            if have + (got as u64) < want {
+                return Err(self.header.size_error(have + got as u64));
+            }
+        }
+        Ok(())
+    }
+
+    /// Consumes `len` payload bytes, hashing them, and appends them to `out` if given.
+    fn consume(&mut self, len: u64, mut out: Option<&mut Vec<u8>>) -> Result<(), BundleError> {
+        let mut left = len;
+        let ahead = &self.ahead[self.ahead_pos..];
+        let from_ahead = (ahead.len() as u64).min(left) as usize;
+        if from_ahead > 0 {
+            self.md5.update(&ahead[..from_ahead]);
+            if let Some(out) = out.as_deref_mut() {
+                out.extend_from_slice(&ahead[..from_ahead]);
+            }
+            self.ahead_pos += from_ahead;
+            left -= from_ahead as u64;
+            if self.ahead_pos == self.ahead.len() {
+                self.ahead = Vec::new();
+                self.ahead_pos = 0;
+            }
+        }
+        let mut chunk = vec![0u8; (64 << 10).min(left) as usize];
+        while left > 0 {
+            let n = (chunk.len() as u64).min(left) as usize;
+            let got = self
+                .decoder
+                .read(&mut chunk[..n])
+                .map_err(|e| self.header.decompress_error(0, e.to_string()))?;
+            if got == 0 {
+                return Err(self.header.size_error(self.position + len - left));
+            }
+            self.md5.update(&chunk[..got]);
+            if let Some(out) = out.as_deref_mut() {
+                out.extend_from_slice(&chunk[..got]);
+            }
+            left -= got as u64;
+        }
+        self.position += len;
+        Ok(())
+    }
+
+    /// Consumes the rest of the payload and checks its size and hash.
+    fn finish(&mut self) -> Result<(), BundleError> {
+        let size = self.header.uncompressed_size;
+        self.consume(size - self.position, None)?;
+        let mut extra = [0u8; 1];
+        let more = self
+            .decoder
+            .read(&mut extra)
+            .map_err(|e| self.header.decompress_error(0, e.to_string()))?;
+        if more > 0 {
+            return Err(self.header.size_error(size + 1));
+        }
+        let digest = std::mem::take(&mut self.md5).finalize();
+        let actual = u64::from_le_bytes(digest[..8].try_into().expect("an MD5 has 16 bytes"));
+        if actual != self.header.hash {
+            return Err(BundleError::HashMismatch {
+                offset: self.header.header_len - 8,
+                expected: self.header.hash,
+                actual,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,150 @@
+//! `unified` on more than one core: one level-19 `pack` and one `transform` of a real library
+//! at 1 thread and at every core (`--threads`), with the speed-up, wall and CPU time and
+//! peak RSS of each; and the same bytes through `zstd -19 -T<n>` at the same thread counts,
+//! the baseline (issue 23: pack time <= 1.3x zstd's own, speed-up >= 1.8x on 2 cores).
+//!
+//! The input is cupy-rocm-7-0 14.2.0's `thrust` module: one bundle of 9 targets, 76 MB of
+//! code objects, 8 MB each, the shape of a ROCm library's bundles; pack codes them as one
+//! group (trials and frames in parallel), transform as 9 archives coded in parallel. The
+//! zstd baseline compresses the same code objects, concatenated (`kpack unbundle`), as one
+//! stream. Each command runs as a child process, measured by `wait4`; every figure comes from
+//! this run. Needs the corpus from `scripts/setup.sh`.
+
+use std::path::{Path, PathBuf};
+
+use kpack_testkit::measured::{ChildRun, run_measured};
+
+/// The best of this many runs of each command (the machine may be shared).
+const ROUNDS: usize = 2;
+
+fn best(program: &Path, args: &[&Path]) -> ChildRun {
+    (0..ROUNDS)
+        .map(|_| run_measured(program, args))
+        .min_by_key(|r| r.wall)
+        .expect("at least one round")
+}
+
+fn row(what: &str, threads: usize, run: &ChildRun, zstd: Option<&ChildRun>, one: &ChildRun) {
+    let ratio = zstd.map_or(String::from("-"), |z| {
+        format!("{:.2}x", run.wall.as_secs_f64() / z.wall.as_secs_f64())
+    });
+    println!(
+        "{what:<28} {threads:>7} {:>8.2} {:>8.2} {:>8.0} {:>8.2}x {:>10}",
+        run.wall.as_secs_f64(),
+        run.cpu.as_secs_f64(),
+        run.peak_mib,
+        one.wall.as_secs_f64() / run.wall.as_secs_f64(),
+        ratio
+    );
+}
+
+fn main() {
+    let input = kpack_testkit::corpus().join(
+        "wx/cupy_rocm_7_0-14.2.0-cp312-cp312-manylinux2014_x86_64/cupy/cuda/\
+         thrust.cpython-312-x86_64-linux-gnu.so",
+    );
+    assert!(
+        input.is_file(),
+        "{} is missing: run scripts/setup.sh",
+        input.display()
+    );
+    let kpack = PathBuf::from(env!("CARGO_BIN_EXE_kpack"));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let counts: Vec<usize> = if cores > 1 { vec![1, cores] } else { vec![1] };
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name);
+
+    let unbundled = path("unbundled");
+    run_measured(
+        &kpack,
+        &[Path::new("unbundle"), &input, Path::new("-o"), &unbundled],
+    );
+    let mut objects: Vec<PathBuf> = std::fs::read_dir(&unbundled)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    objects.sort();
+    let concatenated = path("code-objects.bin");
+    let bytes: Vec<u8> = objects
+        .iter()
+        .flat_map(|o| std::fs::read(o).unwrap())
+        .collect();
+    std::fs::write(&concatenated, &bytes).unwrap();
+    println!(
+        "unified on {cores} cores: {} ({} code objects, {:.1} MB), level 19",
+        input.file_name().unwrap().to_string_lossy(),
+        objects.len(),
+        bytes.len() as f64 / 1e6
+    );
+    println!(
+        "{:<28} {:>7} {:>8} {:>8} {:>8} {:>9} {:>10}",
+        "command", "threads", "wall s", "CPU s", "peak MiB", "speed-up", "vs zstd"
+    );
+
+    let zstd = Path::new("zstd");
+    let zstd_runs: Vec<ChildRun> = counts
+        .iter()
+        .map(|n| {
+            let threads = PathBuf::from(format!("-T{n}"));
+            let out = path(&format!("zstd-{n}.zst"));
+            let args = [
+                Path::new("-q"),
+                Path::new("-f"),
+                Path::new("-19"),
+                &threads,
+                &concatenated,
+                Path::new("-o"),
+                &out,
+            ];
+            best(zstd, &args)
+        })
+        .collect();
+    for (n, run) in counts.iter().zip(&zstd_runs) {
+        row("zstd -19", *n, run, None, &zstd_runs[0]);
+    }
+    let zstd_size = std::fs::metadata(path("zstd-1.zst")).unwrap().len();
+
+    let mut speedups = Vec::new();
+    for what in ["pack", "transform"] {
+        let mut first: Option<ChildRun> = None;
+        for (i, n) in counts.iter().enumerate() {
+            let out = path(&format!("{what}-{n}"));
+            let threads = PathBuf::from(n.to_string());
+            let target = out.join("thrust.kpack");
+            let host = out.join("thrust.so");
+            let kpack_dir = out.join(".kpack");
+            let mut args: Vec<&Path> = vec![Path::new("--threads"), &threads, Path::new(what)];
+            args.push(&input);
+            match what {
+                "pack" => args.extend([Path::new("-o"), &target]),
+                _ => args.extend([Path::new("-o"), &host, Path::new("--kpack-dir"), &kpack_dir]),
+            }
+            args.extend([Path::new("--compression"), Path::new("unified")]);
+            std::fs::create_dir_all(&out).unwrap();
+            let run = best(&kpack, &args);
+            let one = *first.get_or_insert(run);
+            row(
+                &format!("kpack {what} unified"),
+                *n,
+                &run,
+                Some(&zstd_runs[i]),
+                &one,
+            );
+            if i > 0 {
+                speedups.push((what, one.wall.as_secs_f64() / run.wall.as_secs_f64()));
+            }
+        }
+    }
+    let packed = std::fs::metadata(path("pack-1/thrust.kpack"))
+        .unwrap()
+        .len();
+    println!(
+        "sizes: unified archive {packed} bytes, zstd -19 stream {zstd_size} bytes ({:.3}x)",
+        packed as f64 / zstd_size as f64
+    );
+    for (what, speedup) in speedups {
+        println!(
+            "{what} unified speed-up at {cores} threads: {speedup:.2}x (target >= 1.8x on 2 cores)"
+        );
+    }
+}
