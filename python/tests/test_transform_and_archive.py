@@ -97,6 +97,9 @@ def test_archive_of_a_damaged_file_raises_integrity_error_naming_file_entry_and_
     with kpack.Archive(damaged) as archive:
         with pytest.raises(kpack.IntegrityError) as err:
             archive.get(binary, arch)
+        # validate() reads every entry: the damage is found without asking for it.
+        with pytest.raises(kpack.IntegrityError, match=f"at byte {at}"):
+            archive.validate()
     for part in (str(damaged), binary, arch, f"at byte {at}"):
         assert part in str(err.value)
     assert isinstance(err.value, kpack.ArchiveError)

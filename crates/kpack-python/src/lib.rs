@@ -575,10 +575,17 @@ impl Archive {
         Ok(PyBytes::new(py, &data))
     }
 
-    /// Reads and checks every entry; raises ArchiveError at the first corrupt one.
+    /// Checks the archive's structure, then reads every entry, checking each against its
+    /// digest; raises ArchiveError (IntegrityError for damage) at the first problem.
     fn validate(&self, py: Python<'_>) -> PyResult<()> {
         let archive = self.open()?;
-        py.detach(|| archive.validate()).map_err(archive_error)
+        py.detach(|| {
+            archive.validate()?;
+            archive
+                .entries()
+                .try_for_each(|(binary, arch, _)| archive.get(binary, arch).map(drop))
+        })
+        .map_err(archive_error)
     }
 
     /// Unmaps the archive. Closing twice is harmless.
