@@ -67,17 +67,23 @@ pub(crate) struct CcobHeader {
 }
 
 impl CcobHeader {
+    /// The header length of `version` (1, 2 or 3).
+    fn header_len(version: u16) -> Option<u64> {
+        match version {
+            1 => Some(20),
+            2 => Some(24),
+            3 => Some(32),
+            _ => None,
+        }
+    }
+
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, BundleError> {
         check_magic(bytes, CCOB_MAGIC)?;
         let common = read(bytes, 0, 8, "CCOB header")?;
         let version = u16::from_le_bytes([common[4], common[5]]);
         let method_code = u16::from_le_bytes([common[6], common[7]]);
-        let header_len = match version {
-            1 => 20,
-            2 => 24,
-            3 => 32,
-            _ => return Err(BundleError::UnsupportedVersion { offset: 4, version }),
-        };
+        let header_len = Self::header_len(version)
+            .ok_or(BundleError::UnsupportedVersion { offset: 4, version })?;
         let method =
             CompressionMethod::from_code(method_code).ok_or(BundleError::UnsupportedMethod {
                 offset: 6,
@@ -346,12 +352,7 @@ pub fn write_compressed(
     method: CompressionMethod,
     level: i32,
 ) -> Result<Vec<u8>, BundleError> {
-    let header_len: u64 = match version {
-        1 => 20,
-        2 => 24,
-        3 => 32,
-        _ => return Err(BundleError::CannotWriteVersion { version }),
-    };
+    written_header_len(version)?;
     let compress_error = |e: std::io::Error| BundleError::Compress {
         method,
         message: e.to_string(),
@@ -391,9 +392,14 @@ pub fn write_compressed(
         compressed.len() as u64,
         ccob_hash(uncompressed_bundle),
     )?;
-    debug_assert_eq!(out.len() as u64, header_len);
     out.extend_from_slice(&compressed);
     Ok(out)
+}
+
+/// The header length of a CCOB of `version`, for writers: an error for a version LLVM never
+/// wrote.
+fn written_header_len(version: u16) -> Result<u64, BundleError> {
+    CcobHeader::header_len(version).ok_or(BundleError::CannotWriteVersion { version })
 }
 
 /// The header of a CCOB of `version` whose `compressed_len` bytes of `method` decode to
@@ -406,12 +412,7 @@ pub fn ccob_header(
     compressed_len: u64,
     hash: u64,
 ) -> Result<Vec<u8>, BundleError> {
-    let header_len: u64 = match version {
-        1 => 20,
-        2 => 24,
-        3 => 32,
-        _ => return Err(BundleError::CannotWriteVersion { version }),
-    };
+    let header_len = written_header_len(version)?;
     let total_size = header_len + compressed_len;
     let mut out = Vec::with_capacity(header_len as usize);
     out.extend_from_slice(CCOB_MAGIC);
