@@ -244,10 +244,11 @@ pub fn parse_gpu(gpu: &str) -> Result<TargetId, ArtifactError> {
     })
 }
 
-/// Which entry of the index at `path` serves `gpu`: the first of the GPU's compatible
-/// targets (every subset of its features, most specific first) the index lists.
+/// Which entry of the index at `path` serves `gpu`: the first of the targets the GPU runs
+/// ([`TargetId::runnable_targets`]: every subset of its features, most specific first, then
+/// its generic processor's, then the portable SPIR-V) the index lists.
 pub fn resolve(path: &Path, index: &KpmManifest, gpu: &TargetId) -> Resolution {
-    let found = gpu.compatible_candidates().into_iter().find_map(|c| {
+    let found = gpu.runnable_targets().into_iter().find_map(|c| {
         index
             .kpack_files
             .iter()
