@@ -40,7 +40,10 @@ fn inspect_names_the_spirv_entry_portable_in_text_and_json() {
         assert!(totals[1].get("portable").is_none(), "{f}");
         let text = String::from_utf8(kpack_ok(&["inspect", s(&path)]).stdout).unwrap();
         let line = text.lines().find(|l| l.contains(SPIRV_ID)).unwrap();
-        assert!(line.ends_with("portable SPIR-V (for GPUs without native code)"), "{line}");
+        assert!(
+            line.ends_with("portable SPIR-V (for GPUs without native code)"),
+            "{line}"
+        );
     }
     // The entry is a SPIR-V module, not an ELF code object.
     let spirv = originals_of(&fixture(LIBS[0]), &["amdgcnspirv"]);
@@ -55,8 +58,18 @@ fn transform_writes_the_spirv_archive_and_restore_gives_back_every_entry_byte_fo
         let host = dir.path().join("lib/libspirv.so");
         std::fs::create_dir_all(host.parent().unwrap()).unwrap();
         let kpack_dir = dir.path().join(".kpack");
-        kpack_ok(&["transform", s(&input), "-o", s(&host), "--kpack-dir", s(&kpack_dir)]);
-        assert!(kpack_dir.join("libspirv_amdgcnspirv.kpack").is_file(), "{f}");
+        kpack_ok(&[
+            "transform",
+            s(&input),
+            "-o",
+            s(&host),
+            "--kpack-dir",
+            s(&kpack_dir),
+        ]);
+        assert!(
+            kpack_dir.join("libspirv_amdgcnspirv.kpack").is_file(),
+            "{f}"
+        );
         let restored = dir.path().join("restored.so");
         kpack_ok(&["restore", s(&host), "-o", s(&restored)]);
         assert_eq!(originals(&restored), originals(&input), "{f}");
@@ -98,55 +111,89 @@ fn split_artifact(dir: &Path) -> PathBuf {
     split
 }
 
+/// Packaging configurations: (groups, the package `which` names for SPIR-V, the packages
+/// holding the SPIR-V archive).
+const CONFIGS: [(&str, &str, &[&str]); 2] = [
+    // SPIR-V in a group of its own.
+    (
+        r#""gfx110X": {"architectures": ["gfx1100"]},
+           "spirv": {"display_name": "portable SPIR-V", "architectures": ["amdgcnspirv"]}"#,
+        "spv_lib_spirv",
+        &["spv_lib_spirv"],
+    ),
+    // SPIR-V in every group: each ships the same archive; the index names the package
+    // whose name sorts first.
+    (
+        r#""gfx110X": {"architectures": ["gfx1100", "amdgcnspirv"]},
+           "gfx103X": {"architectures": ["gfx1030", "amdgcnspirv"]}"#,
+        "spv_lib_gfx103X",
+        &["spv_lib_gfx110X", "spv_lib_gfx103X"],
+    ),
+];
+
 #[test]
-fn split_and_recombine_package_spirv_in_its_own_group_and_which_falls_back_to_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let split = split_artifact(dir.path());
-    let config = dir.path().join("packaging.json");
-    std::fs::write(
-        &config,
-        r#"{"primary_shard": "shard-a", "architecture_groups": {
-             "gfx110X": {"architectures": ["gfx1100"]},
-             "spirv": {"display_name": "portable SPIR-V", "architectures": ["amdgcnspirv"]}}}"#,
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    kpack_ok(&["recombine", "--shards", s(&split), "--config", s(&config), "-o", s(&out)]);
-    let spirv_archive = out.join("spv_lib_spirv/spv/stage/.kpack/spirv_amdgcnspirv.kpack");
-    assert!(spirv_archive.is_file());
-    let report = json(&[
-        "verify",
-        s(&out),
-        "--original",
-        s(&dir.path().join("shards")),
-        "--json",
-    ]);
-    assert_eq!(report["failures"], serde_json::json!([]));
+fn recombine_places_spirv_in_its_own_group_or_in_every_group_and_which_falls_back_to_it() {
+    for (groups, spirv_package, spirv_packages) in CONFIGS {
+        let dir = tempfile::tempdir().unwrap();
+        let split = split_artifact(dir.path());
+        let config = dir.path().join("packaging.json");
+        let text =
+            format!(r#"{{"primary_shard": "shard-a", "architecture_groups": {{{groups}}}}}"#);
+        std::fs::write(&config, text).unwrap();
+        let out = dir.path().join("out");
+        kpack_ok(&[
+            "recombine",
+            "--shards",
+            s(&split),
+            "--config",
+            s(&config),
+            "-o",
+            s(&out),
+        ]);
+        for p in spirv_packages {
+            let archive = out.join(p).join("spv/stage/.kpack/spirv_amdgcnspirv.kpack");
+            assert!(archive.is_file(), "{spirv_package}: {}", archive.display());
+        }
+        let report = json(&[
+            "verify",
+            s(&out),
+            "--original",
+            s(&dir.path().join("shards")),
+            "--json",
+        ]);
+        assert_eq!(report["failures"], serde_json::json!([]), "{spirv_package}");
 
-    // Installed together, the packages give back the fat binary's entries byte for byte.
-    let root = dir.path().join("install");
-    for package in ["spv_lib_generic", "spv_lib_gfx110X", "spv_lib_spirv"] {
-        copy_tree(&out.join(package).join("spv/stage"), &root);
+        // Installed together, the packages give back the fat binary's entries byte for byte.
+        let root = dir.path().join("install");
+        let mut packages = vec!["spv_lib_generic", "spv_lib_gfx110X"];
+        packages.extend(spirv_packages);
+        packages.dedup();
+        for package in packages {
+            copy_tree(&out.join(package).join("spv/stage"), &root);
+        }
+        let restored = dir.path().join("restored.so");
+        kpack_ok(&[
+            "restore",
+            s(&root.join("lib/libspirv.so")),
+            "-o",
+            s(&restored),
+        ]);
+        assert_eq!(originals(&restored), originals(&fixture(LIBS[0])));
+
+        let generic = out.join("spv_lib_generic");
+        let which = |gpu: &str| json(&["which", gpu, s(&generic), "--json"]);
+        // gfx1030 has neither native nor generic code: the SPIR-V package serves it.
+        let answer = which("amdgcn-amd-amdhsa--gfx1030");
+        assert_eq!(answer["install"], serde_json::json!([spirv_package]));
+        assert_eq!(answer["modules"][0]["target"], "amdgcnspirv");
+        assert_eq!(answer["unavailable"], serde_json::json!([]));
+        // gfx1100 has native code.
+        let answer = which("gfx1100");
+        assert_eq!(answer["install"], serde_json::json!(["spv_lib_gfx110X"]));
+        let text = String::from_utf8(kpack_ok(&["which", "gfx1201", s(&generic)]).stdout).unwrap();
+        let said = format!("no native code; portable SPIR-V amdgcnspirv in {spirv_package}");
+        assert!(text.contains(&said), "{text}");
     }
-    let restored = dir.path().join("restored.so");
-    kpack_ok(&["restore", s(&root.join("lib/libspirv.so")), "-o", s(&restored)]);
-    assert_eq!(originals(&restored), originals(&fixture(LIBS[0])));
-
-    let generic = out.join("spv_lib_generic");
-    let which = |gpu: &str| json(&["which", gpu, s(&generic), "--json"]);
-    // gfx1030 has neither native nor generic code: the SPIR-V package serves it.
-    let answer = which("amdgcn-amd-amdhsa--gfx1030");
-    assert_eq!(answer["install"], serde_json::json!(["spv_lib_spirv"]));
-    assert_eq!(answer["modules"][0]["target"], "amdgcnspirv");
-    assert_eq!(answer["unavailable"], serde_json::json!([]));
-    // gfx1100 has native code.
-    let answer = which("gfx1100");
-    assert_eq!(answer["install"], serde_json::json!(["spv_lib_gfx110X"]));
-    let text = String::from_utf8(kpack_ok(&["which", "gfx1201", s(&generic)]).stdout).unwrap();
-    assert!(
-        text.contains("no native code; portable SPIR-V amdgcnspirv in spv_lib_spirv"),
-        "{text}"
-    );
 }
 
 #[test]
@@ -158,7 +205,9 @@ fn detect_names_the_portable_spirv_wheel_as_each_gpus_fallback() {
     let out = kpack_ok(&["detect", "--sysfs-root", s(&fixture("kfd/mi300x"))]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("gfx942 -> gfx9_4 -> gfx9; without them the portable SPIR-V wheel amdgcnspirv"),
+        text.contains(
+            "gfx942 -> gfx9_4 -> gfx9; without them the portable SPIR-V wheel amdgcnspirv"
+        ),
         "{text}"
     );
 }
@@ -193,7 +242,10 @@ fn split_wheel_gives_gpus_without_native_code_an_extra_that_installs_the_spirv_w
         let tail = format!("; extra == \"{extra}\"");
         metadata
             .lines()
-            .filter_map(|l| l.strip_prefix("Requires-Dist: ")?.strip_suffix(tail.as_str()))
+            .filter_map(|l| {
+                l.strip_prefix("Requires-Dist: ")?
+                    .strip_suffix(tail.as_str())
+            })
             .collect()
     };
     let spirv_dist = "kpack-demo-device-amdgcnspirv == 1.0";
@@ -202,13 +254,19 @@ fn split_wheel_gives_gpus_without_native_code_an_extra_that_installs_the_spirv_w
     assert_eq!(requires("device-gfx1151"), [spirv_dist]);
     assert_eq!(requires("device-gfx942"), [spirv_dist]);
     // gfx1030 and gfx1100 have native wheels, and only those are installed for them.
-    assert_eq!(requires("device-gfx1030"), ["kpack-demo-device-gfx1030 == 1.0"]);
+    assert_eq!(
+        requires("device-gfx1030"),
+        ["kpack-demo-device-gfx1030 == 1.0"]
+    );
     assert!(!requires("device-gfx1100").contains(&spirv_dist));
 
     // The host, gfx1100 and SPIR-V wheels unpacked together restore the library.
     let root = tempfile::tempdir().unwrap();
     for w in ["", "-device-gfx1100", "-device-amdgcnspirv"] {
-        let name = format!("kpack_demo{}-1.0-py3-none-linux_x86_64.whl", w.replace('-', "_"));
+        let name = format!(
+            "kpack_demo{}-1.0-py3-none-linux_x86_64.whl",
+            w.replace('-', "_")
+        );
         copy_tree(common::unpacked(&out.join(name)).path(), root.path());
     }
     let restored = dir.path().join("restored.so");

@@ -276,10 +276,10 @@ impl TargetId {
             .iter()
             .find(|(_, members)| members.contains(&self.processor()))
         {
-            targets.extend(
-                feature_subsets(&self.features)
-                    .map(|subset| Self::from_parts(generic, subset.into_iter().cloned().collect())),
-            );
+            targets
+                .extend(feature_subsets(&self.features).map(|subset| {
+                    Self::from_parts(generic, subset.into_iter().cloned().collect())
+                }));
         }
         if !self.is_spirv() {
             targets.push(Self::from_parts(SPIRV, Vec::new()));
@@ -432,10 +432,7 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        assert_eq!(
-            runnable("gfx1100"),
-            "gfx1100 gfx11-generic amdgcnspirv"
-        );
+        assert_eq!(runnable("gfx1100"), "gfx1100 gfx11-generic amdgcnspirv");
         assert_eq!(
             runnable("gfx942:sramecc+"),
             "gfx942:sramecc+ gfx942 gfx9-4-generic:sramecc+ gfx9-4-generic amdgcnspirv"

@@ -329,7 +329,9 @@ mod tests {
         assert_eq!(all.len(), 33);
         assert_eq!(all.first().map(String::as_str), Some("gfx900"));
         assert_eq!(all.last().map(String::as_str), Some("gfx1251"));
-        for p in ["gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1151", "gfx1201"] {
+        for p in [
+            "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1151", "gfx1201",
+        ] {
             assert!(all.iter().any(|t| t == p), "{p}");
         }
         let key = BundleKey::parse("amdgcnspirv").unwrap();
