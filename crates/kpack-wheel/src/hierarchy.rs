@@ -336,7 +336,7 @@ mod tests {
         }
         let key = BundleKey::parse("amdgcnspirv").unwrap();
         assert_eq!(key.level(), Level::Portable);
-        assert_eq!(key.chain(), [key.clone()]);
+        assert_eq!(key.chain(), std::slice::from_ref(&key));
         // Native code is not SPIR-V: a portable key holding none serves nothing.
         assert!(served("amdgcnspirv", &["gfx1100"]).is_empty());
         // No chain leads to the portable key.
