@@ -39,6 +39,7 @@ pub struct Gpu {
     pub chain: Vec<BundleKey>,
     /// The portable SPIR-V wheel (`amdgcnspirv`) the extra installs instead when a package
     /// has no wheel of the chain; absent for a processor outside the packaging hierarchy.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<BundleKey>,
     /// The host wheel's extra that installs them (`device-gfx1100`).
     pub extra: String,
