@@ -224,4 +224,27 @@ if [ ! -x "$CORPUS/llvmv" ] || [ ! -f "$LLVM_ROOT/usr/lib/llvm-22/bin/clang-offl
   chmod +x "$CORPUS/llvmv"
   "$CORPUS/llvmv" 22 clang-offload-bundler --version | head -n 1
 fi
+# SPIR-V fixtures (fixtures/spirv/build_spirv.sh): clang-22 --offload-arch=amdgcnspirv runs
+# llvm-link and llvm-spirv (SPIRV-LLVM-Translator 22, from sid) beside it. Same steps as
+# shared/corpus/fetch_corpus.sh llvm: llvm-spirv-22 copied to llvm-22/bin, both patched to
+# run natively.
+SPIRV_BIN="$LLVM_ROOT/usr/lib/llvm-22/bin"
+if [ ! -f "$SPIRV_BIN/llvm-spirv" ] || [ -L "$SPIRV_BIN/llvm-link" ]; then
+  echo "setup: fetching llvm-spirv 22 from sid"
+  A="$CORPUS/apt"
+  private_apt "$A" amd64 trixie sid experimental
+  D="$CORPUS/debs/trixie-llvm"
+  mkdir -p "$D"
+  (cd "$D" && APT_CONFIG="$A/apt.conf" apt-get download -q llvm-spirv-22 libllvmspirvlib22.1)
+  for d in "$D"/llvm-spirv-22_*.deb "$D"/libllvmspirvlib22.1_*.deb; do dpkg-deb -x "$d" "$LLVM_ROOT"; done
+  cp -f "$LLVM_ROOT/usr/bin/llvm-spirv-22" "$SPIRV_BIN/llvm-spirv"
+  f="$SPIRV_BIN/llvm-link"
+  if [ -L "$f" ]; then cp --remove-destination "$(readlink -f "$f")" "$f"; fi
+  RP="$LLVM_ROOT/usr/lib/x86_64-linux-gnu:$LLVM_ROOT/usr/lib/llvm-22/lib"
+  for b in llvm-link llvm-spirv; do
+    patchelf --set-interpreter "$LLVM_ROOT/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" \
+      --force-rpath --set-rpath "$RP" "$SPIRV_BIN/$b"
+  done
+  "$SPIRV_BIN/llvm-spirv" --version | head -n 1
+fi
 echo "setup: ready (corpus in $CORPUS)"

@@ -127,12 +127,14 @@ pub fn classify(handlers: &[Handler], relpath: &str) -> Option<DbArch> {
 }
 
 /// A GPU target written in a name, in the Tensile (`gfx90a-xnack+`) or LLVM
-/// (`gfx90a:xnack+`) spelling; only `gfx` processors count.
+/// (`gfx90a:xnack+`) spelling; only `gfx` processors and the portable SPIR-V target
+/// (`amdgcnspirv`, without features) count.
 pub fn parse_target(s: &str) -> Option<TargetId> {
     let t = TargetId::parse_tensile(s)
         .or_else(|_| TargetId::parse(s))
         .ok()?;
-    is_gfx_processor(t.processor()).then_some(t)
+    let spirv = t.is_spirv() && t.features().is_empty();
+    (spirv || is_gfx_processor(t.processor())).then_some(t)
 }
 
 /// `gfx` + digits + lowercase alphanumerics (`gfx90a`, `gfx1151`), or a generic processor

@@ -39,6 +39,15 @@ pub fn archive_dir(rel: &str) -> Option<&str> {
     }
 }
 
+/// True for the installed path of a portable SPIR-V archive,
+/// `<dir>/.kpack/<module>_amdgcnspirv.kpack`.
+pub fn is_portable_archive(rel: &str) -> bool {
+    archive_dir(rel).is_some()
+        && rel
+            .strip_suffix(".kpack")
+            .is_some_and(|stem| stem.ends_with(&format!("_{}", kpack_target::SPIRV)))
+}
+
 /// The index of `module` for archives in `<dir>/.kpack/`: its installed path.
 pub fn index_path(dir: &str, module: &str) -> String {
     if dir.is_empty() {
@@ -132,6 +141,15 @@ pub fn build(
             .entry(path.clone())
             .or_insert_with(|| (a.dir.clone(), BTreeMap::new()));
         if let Some(first) = files.get(&a.target) {
+            // Every group a configuration places SPIR-V in ships the same archive: the
+            // index names the package whose name sorts first, whatever order the packages
+            // come in (recombine's is the configuration's, verify's the directory's).
+            if a.target == kpack_target::SPIRV && first.file == a.entry.file {
+                if a.entry.package < first.package {
+                    files.insert(a.target, a.entry);
+                }
+                continue;
+            }
             problems.push(format!(
                 "{path}: {} is provided by both {} ({}) and {} ({})",
                 a.target,
@@ -244,10 +262,11 @@ pub fn parse_gpu(gpu: &str) -> Result<TargetId, ArtifactError> {
     })
 }
 
-/// Which entry of the index at `path` serves `gpu`: the first of the GPU's compatible
-/// targets (every subset of its features, most specific first) the index lists.
+/// Which entry of the index at `path` serves `gpu`: the first of the targets the GPU runs
+/// ([`TargetId::runnable_targets`]: every subset of its features, most specific first, then
+/// its generic processor's, then the portable SPIR-V) the index lists.
 pub fn resolve(path: &Path, index: &KpmManifest, gpu: &TargetId) -> Resolution {
-    let found = gpu.compatible_candidates().into_iter().find_map(|c| {
+    let found = gpu.runnable_targets().into_iter().find_map(|c| {
         index
             .kpack_files
             .iter()

@@ -19,7 +19,9 @@
 //!
 //! The packages install side by side: the contents of every manifest prefix install at one
 //! install root, and no installed path (file or symlink; a directory may be shared) belongs
-//! to two packages of one recombine. That is checked before anything is written.
+//! to two packages of one recombine, but for the portable SPIR-V archive
+//! (`<module>_amdgcnspirv.kpack`), which every group a configuration places `amdgcnspirv` in
+//! ships as the same file. That is checked before anything is written.
 //! `artifact_manifest.txt` and `kpack_artifact.json` sit beside the prefixes: they describe
 //! the artifact and are never installed.
 //!
@@ -787,7 +789,10 @@ fn recombine_unpacking(
     }
     let collisions = shared_paths(packages.iter().map(|p| {
         let entries = p.items.iter().filter(|((_, rel), _)| !rel.is_empty());
-        let entries = entries.map(|((_, rel), item)| (rel.as_str(), *item == Item::Dir));
+        let entries = entries.map(|((_, rel), item)| {
+            let file = matches!(item, Item::File(_));
+            (rel.as_str(), Sharing::of(rel, *item == Item::Dir, file))
+        });
         (p.name.as_str(), entries)
     }));
     if !collisions.is_empty() {
@@ -1070,32 +1075,61 @@ fn plan_component(
     Ok((cs, packages, problems))
 }
 
+/// Whether packages may install the same path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sharing {
+    /// A directory: any number of packages may hold it.
+    Dir,
+    /// The portable SPIR-V archive (`<dir>/.kpack/<module>_amdgcnspirv.kpack`) as a regular
+    /// file: every group a configuration places `amdgcnspirv` in ships the same one, so
+    /// packages holding it only as such a file install side by side.
+    Portable,
+    /// Anything else: one package only.
+    Exclusive,
+}
+
+impl Sharing {
+    /// The sharing of the installed path `rel`, a directory or a regular file or neither.
+    pub(crate) fn of(rel: &str, dir: bool, file: bool) -> Sharing {
+        if dir {
+            Sharing::Dir
+        } else if file && index::is_portable_archive(rel) {
+            Sharing::Portable
+        } else {
+            Sharing::Exclusive
+        }
+    }
+}
+
 /// Installed paths that two packages would both install, one line each naming the path and
-/// the packages: a file or symlink in two packages, or a directory in one and something
-/// else in another. `packages`: each package's name and its entries as (installed path, is
-/// a directory).
+/// the packages: a file or symlink in two packages (unless every one holds it as the
+/// portable SPIR-V archive), or a directory in one and something else in another.
+/// `packages`: each package's name and its entries as (installed path, [`Sharing`]).
 pub(crate) fn shared_paths<'a, P, E>(packages: P) -> Vec<String>
 where
     P: IntoIterator<Item = (&'a str, E)>,
-    E: IntoIterator<Item = (&'a str, bool)>,
+    E: IntoIterator<Item = (&'a str, Sharing)>,
 {
-    let mut owners: BTreeMap<&str, Vec<(&str, bool)>> = BTreeMap::new();
+    let mut owners: BTreeMap<&str, Vec<(&str, Sharing)>> = BTreeMap::new();
     for (name, entries) in packages {
-        for (rel, dir) in entries {
+        for (rel, sharing) in entries {
             let o = owners.entry(rel).or_default();
-            if !o.iter().any(|(n, d)| *n == name && *d == dir) {
-                o.push((name, dir));
+            if !o.iter().any(|(n, s)| *n == name && *s == sharing) {
+                o.push((name, sharing));
             }
         }
     }
     owners
         .into_iter()
-        .filter(|(_, o)| o.len() > 1 && o.iter().any(|(_, dir)| !dir))
+        .filter(|(_, o)| {
+            let all = |s: Sharing| o.iter().all(|(_, x)| *x == s);
+            o.len() > 1 && !all(Sharing::Dir) && !all(Sharing::Portable)
+        })
         .map(|(rel, o)| {
             let names: Vec<String> = o
                 .iter()
-                .map(|(n, dir)| {
-                    if *dir {
+                .map(|(n, sharing)| {
+                    if *sharing == Sharing::Dir {
                         format!("{n} (a directory)")
                     } else {
                         (*n).to_owned()

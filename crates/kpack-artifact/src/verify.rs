@@ -16,8 +16,9 @@
 //!    all of their own architectures;
 //! 5. every archive opens and validates; every `.kpm` decodes and names existing archives;
 //! 6. no installed path (below a manifest prefix: every prefix installs at one root) is a
-//!    file or symlink in two artifacts, or a directory in one and not in another: the
-//!    packages install side by side;
+//!    file or symlink in two artifacts (but the portable SPIR-V archive, a regular file
+//!    every group holding `amdgcnspirv` ships), or a directory in one and not in another:
+//!    the packages install side by side;
 //! 7. the generic artifact's `.kpm` indexes (required once a component has a group
 //!    package) list exactly the archives present across the component's other artifacts:
 //!    each target with its file, size, kernel count and package, `prefix` the directory
@@ -67,6 +68,7 @@ use kpack_archive::marker::MarkerMetadata;
 use crate::handlers::{self, Handler, parse_family, parse_target};
 use crate::index::{self, IndexedArchive};
 use crate::integrity::{self, Failure};
+use crate::recombine::Sharing;
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry, manifest};
 use kpack_pipeline::source::{self, DeviceCode, Visitor};
 use kpack_pipeline::transform::{self, HostState};
@@ -613,9 +615,10 @@ pub fn verify(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifac
     }
     // Check 6.
     for line in crate::recombine::shared_paths(artifacts.iter().zip(&installed).map(|(a, es)| {
-        let es = es
-            .iter()
-            .map(|(_, rel, e)| (rel.as_str(), *e == TreeEntry::Dir));
+        let es = es.iter().map(|(_, rel, e)| {
+            let sharing = Sharing::of(rel, *e == TreeEntry::Dir, *e == TreeEntry::File);
+            (rel.as_str(), sharing)
+        });
         (a.name.as_str(), es)
     })) {
         failures.push(format!("packages do not install side by side: {line}"));

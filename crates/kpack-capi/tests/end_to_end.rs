@@ -171,6 +171,41 @@ fn a_generic_target_is_used_when_listed_after_the_specific_one() {
     );
 }
 
+/// The portable SPIR-V target (docs/spirv.md): each ISA spelling the HIP runtime may use
+/// for it loads the SPIR-V entry; the GPU's own ISA, passed first, loads the native entry
+/// when the binary has one and falls through to SPIR-V when it has none.
+#[test]
+fn each_spirv_isa_spelling_loads_the_spirv_entry_and_a_gpus_own_isa_its_native_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime(tmp.path());
+    let rel = "spirv/libspirv_v3.so";
+    let lib = install(&fixture(rel), &tmp.path().join("root"), Compression::zstd());
+    let want = originals(&fixture(rel));
+    let object = |t: &str| Ok(want[&(0, t.to_owned())].clone());
+    let load = |isas: &[&str]| -> Vec<_> {
+        let regs = rt.load(&lib, isas, &tmp.path().join("work"));
+        regs.iter().map(loaded).collect()
+    };
+    let (gfx1030, gfx1100) = (isa("gfx1030"), isa("gfx1100"));
+    for spelling in [
+        "amdgcnspirv",
+        "spirv64-amd-amdhsa--amdgcnspirv",
+        "amdgcn-amd-amdhsa--amdgcnspirv",
+    ] {
+        assert_eq!(load(&[spelling]), [object("amdgcnspirv")], "{spelling}");
+        assert_eq!(
+            load(&[&gfx1030, spelling]),
+            [object("amdgcnspirv")],
+            "gfx1030, {spelling}"
+        );
+        assert_eq!(
+            load(&[&gfx1100, spelling]),
+            [object("gfx1100")],
+            "gfx1100, {spelling}"
+        );
+    }
+}
+
 #[test]
 fn the_overlaid_install_tree_loads_every_target_through_the_runtime() {
     let tmp = tempfile::tempdir().unwrap();

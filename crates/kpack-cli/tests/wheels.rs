@@ -14,9 +14,9 @@ fn detect_reports_each_gpu_its_wheel_chain_and_the_pip_extra() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         text,
-        "GPU node 1: gfx1100 (device wheels: gfx1100 -> gfx110x -> gfx11)\n\
-         GPU node 2: gfx1030 (device wheels: gfx1030 -> gfx10_3 -> gfx10)\n\
-         GPU node 3: gfx1100 (device wheels: gfx1100 -> gfx110x -> gfx11)\n\
+        "GPU node 1: gfx1100 (device wheels: gfx1100 -> gfx110x -> gfx11; without them the portable SPIR-V wheel amdgcnspirv)\n\
+         GPU node 2: gfx1030 (device wheels: gfx1030 -> gfx10_3 -> gfx10; without them the portable SPIR-V wheel amdgcnspirv)\n\
+         GPU node 3: gfx1100 (device wheels: gfx1100 -> gfx110x -> gfx11; without them the portable SPIR-V wheel amdgcnspirv)\n\
          pip install 'torch[device-gfx1100,device-gfx1030]'\n"
     );
     let mi300 = json(&[

@@ -54,13 +54,15 @@ pub const ZSTD_LEVEL: i32 = 3;
 pub const ZLIB_LEVEL: i32 = 6;
 
 /// A target named on the command line: a target id whose processor is an AMDGPU processor
-/// (`gfx90a`, `gfx90a:xnack-`, `gfx11-generic`); an error saying what is wrong otherwise.
+/// (`gfx90a`, `gfx90a:xnack-`, `gfx11-generic`) or the portable SPIR-V target
+/// (`amdgcnspirv`); an error saying what is wrong otherwise.
 pub fn parse_target_name(s: &str) -> Result<TargetId, String> {
     let t = TargetId::parse(s).map_err(|e| e.to_string())?;
-    let known = (0..=u8::MAX).any(|m| kpack_target::processor_for_mach(m) == Some(t.processor()));
+    let known = t.is_spirv()
+        || (0..=u8::MAX).any(|m| kpack_target::processor_for_mach(m) == Some(t.processor()));
     if !known {
         return Err(format!(
-            "{:?} is not an AMDGPU processor (expected e.g. gfx90a, gfx90a:xnack-, gfx11-generic)",
+            "{:?} is not an AMDGPU processor (expected e.g. gfx90a, gfx90a:xnack-, gfx11-generic, amdgcnspirv)",
             t.processor()
         ));
     }

@@ -8,6 +8,7 @@ use serde::{Serialize, Serializer};
 use kpack_bundle::{BundleFormat, CompressionMethod};
 use kpack_elf::{FatBinary, FatBinaryKind, PointerSource, WrapperMagic};
 use kpack_pe::PeFatBinary;
+use kpack_target::TargetId;
 
 use crate::error::SourceError;
 use crate::source::{self, DeviceCode, FileKind, FoundBundle, FoundImage, Visitor};
@@ -35,6 +36,22 @@ pub struct TargetTotal {
     pub count: u64,
     /// Their total size in bytes (uncompressed).
     pub bytes: u64,
+    /// The target is the portable SPIR-V (`amdgcnspirv`): SPIR-V modules the HIP runtime
+    /// translates for a GPU that has no native code object. Present only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub portable: bool,
+}
+
+impl TargetTotal {
+    fn new(target: String, count: u64, bytes: u64) -> TargetTotal {
+        let portable = target == kpack_target::SPIRV;
+        TargetTotal {
+            target,
+            count,
+            bytes,
+            portable,
+        }
+    }
 }
 
 /// Kind-specific part of a report.
@@ -216,6 +233,11 @@ pub struct EntryReport {
     pub bundle_id: String,
     /// Canonical target id, absent for host entries.
     pub target: Option<String>,
+    /// The entry is the portable SPIR-V (`amdgcnspirv`, bundle id
+    /// `hipv4-spirv64-amd-amdhsa--amdgcnspirv`): a SPIR-V module, not an ELF code object.
+    /// Present only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub portable: bool,
     /// Offset within the (decompressed) bundle.
     pub offset: u64,
     /// Size in bytes.
@@ -355,11 +377,7 @@ fn inspect_with(
             Ok(FileReport {
                 path: path.to_owned(),
                 kind: kind.name(),
-                totals: vec![TargetTotal {
-                    target: target.clone(),
-                    count: 1,
-                    bytes: bytes.len() as u64,
-                }],
+                totals: vec![TargetTotal::new(target.clone(), 1, bytes.len() as u64)],
                 details: Details::CodeObject(CodeObjectReport {
                     target,
                     code_object_version: decoded.code_object_version,
@@ -446,11 +464,7 @@ fn describe_markers(bytes: &[u8], elf: &mut ElfReport) -> Result<(), SourceError
 
 fn totals(map: BTreeMap<String, (u64, u64)>) -> Vec<TargetTotal> {
     map.into_iter()
-        .map(|(target, (count, bytes))| TargetTotal {
-            target,
-            count,
-            bytes,
-        })
+        .map(|(target, (count, bytes))| TargetTotal::new(target, count, bytes))
         .collect()
 }
 
@@ -533,11 +547,11 @@ impl Visitor for Collector {
             .entries()
             .iter()
             .map(|e| {
+                let target = kpack_target::BundleId::parse(e.triple)?.target().cloned();
                 Ok(EntryReport {
                     bundle_id: e.triple.to_owned(),
-                    target: kpack_target::BundleId::parse(e.triple)?
-                        .target()
-                        .map(|t| t.to_string()),
+                    portable: target.as_ref().is_some_and(TargetId::is_spirv),
+                    target: target.map(|t| t.to_string()),
                     offset: e.offset,
                     size: e.data.len() as u64,
                 })

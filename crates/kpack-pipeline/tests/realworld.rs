@@ -46,6 +46,7 @@ fn librocsparse_inspects_as_111_wrappers_to_111_bundles_with_known_target_totals
             target: t.to_string(),
             count: 111,
             bytes: *b,
+            portable: false,
         })
         .collect();
     assert_eq!(report.totals, expected);

@@ -8,6 +8,11 @@
 //! [`kpack_target::TargetId`] uses too). Features are opaque strings here, as in the
 //! reference: the runtime must not reject an ISA name that the strict target-ID grammar would.
 //!
+//! The portable SPIR-V target is asked for as `amdgcnspirv`, `spirv64-amd-amdhsa--amdgcnspirv`
+//! (the triple of its bundle entry) or `amdgcn-amd-amdhsa--amdgcnspirv`: every spelling finds
+//! an archive's `amdgcnspirv` entry. The HIP runtime puts it after the GPU's own ISA, so
+//! native code, when an archive has it, is found first.
+//!
 //! Unlike the reference, a candidate matches an archive's `gfx_arches` entry when both name
 //! the same processor and the same *set* of features: `gfx942:xnack-:sramecc+` matches
 //! `gfx942:sramecc+:xnack-` (§9 B15).
@@ -17,13 +22,20 @@ use std::collections::HashMap;
 /// The triple prefix the HIP runtime puts before ISA names.
 pub const TRIPLE_PREFIX: &str = "amdgcn-amd-amdhsa--";
 
+/// The triple prefix of the portable SPIR-V target's name (`spirv64-amd-amdhsa--amdgcnspirv`).
+pub const SPIRV_TRIPLE_PREFIX: &str = "spirv64-amd-amdhsa--";
+
 /// ISAs with more features than this yield no candidates (`2^n` of them would be probed):
 /// the cap target IDs have. Real targets have at most two.
 pub use kpack_target::MAX_FEATURES;
 
-/// Removes a leading [`TRIPLE_PREFIX`], but only when something follows it (as the reference).
+/// Removes a leading [`TRIPLE_PREFIX`] or [`SPIRV_TRIPLE_PREFIX`], but only when something
+/// follows it (as the reference).
 pub fn strip_target_prefix(isa: &str) -> &str {
-    match isa.strip_prefix(TRIPLE_PREFIX) {
+    match isa
+        .strip_prefix(TRIPLE_PREFIX)
+        .or_else(|| isa.strip_prefix(SPIRV_TRIPLE_PREFIX))
+    {
         Some(rest) if !rest.is_empty() => rest,
         _ => isa,
     }
@@ -107,6 +119,17 @@ mod tests {
             "amdgcn-amd-amdhsa--"
         );
         assert_eq!(strip_target_prefix("gfx1100"), "gfx1100");
+        for isa in [
+            "amdgcnspirv",
+            "spirv64-amd-amdhsa--amdgcnspirv",
+            "amdgcn-amd-amdhsa--amdgcnspirv",
+        ] {
+            assert_eq!(strip_target_prefix(isa), "amdgcnspirv");
+        }
+        assert_eq!(
+            strip_target_prefix("spirv64-amd-amdhsa--"),
+            "spirv64-amd-amdhsa--"
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! string, trying [`TargetId::compatible_candidates`] of the agent ISA in
 //! order: every feature subset, mask `2^n-1` down to `0`.
 //!
+//! The portable target [`SPIRV`] (`amdgcnspirv`) parses as a target ID like any
+//! processor; [`TargetId::is_spirv`] tells it apart.
+//!
 //! # Bundle IDs
 //! Each entry of a clang offload bundle is named
 //! `<kind>-<arch>-<vendor>-<os>[-<env>][-<target-id>]` (§3.2), e.g.
@@ -45,5 +48,5 @@ pub use code_object::{
 };
 pub use error::TargetError;
 pub use target_id::{
-    Feature, FeatureState, GENERIC_MEMBERS, MAX_FEATURES, TargetId, feature_subsets,
+    Feature, FeatureState, GENERIC_MEMBERS, MAX_FEATURES, SPIRV, TargetId, feature_subsets,
 };

@@ -82,6 +82,12 @@ const TENSILE: Spelling = Spelling {
     expected_separator: "'-' before a feature, or the end",
 };
 
+/// The processor name of the portable target, SPIR-V (`--offload-arch=amdgcnspirv`): its
+/// bundle entry (`hipv4-spirv64-amd-amdhsa--amdgcnspirv`) holds a SPIR-V module, not an ELF
+/// code object, which the HIP runtime translates for any AMD GPU that has no native code
+/// object.
+pub const SPIRV: &str = "amdgcnspirv";
+
 /// The processors each generic processor's code runs on, as LLVM's AMDGPU backend defines
 /// them (`llvm/lib/Target/AMDGPU/GCNProcessors.td`, the comment above each generic
 /// processor; the code-object `EF_AMDGPU_MACH` values are in `code_object.rs`).
@@ -219,6 +225,11 @@ impl TargetId {
         &self.canonical
     }
 
+    /// True for the portable SPIR-V target ([`SPIRV`]).
+    pub fn is_spirv(&self) -> bool {
+        self.processor() == SPIRV
+    }
+
     /// True for the family-wide generic processors (`gfx9-generic`,
     /// `gfx9-4-generic`, `gfx10-1-generic`, `gfx11-generic`, ...).
     pub fn is_generic(&self) -> bool {
@@ -253,6 +264,27 @@ impl TargetId {
         feature_subsets(&self.features)
             .map(|subset| Self::from_parts(self.processor(), subset.into_iter().cloned().collect()))
             .collect()
+    }
+
+    /// Every target whose device code a GPU of this ISA runs, in the order it prefers them:
+    /// its [`compatible_candidates`](Self::compatible_candidates), then those of the
+    /// generic processor covering it ([`GENERIC_MEMBERS`]), then the portable [`SPIRV`],
+    /// which the HIP runtime translates when neither native nor generic code exists.
+    pub fn runnable_targets(&self) -> Vec<TargetId> {
+        let mut targets = self.compatible_candidates();
+        if let Some((generic, _)) = GENERIC_MEMBERS
+            .iter()
+            .find(|(_, members)| members.contains(&self.processor()))
+        {
+            targets
+                .extend(feature_subsets(&self.features).map(|subset| {
+                    Self::from_parts(generic, subset.into_iter().cloned().collect())
+                }));
+        }
+        if !self.is_spirv() {
+            targets.push(Self::from_parts(SPIRV, Vec::new()));
+        }
+        targets
     }
 
     /// True if a code object built for `self` runs on an agent whose ISA is
@@ -387,6 +419,28 @@ mod tests {
                 assert!(machs.contains(m), "{generic}: {m}");
             }
         }
+    }
+
+    #[test]
+    fn a_gpu_runs_its_own_code_then_its_generic_code_then_portable_spirv() {
+        let runnable = |t: &str| {
+            TargetId::parse(t)
+                .unwrap()
+                .runnable_targets()
+                .iter()
+                .map(TargetId::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(runnable("gfx1100"), "gfx1100 gfx11-generic amdgcnspirv");
+        assert_eq!(
+            runnable("gfx942:sramecc+"),
+            "gfx942:sramecc+ gfx942 gfx9-4-generic:sramecc+ gfx9-4-generic amdgcnspirv"
+        );
+        // No generic processor covers gfx950.
+        assert_eq!(runnable("gfx950"), "gfx950 amdgcnspirv");
+        assert_eq!(runnable(SPIRV), "amdgcnspirv");
+        assert!(TargetId::parse(SPIRV).unwrap().is_spirv());
     }
 
     #[test]

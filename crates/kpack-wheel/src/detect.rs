@@ -37,6 +37,10 @@ pub struct Gpu {
     pub target: String,
     /// Its device wheels, nearest first: target, sub-family, family.
     pub chain: Vec<BundleKey>,
+    /// The portable SPIR-V wheel (`amdgcnspirv`) the extra installs instead when a package
+    /// has no wheel of the chain; absent for a processor outside the packaging hierarchy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<BundleKey>,
     /// The host wheel's extra that installs them (`device-gfx1100`).
     pub extra: String,
 }
@@ -110,6 +114,7 @@ pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, WheelError> {
             target,
             extra: format!("device-{key}"),
             chain: key.chain(),
+            fallback: key.portable_fallback(),
         });
     }
     gpus.sort_by_key(|g| g.node);

@@ -5,6 +5,11 @@
 //! every feature (`:xnack±`, `:sramecc±`) folds into its processor (§3.5), a processor
 //! outside the table is still a target wheel (with no parents), and a generic ISA
 //! (`gfx11-generic`, `gfx9-4-generic`) goes to the family or sub-family it runs on.
+//!
+//! The portable SPIR-V target (`amdgcnspirv`) is a key of its own, outside the hierarchy
+//! ([`Level::Portable`]): its wheel serves every processor of the hierarchy (the GPUs
+//! TheRock builds device wheels for, gfx9 to gfx12.5), and a GPU's extra falls back to it
+//! when no wheel of the GPU's chain exists.
 
 use kpack_target::TargetId;
 
@@ -18,6 +23,9 @@ pub enum Level {
     SubFamily,
     /// A whole generation (`gfx11`): the widest wheel, the last one a target's chain names.
     Family,
+    /// The portable SPIR-V (`amdgcnspirv`): no chain; the fallback of every GPU of the
+    /// hierarchy for which no wheel of its chain exists.
+    Portable,
 }
 
 /// One sub-family: its key, the family it belongs to, its display name and its members.
@@ -133,7 +141,9 @@ impl BundleKey {
     /// Whether this key names a family, a sub-family or one target (whatever is in neither
     /// hierarchy table is a target).
     pub fn level(&self) -> Level {
-        if FAMILIES.iter().any(|(f, _)| *f == self.0) {
+        if self.0 == kpack_target::SPIRV {
+            Level::Portable
+        } else if FAMILIES.iter().any(|(f, _)| *f == self.0) {
             Level::Family
         } else if SUB_FAMILIES.iter().any(|s| s.key == self.0) {
             Level::SubFamily
@@ -144,6 +154,9 @@ impl BundleKey {
 
     /// The name in a device wheel's `Summary` (the target itself for targets).
     pub fn display_name(&self) -> &str {
+        if self.level() == Level::Portable {
+            return "portable SPIR-V";
+        }
         if let Some((_, d)) = FAMILIES.iter().find(|(f, _)| *f == self.0) {
             return d;
         }
@@ -168,21 +181,40 @@ impl BundleKey {
                     chain.push(BundleKey(s.family.to_owned()));
                 }
             }
-            Level::Family => {}
+            Level::Family | Level::Portable => {}
         }
         chain
+    }
+
+    /// The portable SPIR-V key a target of the hierarchy falls back to when no wheel of its
+    /// chain exists; `None` for other keys.
+    pub fn portable_fallback(&self) -> Option<BundleKey> {
+        (self.level() == Level::Target
+            && SUB_FAMILIES.iter().any(|s| s.members.contains(&&*self.0)))
+        .then(|| BundleKey(kpack_target::SPIRV.to_owned()))
     }
 
     /// The targets a device wheel of this key serves when it holds code or databases for
     /// `architectures` (full target ids, or database architectures such as `gfx1100` or a
     /// sub-family's `gfx110x`): the processors each runs on (a generic processor's members,
     /// [`TargetId::runs_on`]; a family spelling's members in the hierarchy) whose chain names
-    /// this key, in first-seen order.
+    /// this key, in first-seen order. The portable key's wheel serves every processor of the
+    /// hierarchy, in table order, when it holds SPIR-V.
     pub fn served_targets<'a>(
         &self,
         architectures: impl IntoIterator<Item = &'a str>,
     ) -> Vec<BundleKey> {
         let mut served: Vec<BundleKey> = Vec::new();
+        if self.level() == Level::Portable {
+            if architectures.into_iter().any(|a| a == kpack_target::SPIRV) {
+                served.extend(
+                    SUB_FAMILIES
+                        .iter()
+                        .flat_map(|s| s.members.iter().map(|m| BundleKey((*m).to_owned()))),
+                );
+            }
+            return served;
+        }
         for arch in architectures {
             let processors: Vec<String> = match BundleKey::of_family(arch) {
                 Some(family) => family.members(),
@@ -204,6 +236,7 @@ impl BundleKey {
     fn members(&self) -> Vec<String> {
         match self.level() {
             Level::Target => vec![self.0.clone()],
+            Level::Portable => Vec::new(),
             Level::SubFamily | Level::Family => SUB_FAMILIES
                 .iter()
                 .filter(|s| s.key == self.0 || s.family == self.0)
@@ -288,5 +321,30 @@ mod tests {
         );
         assert_eq!(served("gfx1100", &["gfx1100"]), ["gfx1100"]);
         assert!(served("gfx11", &["gfx99-generic"]).is_empty());
+    }
+
+    #[test]
+    fn the_portable_spirv_wheel_serves_every_processor_of_the_hierarchy() {
+        let all = served("amdgcnspirv", &["amdgcnspirv"]);
+        assert_eq!(all.len(), 33);
+        assert_eq!(all.first().map(String::as_str), Some("gfx900"));
+        assert_eq!(all.last().map(String::as_str), Some("gfx1251"));
+        for p in [
+            "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1151", "gfx1201",
+        ] {
+            assert!(all.iter().any(|t| t == p), "{p}");
+        }
+        let key = BundleKey::parse("amdgcnspirv").unwrap();
+        assert_eq!(key.level(), Level::Portable);
+        assert_eq!(key.chain(), std::slice::from_ref(&key));
+        // Native code is not SPIR-V: a portable key holding none serves nothing.
+        assert!(served("amdgcnspirv", &["gfx1100"]).is_empty());
+        // No chain leads to the portable key.
+        assert!(served("gfx1100", &["amdgcnspirv"]).is_empty());
+        let fallback = |k: &str| BundleKey::parse(k).unwrap().portable_fallback();
+        assert_eq!(fallback("gfx1030"), Some(key.clone()));
+        assert_eq!(fallback("gfx11"), None);
+        assert_eq!(fallback("gfx9999"), None);
+        assert_eq!(fallback("amdgcnspirv"), None);
     }
 }

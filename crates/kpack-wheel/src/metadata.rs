@@ -317,17 +317,21 @@ pub struct DeviceDist {
     pub serves: Vec<BundleKey>,
 }
 
-/// The targets that get a `device-<target>` extra: every target-level wheel's, in the
-/// order given, then every other target a sub-family or family wheel serves. The reference
-/// gives extras only to target-level wheels, so `pip install 'pkg[device-gfx1100]'` installed
-/// nothing from a wheel whose code is all `gfx11-generic`, though that wheel serves gfx1100.
+/// The targets that get a `device-<target>` extra: every target-level and portable wheel's,
+/// in the order given, then every other target a sub-family or family wheel serves, then
+/// every other target the portable SPIR-V wheel serves. The reference gives extras only to
+/// target-level wheels, so `pip install 'pkg[device-gfx1100]'` installed nothing from a
+/// wheel whose code is all `gfx11-generic`, though that wheel serves gfx1100.
 pub fn extra_targets(devices: &[DeviceDist]) -> Vec<BundleKey> {
+    let own = |l: Level| matches!(l, Level::Target | Level::Portable);
     let mut targets: Vec<BundleKey> = devices
         .iter()
-        .filter(|d| d.key.level() == Level::Target)
+        .filter(|d| own(d.key.level()))
         .map(|d| d.key.clone())
         .collect();
-    for d in devices.iter().filter(|d| d.key.level() != Level::Target) {
+    let families = devices.iter().filter(|d| !own(d.key.level()));
+    let portable = devices.iter().filter(|d| d.key.level() == Level::Portable);
+    for d in families.chain(portable) {
         for t in &d.serves {
             if !targets.contains(t) {
                 targets.push(t.clone());
@@ -341,7 +345,7 @@ pub fn extra_targets(devices: &[DeviceDist]) -> Vec<BundleKey> {
 /// `Requires-Dist: rocm-bootstrap`: nothing in a kpack host wheel imports it, and `kpack
 /// detect` tells a user which extra to install). A `device-<target>` extra for every target
 /// a device wheel serves ([`extra_targets`]), each requiring the wheels of its chain that
-/// exist.
+/// exist, or, when none does, the portable SPIR-V wheel.
 pub fn host_extras_block(version: &str, devices: &[DeviceDist]) -> String {
     let by_key: BTreeMap<&BundleKey, &str> =
         devices.iter().map(|d| (&d.key, d.dist.as_str())).collect();
@@ -349,12 +353,22 @@ pub fn host_extras_block(version: &str, devices: &[DeviceDist]) -> String {
     for target in extra_targets(devices) {
         let extra = format!("device-{target}");
         block.push_str(&format!("Provides-Extra: {extra}\n"));
-        for k in target.chain() {
-            if let Some(dist) = by_key.get(&k) {
-                block.push_str(&format!(
-                    "Requires-Dist: {dist} == {version}; extra == \"{extra}\"\n"
-                ));
-            }
+        let mut dists: Vec<&str> = target
+            .chain()
+            .iter()
+            .filter_map(|k| by_key.get(k).copied())
+            .collect();
+        if dists.is_empty() {
+            dists = devices
+                .iter()
+                .filter(|d| d.key.level() == Level::Portable && d.serves.contains(&target))
+                .map(|d| d.dist.as_str())
+                .collect();
+        }
+        for dist in dists {
+            block.push_str(&format!(
+                "Requires-Dist: {dist} == {version}; extra == \"{extra}\"\n"
+            ));
         }
     }
     block.push_str("Provides-Extra: device-all\n");

@@ -49,8 +49,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     for g in &gpus {
         let chain: Vec<&str> = g.chain.iter().map(|k| k.as_str()).collect();
+        let fallback = g.fallback.as_ref().map_or(String::new(), |k| {
+            format!("; without them the portable SPIR-V wheel {k}")
+        });
         println!(
-            "GPU node {}: {} (device wheels: {})",
+            "GPU node {}: {} (device wheels: {}{fallback})",
             g.node,
             g.target,
             chain.join(" -> ")

@@ -146,10 +146,11 @@ fn print_human(r: &FileReport) {
         println!("  totals:");
         for t in &r.totals {
             println!(
-                "    {:<28} {:>6} objects {:>16} bytes",
+                "    {:<28} {:>6} objects {:>16} bytes{}",
                 t.target,
                 t.count,
-                grouped(t.bytes)
+                grouped(t.bytes),
+                portable_note(t.portable)
             );
         }
     }
@@ -289,9 +290,19 @@ fn print_bundle(b: &report::BundleReport, indent: &str) {
     );
     for e in &b.entries {
         println!(
-            "{indent}  {:<48} {:>14} bytes",
+            "{indent}  {:<48} {:>14} bytes{}",
             e.bundle_id,
-            grouped(e.size)
+            grouped(e.size),
+            portable_note(e.portable)
         );
+    }
+}
+
+/// What the human output says after a portable SPIR-V entry or total.
+fn portable_note(portable: bool) -> &'static str {
+    if portable {
+        "  portable SPIR-V (for GPUs without native code)"
+    } else {
+        ""
     }
 }

@@ -84,7 +84,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         for m in &modules {
             let what = match (&m.target, &m.file) {
                 (Some(target), Some(file)) => format!(
-                    "{target} in {} ({file}), {}",
+                    "{}{target} in {} ({file}), {}",
+                    if target == kpack_target::SPIRV {
+                        "no native code; portable SPIR-V "
+                    } else {
+                        ""
+                    },
                     m.package.as_deref().unwrap_or("an unnamed package"),
                     if m.installed {
                         "installed"
