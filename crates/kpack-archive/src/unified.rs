@@ -66,8 +66,7 @@
 //! estimated size ([`context_estimate`]) from one process-wide gate of [`CONTEXT_BUDGET`]
 //! bytes: at most that much context memory is alive at once, whatever the thread count.
 
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
+use std::sync::Mutex;
 
 use rayon::prelude::*;
 use zstd::zstd_safe::{self, CCtx, CParameter};
@@ -163,19 +162,23 @@ impl Coder {
     /// Codes one group, the kernels `(arch, data)` of one binary key (distinct arches), whose
     /// frames take the ordinals from `first` on, in the order returned: roots, then middle
     /// kernels, then leaves, so that every reference is an earlier frame. `root(ordinal)`
-    /// reads back the content of an earlier root.
+    /// reads back the content of an earlier root; it is called by the task that needs the
+    /// content (a trial, a final compression), one at a time, and the content dropped with the
+    /// task, so that a group holds the earlier roots of only the tasks in flight, not one per
+    /// target for the whole group.
     pub(crate) fn code_group(
         &mut self,
         first: u32,
         members: &[(&str, &[u8])],
-        root: impl FnMut(u32) -> Result<Vec<u8>, ArchiveError>,
+        root: impl FnMut(u32) -> Result<Vec<u8>, ArchiveError> + Send,
     ) -> Result<Vec<Coded>, ArchiveError> {
-        let earlier: Vec<Option<usize>> = members
+        let root = Mutex::new(root);
+        let read_back = |ordinal: u32| (*root.lock().unwrap_or_else(|e| e.into_inner()))(ordinal);
+        let earlier: Vec<Option<u32>> = members
             .iter()
             .map(|(arch, data)| self.earlier_for(arch, data.len()))
             .collect();
-        let contents = self.read_back(&earlier, root)?;
-        let trials = self.trials(members, &earlier, &contents)?;
+        let trials = trials(members, &earlier, &read_back)?;
         let levels = choose_levels(&trials);
         let parent = |i: usize, levels: &[Level]| best_parent(&trials, levels, i);
         let mut order: Vec<usize> = Vec::with_capacity(members.len());
@@ -183,29 +186,30 @@ impl Coder {
             order.extend((0..members.len()).filter(|&i| levels[i] == level));
         }
         let mut ordinal_of = vec![0u32; members.len()];
-        let mut plan = Vec::with_capacity(members.len());
+        // Per frame in writing order: its member, and the member or earlier root it is coded
+        // against.
+        let mut plan: Vec<(usize, Option<Parent>)> = Vec::with_capacity(members.len());
         for (pos, &i) in order.iter().enumerate() {
-            let ordinal = first + pos as u32;
-            ordinal_of[i] = ordinal;
-            let (reference, prefix): (Option<u32>, Option<&[u8]>) = match levels[i] {
-                Level::Root => (None, None),
+            ordinal_of[i] = first + pos as u32;
+            let reference = match levels[i] {
+                Level::Root => None,
                 _ => match parent(i, &levels) {
-                    Some((Parent::Member(j), _)) => (Some(ordinal_of[j]), Some(members[j].1)),
-                    Some((Parent::Earlier, _)) => {
-                        let c = earlier[i].expect("an earlier root was tried");
-                        (Some(self.candidates[c].ordinal), Some(&contents[&c][..]))
-                    }
+                    Some((p, _)) => Some(p),
                     None => unreachable!("choose_levels gives every non-root a parent"),
                 },
             };
-            plan.push((i, reference, prefix));
+            plan.push((i, reference));
         }
+        let reference_ordinal = |i: usize, parent: Parent| match parent {
+            Parent::Member(j) => ordinal_of[j],
+            Parent::Earlier => earlier[i].expect("an earlier root was tried"),
+        };
         // The longest jobs first (roots, then the largest), one task each, so that no core
         // is left idle at the end of the group on a root started last; each frame is then put
         // back at its place in the writing order.
         let mut jobs: Vec<usize> = (0..plan.len()).collect();
         jobs.sort_by_key(|&p| {
-            let (member, reference, _) = plan[p];
+            let (member, reference) = plan[p];
             (
                 reference.is_some(),
                 std::cmp::Reverse(members[member].1.len()),
@@ -216,17 +220,29 @@ impl Coder {
             .into_par_iter()
             .with_max_len(1)
             .map(|p| {
-                let (member, _, prefix) = plan[p];
-                Ok((p, compress(members[member].1, prefix, level)?))
+                let (member, reference) = plan[p];
+                let data = members[member].1;
+                let frame = match reference {
+                    None => compress(data, None, level)?,
+                    Some(Parent::Member(j)) => compress(data, Some(members[j].1), level)?,
+                    Some(Parent::Earlier) => {
+                        let content = read_back(reference_ordinal(member, Parent::Earlier))?;
+                        compress(data, Some(&content), level)?
+                    }
+                };
+                Ok((p, frame))
             })
             .collect::<Result<_, ArchiveError>>()?;
         frames.sort_unstable_by_key(|&(p, _)| p);
         let coded: Vec<Coded> = frames
             .into_iter()
-            .map(|(p, frame)| Coded {
-                member: plan[p].0,
-                frame,
-                reference: plan[p].1,
+            .map(|(p, frame)| {
+                let (member, reference) = plan[p];
+                Coded {
+                    member,
+                    frame,
+                    reference: reference.map(|r| reference_ordinal(member, r)),
+                }
             })
             .collect();
         for c in &coded {
@@ -238,71 +254,13 @@ impl Coder {
         Ok(coded)
     }
 
-    /// The contents of the candidates `earlier` names, by candidate index, read back once.
-    fn read_back(
-        &self,
-        earlier: &[Option<usize>],
-        mut root: impl FnMut(u32) -> Result<Vec<u8>, ArchiveError>,
-    ) -> Result<BTreeMap<usize, Vec<u8>>, ArchiveError> {
-        let mut contents = BTreeMap::new();
-        for &c in earlier.iter().flatten() {
-            if let Entry::Vacant(slot) = contents.entry(c) {
-                slot.insert(root(self.candidates[c].ordinal)?);
-            }
-        }
-        Ok(contents)
-    }
-
-    /// The trial sizes the choice of references rests on.
-    fn trials(
-        &self,
-        members: &[(&str, &[u8])],
-        earlier: &[Option<usize>],
-        contents: &BTreeMap<usize, Vec<u8>>,
-    ) -> Result<Trials, ArchiveError> {
-        let n = members.len();
-        let rows: Vec<(usize, Vec<Option<usize>>, Option<usize>)> = (0..n)
-            .into_par_iter()
-            .with_max_len(1)
-            .map(|i| {
-                let data = members[i].1;
-                let alone = compress(data, None, TRIAL_LEVEL)?.len();
-                let pair = (0..n)
-                    .into_par_iter()
-                    .with_max_len(1)
-                    .map(|j| {
-                        let other = members[j].1;
-                        if i == j || !usable_reference(other, data.len()) {
-                            return Ok(None);
-                        }
-                        Ok(Some(compress(data, Some(other), TRIAL_LEVEL)?.len()))
-                    })
-                    .collect::<Result<_, ArchiveError>>()?;
-                let earlier = match earlier[i] {
-                    Some(c) => Some(compress(data, Some(&contents[&c]), TRIAL_LEVEL)?.len()),
-                    None => None,
-                };
-                Ok((alone, pair, earlier))
-            })
-            .collect::<Result<_, ArchiveError>>()?;
-        let mut trials = Trials {
-            alone: Vec::with_capacity(n),
-            pair: Vec::with_capacity(n),
-            earlier: Vec::with_capacity(n),
-        };
-        for (alone, pair, earlier) in rows {
-            trials.alone.push(alone);
-            trials.pair.push(pair);
-            trials.earlier.push(earlier);
-        }
-        Ok(trials)
-    }
-
-    /// The latest root of `arch` from an earlier group, if one is held and fits the window.
-    fn earlier_for(&self, arch: &str, len: usize) -> Option<usize> {
+    /// The ordinal of the latest root of `arch` from an earlier group, if one is held and fits
+    /// the window.
+    fn earlier_for(&self, arch: &str, len: usize) -> Option<u32> {
         self.candidates
             .iter()
-            .position(|c| c.arch == arch && c.len + len <= 1 << MAX_WINDOW_LOG)
+            .find(|c| c.arch == arch && c.len + len <= 1 << MAX_WINDOW_LOG)
+            .map(|c| c.ordinal)
     }
 
     /// Keeps the root `data` of `arch`, stored as `ordinal`, as its target's candidate
@@ -322,6 +280,54 @@ impl Coder {
             retained -= self.candidates.remove(0).len;
         }
     }
+}
+
+/// The trial sizes the choice of references rests on, measured in parallel; an earlier root
+/// is read back (`read_back`) by the trial that needs it.
+fn trials(
+    members: &[(&str, &[u8])],
+    earlier: &[Option<u32>],
+    read_back: &(impl Fn(u32) -> Result<Vec<u8>, ArchiveError> + Sync),
+) -> Result<Trials, ArchiveError> {
+    let n = members.len();
+    let rows: Vec<(usize, Vec<Option<usize>>, Option<usize>)> = (0..n)
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|i| {
+            let data = members[i].1;
+            let alone = compress(data, None, TRIAL_LEVEL)?.len();
+            let pair = (0..n)
+                .into_par_iter()
+                .with_max_len(1)
+                .map(|j| {
+                    let other = members[j].1;
+                    if i == j || !usable_reference(other, data.len()) {
+                        return Ok(None);
+                    }
+                    Ok(Some(compress(data, Some(other), TRIAL_LEVEL)?.len()))
+                })
+                .collect::<Result<_, ArchiveError>>()?;
+            let earlier = match earlier[i] {
+                Some(ordinal) => {
+                    let content = read_back(ordinal)?;
+                    Some(compress(data, Some(&content), TRIAL_LEVEL)?.len())
+                }
+                None => None,
+            };
+            Ok((alone, pair, earlier))
+        })
+        .collect::<Result<_, ArchiveError>>()?;
+    let mut trials = Trials {
+        alone: Vec::with_capacity(n),
+        pair: Vec::with_capacity(n),
+        earlier: Vec::with_capacity(n),
+    };
+    for (alone, pair, earlier) in rows {
+        trials.alone.push(alone);
+        trials.pair.push(pair);
+        trials.earlier.push(earlier);
+    }
+    Ok(trials)
 }
 
 /// Whether `content` may serve as the reference of a kernel of `len` bytes: it does not look

@@ -546,8 +546,10 @@ pub fn walk_bundle(
 }
 
 /// A CCOB decoding to more than this is read in parts by visitors that take them
-/// ([`Visitor::takes_parts`]).
-pub const STREAM_ABOVE: u64 = 128 << 20;
+/// ([`Visitor::takes_parts`]): streaming holds a part ([`PART_BUDGET`]) and zstd's window (up
+/// to 128 MiB, what clang's long-distance matching uses), so it saves memory only above
+/// their sum.
+pub const STREAM_ABOVE: u64 = 192 << 20;
 
 /// The most bytes of code objects one part of a streamed bundle holds (a code object larger
 /// than this is a part alone).
