@@ -31,6 +31,8 @@ tests() { "$@" 2>&1 | tee -a "$results"; }
 stage "set-up" scripts/setup.sh
 stage "fmt" cargo fmt --all -- --check
 stage "clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The archive reader as librocm_kpack links it: kpack-archive without its `write` feature.
+stage "clippy, reader only" cargo clippy -p kpack-archive --no-default-features --lib --quiet -- -D warnings
 # Every dependency a crate declares is used (the layering itself is a test of kpack-testkit).
 stage "unused dependencies" cargo machete
 # Fixture tier, then the real-world tier (tests marked #[ignore = "real-world"], they need

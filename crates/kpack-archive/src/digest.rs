@@ -75,6 +75,7 @@ pub fn toc_digest(header: &[u8], toc: &[u8]) -> u64 {
 
 /// Ends `toc`, the map's other keys written, with the TOC digest's key and value, for the
 /// archive whose header is `header`.
+#[cfg(feature = "write")]
 pub(crate) fn seal_toc(header: &[u8], toc: &mut Vec<u8>) {
     toc.extend_from_slice(&trailer(TOC_KEY, 0)[..TOC_TRAILER_LEN - 8]);
     let digest = toc_digest(header, toc);

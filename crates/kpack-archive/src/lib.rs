@@ -78,26 +78,42 @@
 //! ordinal; the Python writer stores every entry, so only inputs without duplicates give
 //! byte-identical `none` archives. zstd frames are byte-identical only with the same libzstd.
 
+//!
+//! # Features
+//!
+//! `write` (default): the writers (`ArchiveWriter`, `ArchiveFileWriter`, `recompress`)
+//! and the `unified` coder, with what only they need (rayon, kpack-fs, tempfile). Readers go
+//! without it (`default-features = false`): `librocm_kpack`, the library every HIP process
+//! loads, links only the reader, the TOC and the digests.
+
 #![warn(missing_docs)]
 
+#[cfg(feature = "write")]
+mod coder;
 pub mod digest;
 mod error;
 pub mod kpm;
 pub mod marker;
 pub mod msgpack;
 mod reader;
+#[cfg(feature = "write")]
 mod recompress;
 mod references;
 mod toc;
 pub mod unified;
+#[cfg(feature = "write")]
 mod writer;
 
 use std::borrow::Cow;
 
+#[cfg(feature = "write")]
+pub use coder::{CONTEXT_BUDGET, GROUP_BUDGET, RETAINED_BUDGET};
 pub use error::{ArchiveError, ErrorKind, MetadataError};
 pub use reader::{Archive, EntryInfo};
+#[cfg(feature = "write")]
 pub use recompress::recompress;
 pub use references::REFERENCE_CACHE_BUDGET;
+#[cfg(feature = "write")]
 pub use writer::{
     ArchiveFileWriter, ArchiveWriter, Compression, DEFAULT_UNIFIED_LEVEL, DEFAULT_ZSTD_LEVEL,
     GroupMember, KernelCompressor, PreparedKernel,

@@ -5,10 +5,10 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::coder::{Coded, Coder, GROUP_BUDGET};
 use crate::digest::{self, content_digest};
 use crate::msgpack::Encoder;
 use crate::toc::FRAME_SIZES_KEY;
-use crate::unified::{Coded, Coder, GROUP_BUDGET};
 use crate::{
     Archive, ArchiveError, CompressionScheme, DATA_START, HEADER_LEN, MAGIC, MAX_ORIGINAL_SIZE,
     first_repeat, normalise_key,

@@ -1,0 +1,562 @@
+//! The `unified` writer's coder (the `write` feature): choosing each kernel's reference by
+//! trial compressions and coding the group's frames, on all cores, within a memory gate.
+//! The format and the method are described in [`crate::unified`]'s module doc.
+
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+use zstd::zstd_safe::{self, CCtx, CParameter};
+
+use crate::ArchiveError;
+use crate::unified::{DICTIONARY_MAGIC, MAX_WINDOW_LOG};
+
+/// Bytes of candidate reference content (the latest root of each target) that stay
+/// candidates across groups, oldest dropped first; the writer holds their ordinals, not
+/// their content.
+pub const RETAINED_BUDGET: usize = 96 << 20;
+
+/// Bytes of one group's kernels the writer holds before coding them: a kernel's targets are
+/// coded together, and a group larger than this is coded in parts.
+pub const GROUP_BUDGET: usize = 128 << 20;
+
+/// Level of the trial compressions that pick references. Levels 1 and 2 (zstd's `fast`
+/// strategy) and even 3 hardly use a raw-content prefix, so their trials hide the twins the
+/// final level finds: `gfx906` against `gfx900` of a rocBLAS kernel is 84 KB at level 1 and
+/// 138 bytes at level 19, and on rocBLAS's largest bundles level-3 trials chose forests 9%
+/// larger at level 19 than level-4 trials did (librocblas.so.5.2 whole: 0.94x its CCOB
+/// instead of 1.04x). Level 4 costs about twice level 1's trial time.
+const TRIAL_LEVEL: i32 = 4;
+
+/// A kernel of a group as stored, in writing order: which member it is, its frame, and the
+/// ordinal of the frame it is coded against.
+pub(crate) struct Coded {
+    pub(crate) member: usize,
+    pub(crate) frame: Vec<u8>,
+    pub(crate) reference: Option<u32>,
+}
+
+/// A root of an earlier group, a candidate reference for its target. Only its ordinal is
+/// kept: its content is read back from the archive (one standalone frame) when a group
+/// needs it, so that a writer holds no kernel between groups.
+struct Candidate {
+    ordinal: u32,
+    arch: String,
+    len: usize,
+}
+
+/// Where a kernel sits in its group's forest.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Level {
+    /// Standalone.
+    Root,
+    /// Coded against a root (of the group, or the latest root of its target).
+    Middle,
+    /// Coded against a root or a middle kernel.
+    Leaf,
+}
+
+/// Where a kernel's reference is.
+#[derive(Clone, Copy)]
+enum Parent {
+    Member(usize),
+    Earlier,
+}
+
+/// Trial sizes of one group: `alone[i]`, `pair[i][j]` (member `i` coded against member `j`)
+/// and `earlier[i]` (against the latest root of its target, if any).
+struct Trials {
+    alone: Vec<usize>,
+    pair: Vec<Vec<Option<usize>>>,
+    earlier: Vec<Option<usize>>,
+}
+
+/// Codes kernels for a `unified` archive, choosing references (see the module doc).
+pub(crate) struct Coder {
+    level: i32,
+    /// At most one per target, oldest first.
+    candidates: Vec<Candidate>,
+}
+
+impl Coder {
+    pub(crate) fn new(level: i32) -> Self {
+        Coder {
+            level,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// Codes one group, the kernels `(arch, data)` of one binary key (distinct arches), whose
+    /// frames take the ordinals from `first` on, in the order returned: roots, then middle
+    /// kernels, then leaves, so that every reference is an earlier frame. `root(ordinal)`
+    /// reads back the content of an earlier root; it is called by the task that needs the
+    /// content (a trial, a final compression), one at a time, and the content dropped with the
+    /// task, so that a group holds the earlier roots of only the tasks in flight, not one per
+    /// target for the whole group.
+    pub(crate) fn code_group(
+        &mut self,
+        first: u32,
+        members: &[(&str, &[u8])],
+        root: impl FnMut(u32) -> Result<Vec<u8>, ArchiveError> + Send,
+    ) -> Result<Vec<Coded>, ArchiveError> {
+        let root = Mutex::new(root);
+        let read_back = |ordinal: u32| (*root.lock().unwrap_or_else(|e| e.into_inner()))(ordinal);
+        let earlier: Vec<Option<u32>> = members
+            .iter()
+            .map(|(arch, data)| self.earlier_for(arch, data.len()))
+            .collect();
+        let trials = trials(members, &earlier, &read_back)?;
+        let levels = choose_levels(&trials);
+        let parent = |i: usize, levels: &[Level]| best_parent(&trials, levels, i);
+        let mut order: Vec<usize> = Vec::with_capacity(members.len());
+        for level in [Level::Root, Level::Middle, Level::Leaf] {
+            order.extend((0..members.len()).filter(|&i| levels[i] == level));
+        }
+        let mut ordinal_of = vec![0u32; members.len()];
+        // Per frame in writing order: its member, and the member or earlier root it is coded
+        // against.
+        let mut plan: Vec<(usize, Option<Parent>)> = Vec::with_capacity(members.len());
+        for (pos, &i) in order.iter().enumerate() {
+            ordinal_of[i] = first + pos as u32;
+            let reference = match levels[i] {
+                Level::Root => None,
+                _ => match parent(i, &levels) {
+                    Some((p, _)) => Some(p),
+                    None => unreachable!("choose_levels gives every non-root a parent"),
+                },
+            };
+            plan.push((i, reference));
+        }
+        let reference_ordinal = |i: usize, parent: Parent| match parent {
+            Parent::Member(j) => ordinal_of[j],
+            Parent::Earlier => earlier[i].expect("an earlier root was tried"),
+        };
+        // The longest jobs first (roots, then the largest), one task each, so that no core
+        // is left idle at the end of the group on a root started last; each frame is then put
+        // back at its place in the writing order.
+        let mut jobs: Vec<usize> = (0..plan.len()).collect();
+        jobs.sort_by_key(|&p| {
+            let (member, reference) = plan[p];
+            (
+                reference.is_some(),
+                std::cmp::Reverse(members[member].1.len()),
+            )
+        });
+        let level = self.level;
+        let mut frames: Vec<(usize, Vec<u8>)> = jobs
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|p| {
+                let (member, reference) = plan[p];
+                let data = members[member].1;
+                let frame = match reference {
+                    None => compress(data, None, level)?,
+                    Some(Parent::Member(j)) => compress(data, Some(members[j].1), level)?,
+                    Some(Parent::Earlier) => {
+                        let content = read_back(reference_ordinal(member, Parent::Earlier))?;
+                        compress(data, Some(&content), level)?
+                    }
+                };
+                Ok((p, frame))
+            })
+            .collect::<Result<_, ArchiveError>>()?;
+        frames.sort_unstable_by_key(|&(p, _)| p);
+        let coded: Vec<Coded> = frames
+            .into_iter()
+            .map(|(p, frame)| {
+                let (member, reference) = plan[p];
+                Coded {
+                    member,
+                    frame,
+                    reference: reference.map(|r| reference_ordinal(member, r)),
+                }
+            })
+            .collect();
+        for c in &coded {
+            if c.reference.is_none() {
+                let (arch, data) = members[c.member];
+                self.remember(ordinal_of[c.member], arch, data);
+            }
+        }
+        Ok(coded)
+    }
+
+    /// The ordinal of the latest root of `arch` from an earlier group, if one is held and fits
+    /// the window.
+    fn earlier_for(&self, arch: &str, len: usize) -> Option<u32> {
+        self.candidates
+            .iter()
+            .find(|c| c.arch == arch && c.len + len <= 1 << MAX_WINDOW_LOG)
+            .map(|c| c.ordinal)
+    }
+
+    /// Keeps the root `data` of `arch`, stored as `ordinal`, as its target's candidate
+    /// reference for later groups (the kernels of one library resemble each other).
+    fn remember(&mut self, ordinal: u32, arch: &str, data: &[u8]) {
+        if !usable_reference(data, 0) {
+            return;
+        }
+        self.candidates.retain(|c| c.arch != arch);
+        self.candidates.push(Candidate {
+            ordinal,
+            arch: arch.to_owned(),
+            len: data.len(),
+        });
+        let mut retained: usize = self.candidates.iter().map(|c| c.len).sum();
+        while retained > RETAINED_BUDGET {
+            retained -= self.candidates.remove(0).len;
+        }
+    }
+}
+
+/// The trial sizes the choice of references rests on, measured in parallel; an earlier root
+/// is read back (`read_back`) by the trial that needs it.
+fn trials(
+    members: &[(&str, &[u8])],
+    earlier: &[Option<u32>],
+    read_back: &(impl Fn(u32) -> Result<Vec<u8>, ArchiveError> + Sync),
+) -> Result<Trials, ArchiveError> {
+    let n = members.len();
+    let rows: Vec<(usize, Vec<Option<usize>>, Option<usize>)> = (0..n)
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|i| {
+            let data = members[i].1;
+            let alone = compress(data, None, TRIAL_LEVEL)?.len();
+            let pair = (0..n)
+                .into_par_iter()
+                .with_max_len(1)
+                .map(|j| {
+                    let other = members[j].1;
+                    if i == j || !usable_reference(other, data.len()) {
+                        return Ok(None);
+                    }
+                    Ok(Some(compress(data, Some(other), TRIAL_LEVEL)?.len()))
+                })
+                .collect::<Result<_, ArchiveError>>()?;
+            let earlier = match earlier[i] {
+                Some(ordinal) => {
+                    let content = read_back(ordinal)?;
+                    Some(compress(data, Some(&content), TRIAL_LEVEL)?.len())
+                }
+                None => None,
+            };
+            Ok((alone, pair, earlier))
+        })
+        .collect::<Result<_, ArchiveError>>()?;
+    let mut trials = Trials {
+        alone: Vec::with_capacity(n),
+        pair: Vec::with_capacity(n),
+        earlier: Vec::with_capacity(n),
+    };
+    for (alone, pair, earlier) in rows {
+        trials.alone.push(alone);
+        trials.pair.push(pair);
+        trials.earlier.push(earlier);
+    }
+    Ok(trials)
+}
+
+/// Whether `content` may serve as the reference of a kernel of `len` bytes: it does not look
+/// like a formatted dictionary, and both fit one frame window.
+fn usable_reference(content: &[u8], len: usize) -> bool {
+    !content.starts_with(&DICTIONARY_MAGIC)
+        && content.len() <= RETAINED_BUDGET
+        && content.len() + len <= 1 << MAX_WINDOW_LOG
+}
+
+/// A member's cheapest parent given the levels: a root or middle member (only a root for a
+/// middle kernel), or the earlier root of its target; with the trial size.
+fn best_parent(trials: &Trials, levels: &[Level], i: usize) -> Option<(Parent, usize)> {
+    let allowed = |j: usize| match levels[i] {
+        Level::Middle => levels[j] == Level::Root,
+        _ => levels[j] != Level::Leaf,
+    };
+    let mut best = trials.earlier[i].map(|s| (Parent::Earlier, s));
+    for (j, size) in trials.pair[i].iter().enumerate() {
+        if let Some(size) = *size
+            && allowed(j)
+            && best.is_none_or(|(_, s)| size < s)
+        {
+            best = Some((Parent::Member(j), size));
+        }
+    }
+    best
+}
+
+/// The group's stored size for `levels` (trial sizes), `None` if a kernel lacks a parent.
+fn forest_cost(trials: &Trials, levels: &[Level]) -> Option<usize> {
+    let mut total = 0;
+    for i in 0..levels.len() {
+        total += match levels[i] {
+            Level::Root => trials.alone[i],
+            _ => best_parent(trials, levels, i)?.1,
+        };
+    }
+    Some(total)
+}
+
+/// The forest of depth at most [`MAX_CHAIN`] frames, by local search over each kernel's level
+/// from all-standalone: the cheaper of two searches, one taking the move that saves most each
+/// round, one taking every saving move as met. Both visit kernels and levels in order and
+/// accept strict savings only, so the choice is deterministic.
+fn choose_levels(trials: &Trials) -> Vec<Level> {
+    let steepest = local_search(trials, true);
+    let first = local_search(trials, false);
+    if first.1 < steepest.1 {
+        first.0
+    } else {
+        steepest.0
+    }
+}
+
+/// One local search (see `choose_levels`): the levels found and their cost.
+fn local_search(trials: &Trials, steepest: bool) -> (Vec<Level>, usize) {
+    let n = trials.alone.len();
+    let mut levels = vec![Level::Root; n];
+    let mut cost = forest_cost(trials, &levels).expect("an all-standalone forest is valid");
+    loop {
+        let mut best: Option<(usize, Level, usize)> = None;
+        'moves: for i in 0..n {
+            for level in [Level::Root, Level::Middle, Level::Leaf] {
+                if level == levels[i] {
+                    continue;
+                }
+                let previous = std::mem::replace(&mut levels[i], level);
+                let saving =
+                    forest_cost(trials, &levels).filter(|&c| c < best.map_or(cost, |(_, _, b)| b));
+                levels[i] = previous;
+                if let Some(c) = saving {
+                    best = Some((i, level, c));
+                    if !steepest {
+                        break 'moves;
+                    }
+                }
+            }
+        }
+        match best {
+            Some((i, level, c)) => {
+                levels[i] = level;
+                cost = c;
+            }
+            None => return (levels, cost),
+        }
+    }
+}
+
+/// Bytes of zstd compression contexts alive at once in this process (see the module doc):
+/// two level-19 contexts over kernels of up to 8 MB fit at once, and one over the largest
+/// kernels (a 250 MB bundle's, 18 MB each, with their reference) runs alone, so that a
+/// process holding such a decoded bundle stays within 512 MB.
+pub const CONTEXT_BUDGET: u64 = 192 << 20;
+
+static CONTEXTS: kpack_fs::MemoryGate = kpack_fs::MemoryGate::new(CONTEXT_BUDGET);
+
+/// The window of a frame coded against a prefix: prefix and content, at most 2^27.
+fn prefixed_window_log(total: usize) -> u32 {
+    ceil_log2(total).clamp(10, MAX_WINDOW_LOG)
+}
+
+/// Whether a frame coded against a prefix uses long-distance matching: prefix and content
+/// reach 8 MB, where the regular match finder's tables no longer cover the window.
+fn long_distance_matching(total: usize) -> bool {
+    total >= 1 << 23
+}
+
+fn ceil_log2(n: usize) -> u32 {
+    usize::BITS - n.saturating_sub(1).leading_zeros()
+}
+
+/// An upper bound of the memory of the context that [`compress`] creates for `len` bytes at
+/// `level` against a prefix of `prefix_len` bytes. zstd sizes its match tables by the level's
+/// chain and hash logs (its table for inputs over 256 KB, below), each cut to the window
+/// plus one, and the window to the input; long-distance matching adds half a window. The
+/// estimate's margin covers the rest (the optimal parser's and sequence buffers);
+/// `context_estimates_bound_the_real_contexts` checks it against `ZSTD_sizeof_CCtx`.
+fn context_estimate(level: i32, len: usize, prefix_len: usize) -> u64 {
+    /// (windowLog, chainLog, hashLog) of levels 1 to 22 for inputs over 256 KB
+    /// (`ZSTD_defaultCParameters[0]`, zstd 1.5).
+    const LOGS: [(u32, u32, u32); 22] = [
+        (19, 13, 14),
+        (20, 15, 16),
+        (21, 16, 17),
+        (21, 18, 18),
+        (21, 18, 19),
+        (21, 18, 19),
+        (21, 19, 20),
+        (21, 19, 20),
+        (22, 20, 21),
+        (22, 21, 22),
+        (22, 21, 22),
+        (22, 22, 23),
+        (22, 22, 22),
+        (22, 22, 23),
+        (22, 23, 23),
+        (22, 22, 22),
+        (23, 23, 22),
+        (23, 23, 22),
+        (23, 24, 22),
+        (25, 25, 23),
+        (26, 26, 24),
+        (27, 27, 25),
+    ];
+    let (level_window, chain, hash) = LOGS[(level.clamp(1, 22) - 1) as usize];
+    let total = len + prefix_len;
+    let window = if prefix_len > 0 {
+        prefixed_window_log(total)
+    } else {
+        level_window.min(ceil_log2(len).max(10))
+    };
+    let tables = (4u64 << chain.min(window + 1)) + (4u64 << hash.min(window + 1));
+    let ldm = if prefix_len > 0 && long_distance_matching(total) {
+        1u64 << (window - 1)
+    } else {
+        0
+    };
+    tables + ldm + (3 << 20)
+}
+
+/// One zstd frame of `data` at `level`, recording its content size, coded against `prefix`
+/// if given (its window then covers prefix and content).
+pub(crate) fn compress(
+    data: &[u8],
+    prefix: Option<&[u8]>,
+    level: i32,
+) -> Result<Vec<u8>, ArchiveError> {
+    let fail = |code: usize| ArchiveError::Io {
+        context: "zstd compression",
+        source: std::io::Error::other(zstd_safe::get_error_name(code)),
+    };
+    let _context = CONTEXTS.reserve(context_estimate(
+        level,
+        data.len(),
+        prefix.map_or(0, <[u8]>::len),
+    ));
+    let mut cctx = CCtx::try_create().ok_or_else(|| ArchiveError::Io {
+        context: "zstd compression",
+        source: std::io::Error::other("cannot allocate a zstd context"),
+    })?;
+    cctx.set_parameter(CParameter::CompressionLevel(level))
+        .map_err(fail)?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(true))
+        .map_err(fail)?;
+    cctx.set_parameter(CParameter::ChecksumFlag(true))
+        .map_err(fail)?;
+    if let Some(prefix) = prefix {
+        let total = prefix.len() + data.len();
+        cctx.set_parameter(CParameter::WindowLog(prefixed_window_log(total)))
+            .map_err(fail)?;
+        if long_distance_matching(total) {
+            cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
+                .map_err(fail)?;
+        }
+        cctx.ref_prefix(prefix).map_err(fail)?;
+    }
+    let mut frame = Vec::with_capacity(zstd_safe::compress_bound(data.len()));
+    cctx.compress2(&mut frame, data).map_err(fail)?;
+    if u32::try_from(frame.len()).is_err() {
+        return Err(ArchiveError::InvalidArgument(format!(
+            "zstd frame of {} bytes exceeds the format's u32 frame size",
+            frame.len()
+        )));
+    }
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trials(alone: &[usize], pair: &[&[Option<usize>]], earlier: &[Option<usize>]) -> Trials {
+        Trials {
+            alone: alone.to_vec(),
+            pair: pair.iter().map(|row| row.to_vec()).collect(),
+            earlier: earlier.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_chain_through_a_middle_kernel_beats_two_deltas_against_one_root() {
+        // 1 is close to 0, 2 close to 1 but far from 0: 0 <- 1 <- 2 (100 + 10 + 5).
+        let t = trials(
+            &[100, 100, 100],
+            &[
+                &[None, Some(60), Some(70)],
+                &[Some(10), None, Some(40)],
+                &[Some(50), Some(5), None],
+            ],
+            &[None, None, None],
+        );
+        assert_eq!(choose_levels(&t), [Level::Root, Level::Middle, Level::Leaf]);
+        assert_eq!(forest_cost(&t, &choose_levels(&t)), Some(115));
+    }
+
+    #[test]
+    fn an_earlier_root_of_the_same_target_can_serve_a_lone_kernel() {
+        let t = trials(&[100], &[&[None]], &[Some(30)]);
+        assert_eq!(choose_levels(&t), [Level::Middle]);
+        let t = trials(&[100], &[&[None]], &[Some(120)]);
+        assert_eq!(choose_levels(&t), [Level::Root]);
+    }
+
+    /// Real contexts, as [`compress`] makes them, against the estimate the gate reserves: never
+    /// above it, and at level 19 (the default) not far below it either.
+    #[test]
+    fn context_estimates_bound_the_real_contexts() {
+        let bytes = |n: usize, seed: usize| -> Vec<u8> {
+            (0..n)
+                .map(|i| (((i ^ seed).wrapping_mul(2654435761)) >> 13) as u8 & 0x3f)
+                .collect()
+        };
+        for (level, len, prefix_len) in [
+            (19, 100_000, 0),
+            (19, 1 << 20, 0),
+            (19, 1 << 20, 1 << 20),
+            (19, 8 << 20, 0),
+            (19, 6 << 20, 6 << 20),
+            (19, 20 << 20, 20 << 20),
+            (4, 6 << 20, 6 << 20),
+            (3, 1 << 20, 0),
+            (22, 2 << 20, 2 << 20),
+        ] {
+            let data = bytes(len, 1);
+            let prefix = bytes(prefix_len, 2);
+            let mut cctx = CCtx::create();
+            cctx.set_parameter(CParameter::CompressionLevel(level))
+                .unwrap();
+            let total = len + prefix_len;
+            if prefix_len > 0 {
+                cctx.set_parameter(CParameter::WindowLog(prefixed_window_log(total)))
+                    .unwrap();
+                if long_distance_matching(total) {
+                    cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))
+                        .unwrap();
+                }
+                cctx.ref_prefix(&prefix).unwrap();
+            }
+            let mut frame = Vec::with_capacity(zstd_safe::compress_bound(len));
+            cctx.compress2(&mut frame, &data).unwrap();
+            let real = cctx.sizeof() as u64;
+            let estimate = context_estimate(level, len, prefix_len);
+            assert!(
+                real <= estimate,
+                "level {level}, {len} + {prefix_len} bytes: context {real} > estimate {estimate}"
+            );
+            if level == 19 && len >= 1 << 20 {
+                assert!(
+                    estimate <= real + real / 4,
+                    "level {level}, {len} + {prefix_len} bytes: estimate {estimate} far above {real}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn kernels_without_a_useful_reference_stay_standalone() {
+        let t = trials(
+            &[100, 80],
+            &[&[None, Some(100)], &[Some(90), None]],
+            &[None, None],
+        );
+        assert_eq!(choose_levels(&t), [Level::Root, Level::Root]);
+    }
+}
