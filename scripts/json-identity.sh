@@ -9,7 +9,8 @@
 # Both runs use the same scratch paths, so paths inside the JSON agree. Every command that
 # reports has a case; a case whose output differs is named with a diff, and the script exits 1.
 # BASE is built in a throwaway worktree, into KPACK_IDENTITY_TARGET (kept between runs, so a
-# second comparison against the same BASE builds only what changed).
+# second comparison against the same BASE builds only what changed), unless
+# KPACK_IDENTITY_BASE_BIN names a `kpack` already built at BASE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -28,10 +29,14 @@ cleanup() {
 trap cleanup EXIT
 
 echo "json-identity: base $(git log -1 --format='%h %s' "$base")"
-git worktree add -q --detach "$worktree" "$base"
-CARGO_TARGET_DIR=$target/base cargo build -q --release -p kpack-cli --manifest-path "$worktree/Cargo.toml"
+if [ -n "${KPACK_IDENTITY_BASE_BIN:-}" ]; then
+  cp "$KPACK_IDENTITY_BASE_BIN" "$work/kpack-base"
+else
+  git worktree add -q --detach "$worktree" "$base"
+  CARGO_TARGET_DIR=$target/base cargo build -q --release -p kpack-cli --manifest-path "$worktree/Cargo.toml"
+  cp "$target/base/release/kpack" "$work/kpack-base"
+fi
 CARGO_TARGET_DIR=$target/head cargo build -q --release -p kpack-cli
-cp "$target/base/release/kpack" "$work/kpack-base"
 cp "$target/head/release/kpack" "$work/kpack-head"
 
 cat >"$work/config.json" <<'EOF'
