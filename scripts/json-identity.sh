@@ -8,7 +8,7 @@
 #
 # Both runs use the same scratch paths, so paths inside the JSON agree. Every command that
 # reports has a case; a case whose output differs is named with a diff, and the script exits 1.
-# BASE is built in a throwaway worktree, into KPACK_IDENTITY_TARGET (kept between runs, so a
+# BASE is built in a throwaway worktree, into KPACK_IDENTITY_TARGET/base (kept between runs, so a
 # second comparison against the same BASE builds only what changed), unless
 # KPACK_IDENTITY_BASE_BIN names a `kpack` already built at BASE.
 set -euo pipefail
@@ -36,8 +36,9 @@ else
   CARGO_TARGET_DIR=$target/base cargo build -q --release -p kpack-cli --manifest-path "$worktree/Cargo.toml"
   cp "$target/base/release/kpack" "$work/kpack-base"
 fi
-CARGO_TARGET_DIR=$target/head cargo build -q --release -p kpack-cli
-cp "$target/head/release/kpack" "$work/kpack-head"
+# The working tree's kpack, built where the rest of the workspace is.
+cargo build -q --release -p kpack-cli
+cp "${CARGO_TARGET_DIR:-target}/release/kpack" "$work/kpack-head"
 
 cat >"$work/config.json" <<'EOF'
 {
