@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
+# One build for the tests, the benches and the wheel: maturin builds the wheel (linked by zig)
+# for an explicit target triple, so every cargo command here names the same triple and the
+# wheel reuses the dependencies the tests built instead of building them a second time.
+CARGO_BUILD_TARGET=$(rustc -vV | sed -n 's/^host: //p')
+export CARGO_BUILD_TARGET
 
 results=$(mktemp)
 stages=$(mktemp)
@@ -60,7 +65,9 @@ stage "pytest" "$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python
 # ----------------------------------------------------------------------------------------------
 
 stage "fuzz smoke" scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
-stage "benchmarks" cargo bench --workspace --benches --quiet
+# Each bench's figures and time, also written to target/benchmark-figures.md (scripts/bench.sh
+# writes docs/benchmark-figures.md the same way).
+stage "benchmarks" scripts/bench.sh --output target/benchmark-figures.md
 
 passed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$results" | awk '{s += $1} END {print s + 0}')
 failed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$results" | awk '{s += $1} END {print s + 0}')
