@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kpack_pipeline::report::{self, Inspection};
+use kpack_pipeline::inspect::{self, Inspection};
 
 pub mod prune;
 use kpack_pipeline::{FileBytes, SourceError};
@@ -211,13 +211,13 @@ fn visit_tar_member<E>(
 }
 
 /// `kpack inspect` of the file at `path` (`given`: the user named it): `each` receives the
-/// inspection of every input it holds, in order ([`kpack_pipeline::report::inspect_bytes`]:
+/// inspection of every input it holds, in order ([`kpack_pipeline::inspect::inspect_bytes`]:
 /// a member's own errors are its inspection), and, when the file or its container cannot be
 /// read, one failed inspection naming it.
 pub fn inspect(path: &Path, given: bool, each: &mut dyn FnMut(Inspection)) {
     let read = read(path, given, &mut |input| {
         let shown = input.shown.display().to_string();
-        if let Some(inspection) = report::inspect_bytes(&shown, input.bytes, input.given) {
+        if let Some(inspection) = inspect::inspect_bytes(&shown, input.bytes, input.given) {
             each(inspection);
         }
         Ok::<_, SourceError>(())

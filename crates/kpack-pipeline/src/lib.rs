@@ -1,5 +1,5 @@
 //! Device code found in files and trees: what a file holds ([`source`]), what `kpack inspect`
-//! reports ([`report`]), writing code objects out ([`unbundle`]) and packing them into
+//! reports ([`inspect`]), writing code objects out ([`unbundle`]) and packing them into
 //! `.kpack` archives ([`pack`]), keeping only some targets in a fat binary ([`prune`]).
 //!
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
@@ -14,7 +14,7 @@ pub mod pack;
 pub mod prune;
 pub mod prune_ar;
 pub mod prune_offload;
-pub mod report;
+pub mod inspect;
 pub mod restore;
 pub mod source;
 pub mod threads;
