@@ -24,7 +24,6 @@ pub mod handlers;
 pub mod index;
 pub mod integrity;
 pub mod manifest;
-pub mod prune;
 pub mod recombine;
 pub mod split;
 mod split_tar;

@@ -140,7 +140,8 @@ pub fn collect(files: &[PathBuf], progress: &mut dyn FnMut()) -> Result<Usage, U
 
 fn input_usage(input: &kpack_inputs::Input<'_>) -> Result<FileUsage, UsageError> {
     let shown = input.shown.display().to_string();
-    let report = inspect::inspect_mapped(&shown, input.bytes).map_err(|e| e.in_file(input.shown))?;
+    let report =
+        inspect::inspect_mapped(&shown, input.bytes).map_err(|e| e.in_file(input.shown))?;
     // A member's path inside its wheel or tarball is already prefix-relative.
     let database = match input.member {
         Some(member) => database_target(Path::new(member)),

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_testkit::{fixture, run_tool};
 use kpack_report::html::{self, PAGE, TREEMAP};
+use kpack_testkit::{fixture, run_tool};
 
 /// Renders `page` in headless Chromium at the page's size; returns the RGB pixels.
 fn screenshot(page: &Path, work: &Path) -> (u32, u32, Vec<u8>) {

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_pipeline::kpacked::{Outcome, ResolveReport};
 use kpack_pipeline::inspect::{self, Details, FileReport};
+use kpack_pipeline::kpacked::{Outcome, ResolveReport};
 
 use crate::output::{self, Error, grouped};
 
