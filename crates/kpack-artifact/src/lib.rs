@@ -26,7 +26,6 @@ pub mod integrity;
 pub mod manifest;
 pub mod recombine;
 pub mod split;
-mod split_tar;
 pub mod tarball;
 pub mod verify;
 
