@@ -16,7 +16,7 @@ use crate::report::{Action, FileOutcome};
 use crate::{PruneError, PruneTreeError, PrunedFile, Selection};
 
 /// One prune in progress: what every input became, and the targets seen.
-pub struct PruneJob<'s> {
+pub(crate) struct PruneJob<'s> {
     pub(crate) selection: &'s Selection,
     pub(crate) files: Vec<FileOutcome>,
     /// Every device target found (code objects and database files).
@@ -35,9 +35,8 @@ impl<'s> PruneJob<'s> {
             dropped: BTreeSet::new(),
         }
     }
-}
 
-impl PruneJob<'_> {
+    /// Notes what became of `input` and the targets it held.
     pub(crate) fn record(&mut self, input: &Path, output: Option<&Path>, action: Action) {
         if let Action::Pruned(p) = &action {
             self.present.extend(p.present());
