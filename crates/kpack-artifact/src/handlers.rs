@@ -61,6 +61,17 @@ pub enum Handler {
     HotswapCache,
 }
 
+/// A name given for a database handler that names none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown database handler {name:?}; expected one of {}",
+    Handler::ALL.map(Handler::name).join(", ")
+)]
+pub struct UnknownHandler {
+    /// The name given.
+    pub name: String,
+}
+
 impl Handler {
     /// Every handler, in the order of the table above.
     pub const ALL: [Handler; 8] = [
@@ -94,13 +105,9 @@ impl Handler {
     }
 
     /// The handler called `name`, or an error listing the handlers there are.
-    pub fn parse(name: &str) -> Result<Handler, String> {
-        Handler::from_name(name).ok_or_else(|| {
-            let names: Vec<_> = Handler::ALL.iter().map(|h| h.name()).collect();
-            format!(
-                "unknown database handler {name:?}; expected one of {}",
-                names.join(", ")
-            )
+    pub fn parse(name: &str) -> Result<Handler, UnknownHandler> {
+        Handler::from_name(name).ok_or_else(|| UnknownHandler {
+            name: name.to_owned(),
         })
     }
 

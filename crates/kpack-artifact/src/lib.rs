@@ -24,10 +24,8 @@ pub mod handlers;
 pub mod index;
 pub mod integrity;
 pub mod manifest;
-pub mod prune;
 pub mod recombine;
 pub mod split;
-mod split_tar;
 pub mod tarball;
 pub mod verify;
 

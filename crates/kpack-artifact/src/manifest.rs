@@ -1,11 +1,15 @@
 //! `artifact_manifest.txt` (spec §5.1): one install prefix per line.
 
+use std::io::Read;
 use std::path::Path;
 
 use crate::ArtifactError;
 
 /// The file naming an artifact's prefixes.
 pub const MANIFEST: &str = "artifact_manifest.txt";
+
+/// The largest `artifact_manifest.txt` accepted (a few hundred bytes in practice).
+pub(crate) const MAX_MANIFEST: u64 = 1 << 20;
 
 /// Reads `dir/artifact_manifest.txt`: lines are trimmed, blank lines skipped. A prefix must
 /// be a relative path of normal components (no `..`, no leading `/`), and appear once.
@@ -50,4 +54,24 @@ pub fn write(dir: &Path, prefixes: &[String]) -> Result<(), ArtifactError> {
     let path = dir.join(MANIFEST);
     let text: String = prefixes.iter().map(|p| format!("{p}\n")).collect();
     std::fs::write(&path, text).map_err(ArtifactError::io(&path))
+}
+
+/// Reads a tarball's manifest member (`content`, `size` bytes; bounded) and parses it.
+pub(crate) fn read_member(
+    content: &mut dyn Read,
+    size: u64,
+    shown: &Path,
+) -> Result<Vec<String>, ArtifactError> {
+    if size > MAX_MANIFEST {
+        return Err(ArtifactError::invalid(
+            shown,
+            format!("{size} bytes; a manifest of more than {MAX_MANIFEST} bytes is refused"),
+        ));
+    }
+    let mut text = String::new();
+    content
+        .take(MAX_MANIFEST)
+        .read_to_string(&mut text)
+        .map_err(ArtifactError::io(shown))?;
+    parse(&text, shown)
 }

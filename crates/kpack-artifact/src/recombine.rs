@@ -625,7 +625,7 @@ pub fn recombine(
 }
 
 /// [`recombine`], noting in `unpacked_from` where each tarball shard artifact it reads is
-/// unpacked.
+/// unpacked. Nothing is written before every package is planned and checked.
 fn recombine_unpacking(
     shards: &Path,
     config: &PackagingConfig,
@@ -633,6 +633,20 @@ fn recombine_unpacking(
     opts: &RecombineOptions,
     unpacked_from: &mut Vec<(String, String)>,
 ) -> Result<RecombineSummary, ArtifactError> {
+    let mut components = collect_components(shards, config, opts)?;
+    let staged = unpack_tarball_shards(&mut components, config, out, unpacked_from)?;
+    validate(&components, config)?;
+    let (mut summary, packages) = plan_packages(&components, config, opts)?;
+    write_packages(&packages, staged, out, opts, &mut summary)?;
+    Ok(summary)
+}
+
+/// The artifacts of every shard, per component (only `opts.component`'s when it names one).
+fn collect_components(
+    shards: &Path,
+    config: &PackagingConfig,
+    opts: &RecombineOptions,
+) -> Result<BTreeMap<String, Collected>, ArtifactError> {
     let shard_names: Vec<String> = crate::sorted_subdirs(shards)?
         .iter()
         .filter_map(|d| d.file_name()?.to_str().map(str::to_owned))
@@ -678,9 +692,18 @@ fn recombine_unpacking(
             )));
         }
     }
+    Ok(components)
+}
 
-    // The artifacts read from here on (by name, so those of tarball shards can be chosen
-    // before any is read), unpacked when they are tarballs.
+/// The artifacts read from here on (by name, so those of tarball shards can be chosen
+/// before any is read), unpacked when they are tarballs; the output's stage they are
+/// unpacked into, if any is.
+fn unpack_tarball_shards(
+    components: &mut BTreeMap<String, Collected>,
+    config: &PackagingConfig,
+    out: &Path,
+    unpacked_from: &mut Vec<(String, String)>,
+) -> Result<Option<Staged>, ArtifactError> {
     let v = config.validation;
     let mut staged = None;
     for c in components.values_mut() {
@@ -702,13 +725,20 @@ fn recombine_unpacking(
             }
         }
     }
+    Ok(staged)
+}
 
-    // Validation, before anything is written.
+/// The checks of `config.validation`, before anything is written.
+fn validate(
+    components: &BTreeMap<String, Collected>,
+    config: &PackagingConfig,
+) -> Result<(), ArtifactError> {
+    let v = config.validation;
     let mut duplicates = Vec::new();
     let mut generic_mismatch = Vec::new();
     let mut missing_arch = Vec::new();
     let mut missing_generic = Vec::new();
-    for (component, c) in &components {
+    for (component, c) in components {
         let Some(primary) = c.generic.get(&config.primary_shard) else {
             missing_generic.push(format!(
                 "{component}: the primary shard {} has no {component}_generic",
@@ -774,14 +804,21 @@ fn recombine_unpacking(
             return Err(ArtifactError::Validation { what, problems });
         }
     }
+    Ok(())
+}
 
-    // Every package planned in full, its installed paths checked, before anything is written.
+/// Every package planned in full, its installed paths checked, before anything is written.
+fn plan_packages(
+    components: &BTreeMap<String, Collected>,
+    config: &PackagingConfig,
+    opts: &RecombineOptions,
+) -> Result<(RecombineSummary, Vec<Package>), ArtifactError> {
     let mut summary = RecombineSummary {
         components: Vec::new(),
     };
     let mut packages: Vec<Package> = Vec::new();
     let mut index_problems = Vec::new();
-    for (component, c) in &components {
+    for (component, c) in components {
         let (cs, planned, problems) = plan_component(component, c, config, opts.group_archives)?;
         summary.components.push(cs);
         packages.extend(planned);
@@ -807,6 +844,18 @@ fn recombine_unpacking(
             problems: index_problems,
         });
     }
+    Ok((summary, packages))
+}
+
+/// Writes `packages` into the output's stage (`staged`, when tarball shards were unpacked
+/// into it) and publishes them; notes each group's file count in `summary`.
+fn write_packages(
+    packages: &[Package],
+    staged: Option<Staged>,
+    out: &Path,
+    opts: &RecombineOptions,
+    summary: &mut RecombineSummary,
+) -> Result<(), ArtifactError> {
     // Staging first: its sweep completes what a run killed while publishing began.
     let (stage, root, unpacked) = match staged {
         Some(Staged {
@@ -819,7 +868,7 @@ fn recombine_unpacking(
             (stage, root, None)
         }
     };
-    for p in &packages {
+    for p in packages {
         if let Some(existing) = tarball::existing(out, &p.name) {
             return Err(ArtifactError::invalid(
                 existing,
@@ -832,31 +881,10 @@ fn recombine_unpacking(
     let has_index = |p: &&Package| p.items.values().any(|i| matches!(i, Item::Index(_)));
     let (indexed, plain): (Vec<&Package>, Vec<&Package>) = packages.iter().partition(has_index);
     let order: Vec<&Package> = plain.into_iter().chain(indexed).collect();
-    // A file unpacked from a tarball shard is moved into the last package that holds it
-    // (copied into any earlier one): the stage then holds each member once. A file a group
-    // archive reads is never moved by the package that reads it (its files are written in
-    // parallel), so its last use is then noted as not movable.
-    let mut last_use: BTreeMap<&Path, (usize, bool)> = BTreeMap::new();
-    if let Some(unpacked) = &unpacked {
-        for (i, p) in order.iter().enumerate() {
-            for item in p.items.values() {
-                match item {
-                    Item::File(from) if from.starts_with(unpacked.path()) => {
-                        let movable = last_use.get(from.as_path()) != Some(&(i, false));
-                        last_use.insert(from, (i, movable));
-                    }
-                    Item::GroupArchive { sources, .. } => {
-                        for (_, from) in sources {
-                            if from.starts_with(unpacked.path()) {
-                                last_use.insert(from, (i, false));
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
+    let last_use = match &unpacked {
+        Some(unpacked) => last_uses(&order, unpacked.path()),
+        None => BTreeMap::new(),
+    };
     let mut files: BTreeMap<&str, usize> = BTreeMap::new();
     let mut sizes = BTreeMap::new();
     for (i, p) in order.iter().enumerate() {
@@ -873,7 +901,37 @@ fn recombine_unpacking(
     }
     tarball::pack_staged(&root, packages.iter().map(|p| p.name.clone()), opts.output)?;
     stage.publish()?;
-    Ok(summary)
+    Ok(())
+}
+
+/// Where each file unpacked from a tarball shard is last used: the index in `order` of the
+/// last package that holds it, and whether that package may move it there.
+///
+/// A file unpacked from a tarball shard is moved into the last package that holds it
+/// (copied into any earlier one): the stage then holds each member once. A file a group
+/// archive reads is never moved by the package that reads it (its files are written in
+/// parallel), so its last use is then noted as not movable.
+fn last_uses<'p>(order: &[&'p Package], unpacked: &Path) -> BTreeMap<&'p Path, (usize, bool)> {
+    let mut last_use: BTreeMap<&Path, (usize, bool)> = BTreeMap::new();
+    for (i, p) in order.iter().enumerate() {
+        for item in p.items.values() {
+            match item {
+                Item::File(from) if from.starts_with(unpacked) => {
+                    let movable = last_use.get(from.as_path()) != Some(&(i, false));
+                    last_use.insert(from, (i, movable));
+                }
+                Item::GroupArchive { sources, .. } => {
+                    for (_, from) in sources {
+                        if from.starts_with(unpacked) {
+                            last_use.insert(from, (i, false));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    last_use
 }
 
 /// The output's stage, made before the packages are planned when tarball shards are unpacked

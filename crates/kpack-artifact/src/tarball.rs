@@ -4,7 +4,7 @@
 //!
 //! * Input: wherever an artifact directory is accepted, a tarball of one is too (its
 //!   members relative to the artifact root: `artifact_manifest.txt`, `<prefix>/…`). `split`
-//!   streams it (see [`crate::split_tar`]); `recombine` unpacks each tarball shard artifact
+//!   streams it (see [`crate::split`]); `recombine` unpacks each tarball shard artifact
 //!   it reads, in one pass, into the output's stage, whose files are then moved into the
 //!   packages (see [`crate::recombine`]); `verify` streams each tarball (once to list it,
 //!   once to read its files), spooling one member at a time to a kpack temporary in
@@ -13,9 +13,10 @@
 //! * Output: with [`OutputFormat::TarZst`], every artifact written to the staging directory is
 //!   packed into `<name>.tar.zst` there ([`pack_staged`]), and published with the rest.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::{ArtifactError, manifest};
+use crate::{ArtifactError, TreeEntry, manifest};
 
 /// How split and recombine write artifacts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -110,4 +111,28 @@ pub(crate) fn existing(out: &Path, name: &str) -> Option<PathBuf> {
         .into_iter()
         .map(|n| out.join(n))
         .find(|p| p.exists())
+}
+
+/// The entries below `prefix` among a tarball's `members`, as [`crate::walk_tree`] lists
+/// the same tree unpacked: paths relative to the prefix, sorted component-wise, the
+/// directories a tarball may leave implicit included.
+pub(crate) fn tree_below(
+    members: &[(String, TreeEntry)],
+    prefix: &str,
+) -> Vec<(String, TreeEntry)> {
+    let mut below: BTreeMap<Vec<&str>, TreeEntry> = BTreeMap::new();
+    for (path, entry) in members {
+        let Some(rel) = path.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) else {
+            continue;
+        };
+        let parts: Vec<&str> = rel.split('/').collect();
+        for n in 1..parts.len() {
+            below.entry(parts[..n].to_vec()).or_insert(TreeEntry::Dir);
+        }
+        below.insert(parts, entry.clone());
+    }
+    below
+        .into_iter()
+        .map(|(parts, entry)| (parts.join("/"), entry))
+        .collect()
 }

@@ -356,7 +356,7 @@ fn list_artifact(path: &Path, tarball: bool) -> Result<Listing, ArtifactError> {
                 MemberKind::Symlink(t) => TreeEntry::Symlink(PathBuf::from(t)),
                 MemberKind::File { size, .. } => {
                     if m.path == manifest::MANIFEST {
-                        prefixes = Some(crate::split_tar::read_manifest(content, *size, &shown));
+                        prefixes = Some(manifest::read_member(content, *size, &shown));
                     } else if m.path == crate::RECORD {
                         let mut bytes = Vec::new();
                         record = content
@@ -381,7 +381,7 @@ fn list_artifact(path: &Path, tarball: bool) -> Result<Listing, ArtifactError> {
         .as_ref()
         .map(|ps| {
             ps.iter()
-                .map(|p| (p.clone(), Ok(crate::split_tar::tree_below(&members, p))))
+                .map(|p| (p.clone(), Ok(crate::tarball::tree_below(&members, p))))
                 .filter(|(_, e)| e.as_ref().is_ok_and(|e| !e.is_empty()))
                 .collect()
         })

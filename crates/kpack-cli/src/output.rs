@@ -53,4 +53,4 @@ pub fn progress(len: u64, what: &str) -> ProgressBar {
 }
 
 /// Thousands separators for byte counts in human output.
-pub use kpack_usage::html::grouped;
+pub use kpack_report::html::grouped;

@@ -23,9 +23,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kpack_pipeline::report::{self, Inspection};
+use kpack_pipeline::inspect::{self, Inspection};
 
-pub mod prune;
 use kpack_pipeline::{FileBytes, SourceError};
 
 /// Members up to this size are read into memory; larger ones spill to a temporary file.
@@ -117,8 +116,10 @@ fn read_with<E: From<SourceError>>(
 }
 
 /// Why a container's walk stopped: the container (or a member's spill) failed, or `visit`.
-enum Stop<E> {
+pub enum Stop<E> {
+    /// The container, or a member's spill.
     Container(SourceError),
+    /// The visitor.
     Visit(E),
 }
 
@@ -135,7 +136,8 @@ impl<E> From<kpack_tar::TarError> for Stop<E> {
 }
 
 impl<E: From<SourceError>> Stop<E> {
-    fn into_error(self) -> E {
+    /// The error, the container's in the visitor's type.
+    pub fn into_error(self) -> E {
         match self {
             Stop::Container(e) => e.into(),
             Stop::Visit(e) => e,
@@ -174,8 +176,9 @@ fn read_tarball<E: From<SourceError>>(
 }
 
 /// Hands `visit` the tar member `m` (of `tarball`) when it is a regular file, its `content`
-/// read as [`read`] reads members.
-fn visit_tar_member<E>(
+/// read as [`read`] reads members: for a walk of a tarball that sees its other members too
+/// ([`kpack_tar::open`]).
+pub fn visit_tar_member<E>(
     tarball: &Path,
     in_memory: u64,
     m: &kpack_tar::Member,
@@ -211,13 +214,13 @@ fn visit_tar_member<E>(
 }
 
 /// `kpack inspect` of the file at `path` (`given`: the user named it): `each` receives the
-/// inspection of every input it holds, in order ([`kpack_pipeline::report::inspect_bytes`]:
+/// inspection of every input it holds, in order ([`kpack_pipeline::inspect::inspect_bytes`]:
 /// a member's own errors are its inspection), and, when the file or its container cannot be
 /// read, one failed inspection naming it.
 pub fn inspect(path: &Path, given: bool, each: &mut dyn FnMut(Inspection)) {
     let read = read(path, given, &mut |input| {
         let shown = input.shown.display().to_string();
-        if let Some(inspection) = report::inspect_bytes(&shown, input.bytes, input.given) {
+        if let Some(inspection) = inspect::inspect_bytes(&shown, input.bytes, input.given) {
             each(inspection);
         }
         Ok::<_, SourceError>(())
@@ -230,8 +233,8 @@ pub fn inspect(path: &Path, given: bool, each: &mut dyn FnMut(Inspection)) {
     }
 }
 
-/// `container!member`.
-fn member_path(container: &Path, member: &str) -> PathBuf {
+/// `container!member`: how a member is shown.
+pub fn member_path(container: &Path, member: &str) -> PathBuf {
     let mut shown = container.as_os_str().to_owned();
     shown.push("!");
     shown.push(member);

@@ -121,7 +121,8 @@ impl From<kpack_fs::StageError> for SourceError {
     }
 }
 
-pub(crate) fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SourceError {
+/// [`SourceError::Io`] at `path`, for `map_err`.
+pub fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SourceError {
     let path = path.into();
     move |source| SourceError::Io { path, source }
 }

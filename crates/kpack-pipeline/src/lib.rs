@@ -1,6 +1,6 @@
 //! Device code found in files and trees: what a file holds ([`source`]), what `kpack inspect`
-//! reports ([`report`]), writing code objects out ([`unbundle`]) and packing them into
-//! `.kpack` archives ([`pack`]), keeping only some targets in a fat binary ([`prune`]).
+//! reports ([`inspect`]), writing code objects out ([`unbundle`]) and packing them into
+//! `.kpack` archives ([`pack`]).
 //!
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
 //! prints what these functions return.
@@ -8,13 +8,10 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod inspect;
 pub mod kpacked;
 pub mod ordered;
 pub mod pack;
-pub mod prune;
-pub mod prune_ar;
-pub mod prune_offload;
-pub mod report;
 pub mod restore;
 pub mod source;
 pub mod threads;
@@ -90,7 +87,7 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
 /// Streams a host rewrite's output (`write` writes it) into the new file `path`, syncs it and
 /// returns it mapped, for the caller to verify. `path` is a staged path: on failure the
 /// caller's stage removes it.
-pub(crate) fn write_rewrite(
+pub fn write_rewrite(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<FileBytes, SourceError> {

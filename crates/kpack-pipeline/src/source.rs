@@ -401,7 +401,7 @@ fn offloading_sections(elf: &[u8]) -> Result<Vec<(&[u8], u64)>, SourceError> {
 }
 
 /// The section headers of [`offloading_sections`].
-pub(crate) fn offloading_section_headers<'f>(
+pub fn offloading_section_headers<'f>(
     file: &'f kpack_elf::ElfFile<'_>,
 ) -> impl Iterator<Item = &'f kpack_elf::SectionHeader> {
     file.section_headers()

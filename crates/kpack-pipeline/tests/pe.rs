@@ -115,7 +115,7 @@ fn pe_inspect_unbundle_and_check_see_the_device_code() {
             kpack_pipeline::transform::check(&bytes).unwrap(),
             kpack_pipeline::transform::HostState::Fat
         );
-        let report = kpack_pipeline::report::inspect(f.path, &bytes).unwrap();
+        let report = kpack_pipeline::inspect::inspect(f.path, &bytes).unwrap();
         assert_eq!(report.kind, "pe");
         let json = serde_json::to_value(&report).unwrap();
         let details = &json["details"];

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use kpack_bundle::BundleFormat;
-use kpack_pipeline::report::{self, Details, TargetTotal};
+use kpack_pipeline::inspect::{self, Details, TargetTotal};
 use kpack_pipeline::source::{self, DeviceCode, FoundBundle, Visitor};
 use kpack_pipeline::{SourceError, map_file};
 
@@ -15,7 +15,7 @@ fn librocsparse_inspects_as_111_wrappers_to_111_bundles_with_known_target_totals
     let path = kpack_testkit::librocsparse();
     let file = File::open(&path).unwrap();
     let bytes = map_file(&file, &path).unwrap();
-    let report = report::inspect("librocsparse.so.0.1", &bytes).unwrap();
+    let report = inspect::inspect("librocsparse.so.0.1", &bytes).unwrap();
     let Details::Elf(elf) = &report.details else {
         panic!("not reported as ELF: {:?}", report.kind)
     };

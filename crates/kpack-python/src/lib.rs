@@ -16,14 +16,13 @@ use std::path::PathBuf;
 use kpack_archive::{ArchiveError, Compression, ErrorKind};
 use kpack_artifact::ArtifactError;
 use kpack_artifact::handlers::Handler;
-use kpack_artifact::prune::PruneTreeError;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions};
 use kpack_artifact::split::SplitOptions;
 use kpack_artifact::verify::VerifyOptions;
 use kpack_pipeline::SourceError;
-use kpack_pipeline::prune::{PruneError, Selection};
 use kpack_pipeline::restore::{RestoreError, RestoreOptions};
 use kpack_pipeline::transform::{TransformError, TransformOptions};
+use kpack_prune::{PruneError, PruneTreeError, Selection};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -220,7 +219,7 @@ fn split(
         .iter()
         .map(|h| Handler::parse(h))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(usage)?;
+        .map_err(|e| usage(e.to_string()))?;
     let opts = SplitOptions {
         handlers,
         compression: self::compression(compression, level)?,
@@ -347,7 +346,7 @@ fn prune(
     let parse = |names: Vec<String>| -> PyResult<Vec<_>> {
         names
             .iter()
-            .map(|n| kpack_pipeline::prune::parse_target_name(n).map_err(usage))
+            .map(|n| kpack_prune::parse_target_name(n).map_err(|e| usage(e.to_string())))
             .collect()
     };
     let selection = match (keep.is_empty(), drop.is_empty()) {
@@ -359,7 +358,7 @@ fn prune(
             ));
         }
     };
-    let report = py.detach(|| kpack_inputs::prune::prune(&paths, &output, &selection, allow_empty));
+    let report = py.detach(|| kpack_prune::prune(&paths, &output, &selection, allow_empty));
     let report = report.map_err(|e| {
         let class = match &e {
             PruneTreeError::Io { .. } => Class::Input,
@@ -446,7 +445,7 @@ fn split_wheel(
         .iter()
         .map(|h| Handler::parse(h))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(usage)?;
+        .map_err(|e| usage(e.to_string()))?;
     opts.output_format = match output_format {
         "wheel" => kpack_wheel::OutputFormat::Wheel,
         "directory" => kpack_wheel::OutputFormat::Directory,

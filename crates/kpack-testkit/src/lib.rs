@@ -318,9 +318,9 @@ pub fn run_llvm22(tool: &str, args: &[&str]) -> Vec<u8> {
 /// is one bundle.
 #[cfg(feature = "transform")]
 pub fn fatbin_bundles(path: &Path, tmp: &Path) -> Vec<Vec<u8>> {
-    use kpack_pipeline::report::{self, Details};
+    use kpack_pipeline::inspect::{self, Details};
     let bytes = std::fs::read(path).unwrap();
-    let report = report::inspect(&path.display().to_string(), &bytes).unwrap();
+    let report = inspect::inspect(&path.display().to_string(), &bytes).unwrap();
     match report.details {
         Details::Elf(elf) => {
             let section = tmp.join("fatbin.bin");

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use kpack_pipeline::inspect::{self, Details, FileReport};
 use kpack_pipeline::kpacked::{Outcome, ResolveReport};
-use kpack_pipeline::report::{self, Details, FileReport};
 
 use crate::output::{self, Error, grouped};
 
@@ -31,7 +31,7 @@ pub struct Args {
 #[derive(serde::Serialize)]
 struct Resolved<'a> {
     #[serde(flatten)]
-    inspection: &'a report::Inspection,
+    inspection: &'a inspect::Inspection,
     #[serde(skip_serializing_if = "Option::is_none")]
     resolve: Option<ResolveReport>,
 }
@@ -200,7 +200,7 @@ fn print_resolve(r: &ResolveReport) {
     }
 }
 
-fn print_elf(elf: &report::ElfReport, indent: &str) {
+fn print_elf(elf: &inspect::ElfReport, indent: &str) {
     if elf.state == "debug-only" {
         println!("{indent}a separated debug file (objcopy --only-keep-debug): no device code");
     }
@@ -229,7 +229,7 @@ fn print_elf(elf: &report::ElfReport, indent: &str) {
             w.index, w.magic, w.version, w.pointer, w.reserved1
         );
         match &w.marker {
-            Some(report::MarkerReport::Decoded {
+            Some(inspect::MarkerReport::Decoded {
                 kernel_name,
                 search_paths,
                 key,
@@ -237,7 +237,7 @@ fn print_elf(elf: &report::ElfReport, indent: &str) {
                 "{indent}    marker: kernel {kernel_name:?} (key {key}), search paths {}",
                 search_paths.join(", ")
             ),
-            Some(report::MarkerReport::Error { error }) => {
+            Some(inspect::MarkerReport::Error { error }) => {
                 println!("{indent}    marker: unreadable: {error}")
             }
             None => {}
@@ -257,7 +257,7 @@ fn print_elf(elf: &report::ElfReport, indent: &str) {
     }
 }
 
-fn print_images(images: &[report::OffloadImageReport], indent: &str) {
+fn print_images(images: &[inspect::OffloadImageReport], indent: &str) {
     for i in images {
         println!(
             "{indent}offload image {} at {:#x} (binary v{} at {:#x}): {} {}, {} {}, {} bytes",
@@ -274,7 +274,7 @@ fn print_images(images: &[report::OffloadImageReport], indent: &str) {
     }
 }
 
-fn print_bundle(b: &report::BundleReport, indent: &str) {
+fn print_bundle(b: &inspect::BundleReport, indent: &str) {
     let format = match (b.version, b.method) {
         (Some(v), Some(m)) => format!("CCOB v{v} {m}, hash {}", b.hash.unwrap_or("-")),
         _ => "uncompressed".to_owned(),

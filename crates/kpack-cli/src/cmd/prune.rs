@@ -3,9 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_artifact::prune::Action;
-use kpack_inputs::prune::prune;
-use kpack_pipeline::prune::{Selection, parse_target_name};
+use kpack_prune::{Action, Selection, parse_target_name, prune};
 use kpack_target::TargetId;
 
 use crate::output::{self, Error};

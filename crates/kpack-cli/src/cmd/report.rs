@@ -24,11 +24,11 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     let files = kpack_pipeline::expand_inputs(&args.paths)?;
     let bar = output::progress(files.len() as u64, "measuring");
-    let usage = kpack_usage::collect(&files, &mut || bar.inc(1))?;
+    let usage = kpack_report::collect(&files, &mut || bar.inc(1))?;
     bar.finish_and_clear();
     if let Some(out) = &args.output {
         let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-        kpack_usage::write_html(&usage, &shown.join(", "), out)?;
+        kpack_report::write_html(&usage, &shown.join(", "), out)?;
     }
     if args.json {
         output::print_json(&usage)?;

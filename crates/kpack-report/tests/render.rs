@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use kpack_report::html::{self, PAGE, TREEMAP};
 use kpack_testkit::{fixture, run_tool};
-use kpack_usage::html::{self, PAGE, TREEMAP};
 
 /// Renders `page` in headless Chromium at the page's size; returns the RGB pixels.
 fn screenshot(page: &Path, work: &Path) -> (u32, u32, Vec<u8>) {
@@ -61,10 +61,10 @@ fn chromium_shows_the_treemap_in_the_legend_colours() {
         .iter()
         .map(|f| fixture(f))
         .collect();
-    let usage = kpack_usage::collect(&files, &mut || {}).unwrap();
+    let usage = kpack_report::collect(&files, &mut || {}).unwrap();
     let work = tempfile::tempdir().unwrap();
     let page = work.path().join("report.html");
-    kpack_usage::write_html(&usage, "fixtures", &page).unwrap();
+    kpack_report::write_html(&usage, "fixtures", &page).unwrap();
 
     let (width, height, pixels) = screenshot(&page, work.path());
     assert_eq!((width, height), (PAGE.w as u32, PAGE.h as u32));

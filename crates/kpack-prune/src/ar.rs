@@ -7,8 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::prune::{PruneError, PrunedFile, Selection};
-use crate::prune_offload::{holds_offload, prune_offload_bytes};
+use crate::offload::{holds_offload, prune_offload_bytes};
+use crate::{PruneError, PrunedFile, Selection};
 
 /// Whether `bytes` are an `ar` archive with a member [`prune_archive_bytes`] rewrites.
 pub fn holds_prunable_member(bytes: &[u8]) -> bool {

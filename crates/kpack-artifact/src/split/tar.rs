@@ -23,11 +23,8 @@ use std::path::{Path, PathBuf};
 
 use kpack_tar::MemberKind;
 
-use crate::split::{self, Class, Done, Item, Progress, SplitOptions, SplitSummary};
-use crate::{ArtifactError, TreeEntry, handlers, manifest};
-
-/// The largest `artifact_manifest.txt` accepted (a few hundred bytes in practice).
-pub(crate) const MAX_MANIFEST: u64 = 1 << 20;
+use super::plan::{self, Class, Done, Item, Progress, SplitOptions, SplitSummary};
+use crate::{ArtifactError, TreeEntry, handlers, manifest, tarball};
 
 pub(crate) fn split_tar_into(
     input: &Path,
@@ -53,7 +50,7 @@ pub(crate) fn split_tar_into(
             MemberKind::Symlink(t) => TreeEntry::Symlink(PathBuf::from(t)),
             MemberKind::File { size, mode } => {
                 if m.path == manifest::MANIFEST {
-                    prefixes = Some(read_manifest(content, *size, &shown(&m.path))?);
+                    prefixes = Some(manifest::read_member(content, *size, &shown(&m.path))?);
                 } else if may_be_fat(prefixes.as_deref(), &opts.handlers, &m.path) {
                     let mut head = Vec::with_capacity(4);
                     content
@@ -62,7 +59,7 @@ pub(crate) fn split_tar_into(
                         .map_err(ArtifactError::io(shown(&m.path)))?;
                     if head == b"\x7fELF" {
                         kpack_tar::write_file(&mut head.chain(content), &spool, *mode)?;
-                        let class = split::classify(&spool, &m.path, &TreeEntry::File, &[])
+                        let class = plan::classify(&spool, &m.path, &TreeEntry::File, &[])
                             .map_err(|e| at_member(e, &spool, shown(&m.path)));
                         std::fs::remove_file(&spool).map_err(ArtifactError::io(&spool))?;
                         checked.insert(m.path.clone(), class);
@@ -100,7 +97,7 @@ pub(crate) fn split_tar_into(
         .collect();
     let mut items: Vec<Item> = Vec::new();
     for prefix in &prefixes {
-        for (rel, entry) in tree_below(&members, prefix) {
+        for (rel, entry) in tarball::tree_below(&members, prefix) {
             let class = match entry {
                 TreeEntry::Dir => Class::Dir,
                 TreeEntry::Symlink(t) => Class::Symlink(t),
@@ -125,8 +122,8 @@ pub(crate) fn split_tar_into(
             });
         }
     }
-    let modules = split::assign_modules(&items)?;
-    split::create_tree(stage, component, &prefixes, &items)?;
+    let modules = plan::assign_modules(&items)?;
+    plan::create_tree(stage, component, &prefixes, &items)?;
 
     // 2. Write.
     let mut by_member: HashMap<String, Vec<usize>> = HashMap::new();
@@ -164,7 +161,7 @@ pub(crate) fn split_tar_into(
         }
         for &i in &indices {
             let item = &items[i];
-            let result = match split::copy_destination(stage, component, item) {
+            let result = match plan::copy_destination(stage, component, item) {
                 Some(to) => {
                     let bytes = match &first {
                         Some(from) => crate::copy_file(from, &to)?,
@@ -174,9 +171,9 @@ pub(crate) fn split_tar_into(
                             bytes
                         }
                     };
-                    split::copied(&item.class, bytes)
+                    plan::copied(&item.class, bytes)
                 }
-                None => split::split_fat(
+                None => plan::split_fat(
                     &spool,
                     stage,
                     component,
@@ -203,51 +200,7 @@ pub(crate) fn split_tar_into(
     }
     drop(spool_dir);
     let results = results.into_iter().map(Option::unwrap_or_default).collect();
-    split::finish(input, stage, component, opts, &prefixes, &items, results)
-}
-
-/// The entries below `prefix` among a tarball's `members`, as [`crate::walk_tree`] lists
-/// the same tree unpacked: paths relative to the prefix, sorted component-wise, the
-/// directories a tarball may leave implicit included.
-pub(crate) fn tree_below(
-    members: &[(String, TreeEntry)],
-    prefix: &str,
-) -> Vec<(String, TreeEntry)> {
-    let mut below: BTreeMap<Vec<&str>, TreeEntry> = BTreeMap::new();
-    for (path, entry) in members {
-        let Some(rel) = path.strip_prefix(prefix).and_then(|r| r.strip_prefix('/')) else {
-            continue;
-        };
-        let parts: Vec<&str> = rel.split('/').collect();
-        for n in 1..parts.len() {
-            below.entry(parts[..n].to_vec()).or_insert(TreeEntry::Dir);
-        }
-        below.insert(parts, entry.clone());
-    }
-    below
-        .into_iter()
-        .map(|(parts, entry)| (parts.join("/"), entry))
-        .collect()
-}
-
-/// Reads the manifest member (bounded) and parses it.
-pub(crate) fn read_manifest(
-    content: &mut dyn Read,
-    size: u64,
-    shown: &Path,
-) -> Result<Vec<String>, ArtifactError> {
-    if size > MAX_MANIFEST {
-        return Err(ArtifactError::invalid(
-            shown,
-            format!("{size} bytes; a manifest of more than {MAX_MANIFEST} bytes is refused"),
-        ));
-    }
-    let mut text = String::new();
-    content
-        .take(MAX_MANIFEST)
-        .read_to_string(&mut text)
-        .map_err(ArtifactError::io(shown))?;
-    manifest::parse(&text, shown)
+    plan::finish(input, stage, component, opts, &prefixes, &items, results)
 }
 
 /// Whether a regular member needs its content classified: before the manifest is known,

@@ -7,8 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_artifact::prune::{Action, PruneReport, prune};
-use kpack_pipeline::prune::Selection;
+use kpack_prune::{Action, PruneReport, Selection, prune};
 use kpack_target::TargetId;
 use kpack_testkit::{
     LINKED_FAT, PLATFORM_FIXTURES, Standin, fatbin_bundles, fixture, run_tool, standin,

@@ -35,13 +35,14 @@ use std::ops::Range;
 use std::path::Path;
 
 use kpack_bundle::{BundleFormat, CompressionMethod};
+use kpack_elf::FatBinaryKind;
 use kpack_elf::rewrite::{FatbinEdit, RewriteError};
-use kpack_elf::{FatBinaryKind, VerifyIssue};
+use kpack_pipeline::error::{SourceError, io_error};
+use kpack_pipeline::ordered;
+use kpack_pipeline::source::{self, BundleSlot, FoundBundle, Visitor};
 use kpack_target::{BundleId, TargetId};
 
-use crate::error::{SourceError, io_error};
-use crate::ordered;
-use crate::source::{self, BundleSlot, FoundBundle, Visitor};
+use crate::{PruneError, PrunedFile, Selection};
 
 /// The zstd level of recompressed CCOBs: clang-offload-bundler's default (with its
 /// long-distance matching), so a pruned bundle is what clang would have written for the kept
@@ -52,195 +53,6 @@ use crate::source::{self, BundleSlot, FoundBundle, Visitor};
 pub const ZSTD_LEVEL: i32 = 3;
 /// The zlib level of recompressed CCOBs (zlib's default).
 pub const ZLIB_LEVEL: i32 = 6;
-
-/// A target named on the command line: a target id whose processor is an AMDGPU processor
-/// (`gfx90a`, `gfx90a:xnack-`, `gfx11-generic`) or the portable SPIR-V target
-/// (`amdgcnspirv`); an error saying what is wrong otherwise.
-pub fn parse_target_name(s: &str) -> Result<TargetId, String> {
-    let t = TargetId::parse(s).map_err(|e| e.to_string())?;
-    let known = t.is_spirv()
-        || (0..=u8::MAX).any(|m| kpack_target::processor_for_mach(m) == Some(t.processor()));
-    if !known {
-        return Err(format!(
-            "{:?} is not an AMDGPU processor (expected e.g. gfx90a, gfx90a:xnack-, gfx11-generic, amdgcnspirv)",
-            t.processor()
-        ));
-    }
-    Ok(t)
-}
-
-/// Which device code a prune keeps.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selection {
-    /// Keep the code objects each of these targets runs: a bare processor (`gfx90a`) keeps
-    /// every variant of it; `gfx90a:xnack-` keeps `gfx90a:xnack-` and the code objects that
-    /// leave xnack open (`gfx90a`). Generic targets (`gfx11-generic`) are named like any other.
-    Keep(Vec<TargetId>),
-    /// Drop these targets' code objects: `gfx90a` drops every variant of the processor,
-    /// `gfx90a:xnack+` exactly that one.
-    Drop(Vec<TargetId>),
-}
-
-impl Selection {
-    /// The targets named on the command line.
-    pub fn named(&self) -> &[TargetId] {
-        match self {
-            Selection::Keep(t) | Selection::Drop(t) => t,
-        }
-    }
-
-    /// Whether the named target `named` matches the code object target `target`.
-    pub fn matches(&self, named: &TargetId, target: &TargetId) -> bool {
-        let bare = named.features().is_empty() && named.processor() == target.processor();
-        bare || match self {
-            Selection::Keep(_) => target.is_compatible_with_agent(named),
-            Selection::Drop(_) => named == target,
-        }
-    }
-
-    /// Whether a code object built for `target` stays.
-    pub fn keeps(&self, target: &TargetId) -> bool {
-        let named = self.named().iter().any(|n| self.matches(n, target));
-        match self {
-            Selection::Keep(_) => named,
-            Selection::Drop(_) => !named,
-        }
-    }
-}
-
-/// Why a prune failed. Nothing is written at the output path.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PruneError {
-    /// Reading the input or writing the output failed, or the device code is malformed.
-    #[error(transparent)]
-    Source(#[from] SourceError),
-    /// A static library that does not read or write as an `ar` archive.
-    #[error(transparent)]
-    Ar(#[from] kpack_elf::ar::ArError),
-    /// A member of a static library that does not prune.
-    #[error("member {name:?} (header at offset {offset:#x}): {source}")]
-    Member {
-        /// The member's name.
-        name: String,
-        /// File offset of its header.
-        offset: u64,
-        /// Why it does not prune.
-        #[source]
-        source: Box<PruneError>,
-    },
-    /// The host rewrite was refused.
-    #[error(transparent)]
-    Rewrite(#[from] RewriteError),
-    /// The rewritten binary failed verification.
-    #[error("the pruned binary fails verification:\n{}", .0.iter().map(|i| format!("  {i}")).collect::<Vec<_>>().join("\n"))]
-    Verify(Vec<VerifyIssue>),
-    /// A bundle could not be rewritten.
-    #[error("bundle {index} at file offset {file_offset:#x}: {source}")]
-    WriteBundle {
-        /// Index of the bundle within `.hip_fatbin`.
-        index: usize,
-        /// Absolute offset of the bundle in the input.
-        file_offset: u64,
-        /// What went wrong.
-        source: kpack_bundle::BundleError,
-    },
-    /// The input is not a fat binary with device code to prune.
-    #[error("{0}")]
-    NotFat(&'static str),
-    /// A wrapper points at no bundle.
-    #[error("wrapper {0} points at no bundle of .hip_fatbin")]
-    WrapperWithoutBundle(usize),
-    /// Every device target would go.
-    #[error(
-        "pruning removes every device target ({}); nothing would be left to run: pass --allow-empty to keep only the host code",
-        dropped.join(", ")
-    )]
-    Empty {
-        /// The targets the file holds, all dropped.
-        dropped: Vec<String>,
-    },
-    /// A named target that no code object of the inputs has.
-    #[error("{} matches no code object of the input (it holds {})", named.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "), present.join(", "))]
-    NotPresent {
-        /// The named targets that match nothing.
-        named: Vec<TargetId>,
-        /// The targets the input holds.
-        present: Vec<String>,
-    },
-    /// The output does not look as planned.
-    #[error("the pruned binary is not as planned: {0}")]
-    Unexpected(String),
-}
-
-impl From<kpack_elf::ElfError> for PruneError {
-    fn from(e: kpack_elf::ElfError) -> Self {
-        PruneError::Source(e.into())
-    }
-}
-
-/// What pruning one binary did.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PrunedFile {
-    /// Size of the input.
-    pub input_size: u64,
-    /// Size of the output.
-    pub output_size: u64,
-    /// Size of `.hip_fatbin`'s contents in the input.
-    pub fatbin_size: u64,
-    /// Size of the packed pruned bundles (the new `.hip_fatbin`).
-    pub pruned_fatbin_size: u64,
-    /// File bytes of the old `.hip_fatbin` released (whole pages).
-    pub removed: u64,
-    /// Bundles rewritten (the others kept every entry and were copied).
-    pub bundles_rewritten: usize,
-    /// Bundles in `.hip_fatbin`.
-    pub bundles: usize,
-    /// Wrappers repointed.
-    pub wrappers: usize,
-    /// Device targets kept, sorted.
-    pub kept: Vec<String>,
-    /// Device targets dropped, sorted.
-    pub dropped: Vec<String>,
-}
-
-impl PrunedFile {
-    /// [`PruneError::Empty`] when every device target was dropped.
-    pub fn check_not_empty(&self) -> Result<(), PruneError> {
-        if self.kept.is_empty() && !self.dropped.is_empty() {
-            return Err(PruneError::Empty {
-                dropped: self.dropped.clone(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Every device target the input held, sorted.
-    pub fn present(&self) -> BTreeSet<TargetId> {
-        self.kept
-            .iter()
-            .chain(&self.dropped)
-            .filter_map(|t| TargetId::parse(t).ok())
-            .collect()
-    }
-}
-
-/// The named targets of `selection` that match none of `present`; an error naming them.
-pub fn check_named(selection: &Selection, present: &BTreeSet<TargetId>) -> Result<(), PruneError> {
-    let missing: Vec<TargetId> = selection
-        .named()
-        .iter()
-        .filter(|n| !present.iter().any(|t| selection.matches(n, t)))
-        .cloned()
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(PruneError::NotPresent {
-        named: missing,
-        present: present.iter().map(ToString::to_string).collect(),
-    })
-}
 
 /// A run of the new `.hip_fatbin` contents, which are written straight into the output.
 #[derive(Debug)]
@@ -383,7 +195,7 @@ fn power_of_two_dividing(values: impl Iterator<Item = u64>) -> u64 {
 /// [`check_named`], which names the likelier mistake.
 pub fn prune_elf(
     input: &[u8],
-    mapping: Option<&crate::FileBytes>,
+    mapping: Option<&kpack_pipeline::FileBytes>,
     output: &Path,
     mode: Option<std::fs::Permissions>,
     selection: &Selection,
@@ -494,13 +306,13 @@ struct Packed {
 /// input's bundle alignment; recompressed CCOBs go to `spool` as they come.
 fn pack_pruned_bundles(
     input: &[u8],
-    mapping: Option<&crate::FileBytes>,
+    mapping: Option<&kpack_pipeline::FileBytes>,
     slots: &[BundleSlot],
     selection: &Selection,
     spool: &mut File,
 ) -> Result<Packed, PruneError> {
     let align = power_of_two_dividing(slots.iter().filter_map(|s| s.section_offset));
-    let threads = crate::threads::count(0);
+    let threads = kpack_pipeline::threads::count(0);
     let mut out = BufWriter::with_capacity(1 << 20, &mut *spool);
     let mut spooled = 0u64;
     let mut packed = Packed {
@@ -569,7 +381,7 @@ const SPOOL_FROM: usize = 64 << 10;
 /// released once written), the parts' bytes and the spool.
 struct PackedContents<'a> {
     input: &'a [u8],
-    mapping: Option<&'a crate::FileBytes>,
+    mapping: Option<&'a kpack_pipeline::FileBytes>,
     spool: &'a File,
     parts: std::slice::Iter<'a, Part>,
     current: Option<&'a Part>,
@@ -642,7 +454,7 @@ impl kpack_elf::splice::Contents for PackedContents<'_> {
 /// leads to its bundle at the planned offset.
 fn write_checked(
     input: &[u8],
-    mapping: Option<&crate::FileBytes>,
+    mapping: Option<&kpack_pipeline::FileBytes>,
     rewrite: &kpack_elf::Rewrite,
     packed: &Packed,
     spool: &File,
@@ -658,7 +470,7 @@ fn write_checked(
         parts,
         done: 0,
     };
-    let map = crate::write_rewrite(path, |out| {
+    let map = kpack_pipeline::write_rewrite(path, |out| {
         rewrite.write_with_contents(input, &mut contents, out)
     })?;
     kpack_elf::verify(&map).map_err(PruneError::Verify)?;

@@ -17,8 +17,7 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
-use kpack_artifact::prune::prune;
-use kpack_pipeline::prune::Selection;
+use kpack_prune::{Selection, prune};
 use kpack_target::TargetId;
 
 fn measure(name: &str, path: &Path, keep: &[&str]) {

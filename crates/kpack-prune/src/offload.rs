@@ -25,10 +25,11 @@ use kpack_elf::ElfFile;
 use kpack_offload::Image;
 use kpack_target::TargetId;
 
-use crate::SourceError;
-use crate::error::io_error;
-use crate::prune::{PruneError, PrunedFile, Selection};
-use crate::source::{image_bundle_id, offloading_section_headers};
+use kpack_pipeline::SourceError;
+use kpack_pipeline::error::io_error;
+use kpack_pipeline::source::{image_bundle_id, offloading_section_headers};
+
+use crate::{PruneError, PrunedFile, Selection};
 
 /// `ET_REL`.
 const ET_REL: u16 = 1;
@@ -102,7 +103,7 @@ pub fn write_pruned(
 }
 
 /// Prunes the OffloadBinary device code of `input` ([`holds_offload`]) in memory: the
-/// pruned bytes (checked) and what was done. As [`crate::prune::prune_elf`], a result
+/// pruned bytes (checked) and what was done. As [`crate::fatbin::prune_elf`], a result
 /// without device code is returned too ([`PrunedFile::check_not_empty`]). In the result,
 /// `bundles` counts the regions holding binaries (the file, or the sections) and
 /// `bundles_rewritten` those rewritten; `fatbin_size` and `pruned_fatbin_size` are their

@@ -1,7 +1,7 @@
 //! The accounting: every byte of every input file attributed to one part, a (kind, target)
 //! pair.
 //!
-//! The numbers come from [`kpack_pipeline::report::inspect_mapped`], the same walk `kpack inspect`
+//! The numbers come from [`kpack_pipeline::inspect::inspect_mapped`], the same walk `kpack inspect`
 //! reports, so the per-target code-object counts and sizes are inspect's by construction.
 //! What this module adds is where those objects sit on disk:
 //!
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kpack_artifact::handlers::Handler;
-use kpack_pipeline::report::{self, BundleReport, Details, FileReport};
+use kpack_pipeline::inspect::{self, BundleReport, Details, FileReport};
 use kpack_pipeline::source::FileKind;
 use serde::Serialize;
 
@@ -140,7 +140,8 @@ pub fn collect(files: &[PathBuf], progress: &mut dyn FnMut()) -> Result<Usage, U
 
 fn input_usage(input: &kpack_inputs::Input<'_>) -> Result<FileUsage, UsageError> {
     let shown = input.shown.display().to_string();
-    let report = report::inspect_mapped(&shown, input.bytes).map_err(|e| e.in_file(input.shown))?;
+    let report =
+        inspect::inspect_mapped(&shown, input.bytes).map_err(|e| e.in_file(input.shown))?;
     // A member's path inside its wheel or tarball is already prefix-relative.
     let database = match input.member {
         Some(member) => database_target(Path::new(member)),
@@ -258,7 +259,7 @@ fn bundles(parts: &mut Parts, kind: PartKind, bundles: &[BundleReport]) {
     }
 }
 
-fn images(parts: &mut Parts, kind: PartKind, images: &[report::OffloadImageReport]) {
+fn images(parts: &mut Parts, kind: PartKind, images: &[inspect::OffloadImageReport]) {
     for image in images {
         if let Some(target) = &image.target {
             parts.add(kind, Some(target), image.size);
@@ -266,7 +267,7 @@ fn images(parts: &mut Parts, kind: PartKind, images: &[report::OffloadImageRepor
     }
 }
 
-fn rdc(parts: &mut Parts, kind: PartKind, sections: &[report::RdcReport]) {
+fn rdc(parts: &mut Parts, kind: PartKind, sections: &[inspect::RdcReport]) {
     for s in sections {
         let target = kpack_target::BundleId::parse(&s.bundle_id)
             .ok()
