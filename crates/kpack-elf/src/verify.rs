@@ -20,33 +20,14 @@
 //!   pointer that resolves (through its relocation, or in the file) to the address of an
 //!   allocated `.rocm_kpack_ref`, whose bytes decode as HIPK marker metadata.
 
-use std::fmt;
-
 use kpack_archive::marker::MarkerMetadata;
 
 use object::elf::{ET_DYN, PT_LOAD, PT_PHDR, SHF_ALLOC, SHF_TLS, SHT_NOBITS};
 
 use crate::elf::{ElfFile, PHDR_SIZE, ProgramHeader, SHDR_SIZE};
-use crate::fatbin::{FatBinaryKind, PointerSource, WrapperMagic, inspect_elf};
+use crate::fatbin::{PointerSource, inspect_elf};
 use crate::machine::page_size;
-
-/// One problem found by [`verify`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyIssue {
-    /// The file offset the problem is about, when there is one.
-    pub offset: Option<u64>,
-    /// What is wrong, and what was expected.
-    pub message: String,
-}
-
-impl fmt::Display for VerifyIssue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.offset {
-            Some(o) => write!(f, "offset {o:#x}: {}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
+use kpack_hostbin::{FatBinaryKind, VerifyIssue, hipk_wrapper_issues};
 
 /// Every issue of `data`, in check order; `Ok` if there is none.
 pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
@@ -321,33 +302,5 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
         Ok(())
     } else {
         Err(issues)
-    }
-}
-
-/// The checks of one wrapper of a kpacked file that do not depend on the file format (ELF,
-/// PE): `HIPK` magic, version 1, `reserved1` = its slot. `offset` is the wrapper's.
-pub fn hipk_wrapper_issues(
-    index: usize,
-    offset: u64,
-    magic: WrapperMagic,
-    version: u32,
-    reserved1: u64,
-    add: &mut impl FnMut(Option<u64>, String),
-) {
-    let at = Some(offset);
-    if magic != WrapperMagic::Hipk {
-        add(at, format!("wrapper {index}: magic is not HIPK"));
-    }
-    if version != 1 {
-        add(
-            at,
-            format!("wrapper {index}: version {version} (expected 1)"),
-        );
-    }
-    if reserved1 != index as u64 {
-        add(
-            at,
-            format!("wrapper {index}: reserved1 is {reserved1:#x}, expected its index"),
-        );
     }
 }

@@ -2,7 +2,7 @@
 //! writes (the reference has none, its B19).
 
 use kpack_archive::marker::MarkerMetadata;
-use kpack_elf::{VerifyIssue, WRAPPER_POINTER_OFFSET, WrapperMagic, hipk_wrapper_issues};
+use kpack_hostbin::{VerifyIssue, WRAPPER_POINTER_OFFSET, WrapperMagic, hipk_wrapper_issues};
 
 use crate::fatbin::inspect_pe;
 use crate::pe::{
