@@ -6,7 +6,7 @@
 //! A container is rewritten as it is read, one member at a time ([`read`]'s members, in
 //! memory up to [`IN_MEMORY`] bytes, else spilled), so memory and temporary space stay
 //! bounded by the largest member:
-//! * a wheel becomes a wheel written by [`kpack_wheel::writer::WheelZip`] (the writer of
+//! * a wheel becomes a wheel written by [`kpack_wheelfile::writer::WheelZip`] (the writer of
 //!   `split-wheel`: deterministic zip, members deflated in the input's order, RECORD
 //!   regenerated with every file's SHA-256 and size, last; the input's RECORD signatures,
 //!   which the new RECORD voids, are left out);
@@ -127,7 +127,7 @@ fn prune_wheel(
 ) -> Result<(), PruneTreeError> {
     let staged = stage_output(stage, to)?;
     let mut zip =
-        kpack_wheel::writer::WheelZip::create(wheel, &staged.path).map_err(container_error)?;
+        kpack_wheelfile::writer::WheelZip::create(wheel, &staged.path).map_err(container_error)?;
     let mut dist_info = None;
     crate::read_wheel(wheel, IN_MEMORY, &mut |input: &Input<'_>| {
         let member = input.member.unwrap_or_default();
@@ -143,7 +143,7 @@ fn prune_wheel(
         })
     })?;
     let dist_info = dist_info.ok_or_else(|| {
-        container_error(kpack_wheel::WheelError::NotAWheel {
+        container_error(kpack_wheelfile::WheelFileError::NotAWheel {
             wheel: wheel.to_owned(),
             problem: "no <name>.dist-info/RECORD".to_owned(),
         })

@@ -23,12 +23,15 @@ use kpack_artifact::handlers::{self, Handler};
 use kpack_pipeline::transform::{self, HostState, Outcome, TransformOptions};
 use kpack_target::TargetId;
 
-use crate::error::{WheelError, io};
+use kpack_wheelfile::WheelFileError;
+use kpack_wheelfile::metadata::{self, Identity};
+use kpack_wheelfile::reader::{self, InputFile, Limits};
+use kpack_wheelfile::record::Listed;
+use kpack_wheelfile::writer::{self, OutputFormat, Published};
+
+use crate::dist_info::{self, DeviceDist};
+use crate::error::{WheelError, entry, io};
 use crate::hierarchy::{BundleKey, Level};
-use crate::metadata::{self, DeviceDist, Identity};
-use crate::reader::{self, InputFile, Limits};
-use crate::record::Listed;
-use crate::writer::{self, OutputFormat, Published};
 
 /// How to split a wheel.
 #[derive(Debug, Clone)]
@@ -205,10 +208,10 @@ pub fn split_wheel_with_progress(
     progress("read", 1, 1);
 
     let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    let read_text = |p: &str| -> Result<String, WheelError> {
+    let read_text = |p: &str| -> Result<String, WheelFileError> {
         let full = host_root.join(p);
-        let bytes = std::fs::read(&full).map_err(io(&full))?;
-        String::from_utf8(bytes).map_err(|_| WheelError::Entry {
+        let bytes = std::fs::read(&full).map_err(kpack_wheelfile::io(&full))?;
+        String::from_utf8(bytes).map_err(|_| WheelFileError::Entry {
             wheel: input.to_owned(),
             entry: p.to_owned(),
             problem: "not UTF-8 text".into(),
@@ -240,15 +243,16 @@ pub fn split_wheel_with_progress(
         });
     }
     let rels: Vec<&str> = fat.iter().map(|p| &p[prefix.len()..]).collect();
-    let modules =
-        kpack_artifact::split::module_names(&rels).map_err(|(a, b, name)| WheelError::Entry {
-            wheel: input.to_owned(),
-            entry: fat[a].to_owned(),
-            problem: format!(
+    let modules = kpack_artifact::split::module_names(&rels).map_err(|(a, b, name)| {
+        entry(
+            input,
+            fat[a],
+            format!(
                 "its archives would be named {name:?} like those of {}",
                 fat[b]
             ),
-        })?;
+        )
+    })?;
 
     // Per bundle key: the staged tree and what it holds.
     #[derive(Default)]
@@ -285,24 +289,18 @@ pub fn split_wheel_with_progress(
             source: Box::new(source),
         })?;
         let Outcome::Transformed(t) = t else {
-            return Err(WheelError::Entry {
-                wheel: input.to_owned(),
-                entry: (*path).to_owned(),
-                problem: "already kpacked: it changed while being split".into(),
-            });
+            return Err(entry(
+                input,
+                *path,
+                "already kpacked: it changed while being split",
+            ));
         };
         let mut targets = Vec::new();
         for a in &t.archives {
-            let target = TargetId::parse(&a.target).map_err(|e| WheelError::Entry {
-                wheel: input.to_owned(),
-                entry: (*path).to_owned(),
-                problem: format!("target {:?}: {e}", a.target),
-            })?;
-            let key = BundleKey::of_target(&target).map_err(|problem| WheelError::Entry {
-                wheel: input.to_owned(),
-                entry: (*path).to_owned(),
-                problem,
-            })?;
+            let target = TargetId::parse(&a.target)
+                .map_err(|e| entry(input, *path, format!("target {:?}: {e}", a.target)))?;
+            let key =
+                BundleKey::of_target(&target).map_err(|problem| entry(input, *path, problem))?;
             let name = a.path.file_name().expect("archives have names");
             let to = dev_root(&key).join(&overlay).join(".kpack").join(name);
             move_file(&a.path, &to)?;
@@ -347,19 +345,17 @@ pub fn split_wheel_with_progress(
                 continue;
             };
             let key = match handlers::parse_family(&arch.artifact) {
-                Some(family) => BundleKey::of_family(family).ok_or_else(|| WheelError::Entry {
-                    wheel: input.to_owned(),
-                    entry: f.path.clone(),
-                    problem: format!("database family {family:?} is no known packaging family"),
+                Some(family) => BundleKey::of_family(family).ok_or_else(|| {
+                    entry(
+                        input,
+                        &f.path,
+                        format!("database family {family:?} is no known packaging family"),
+                    )
                 })?,
                 None => TargetId::parse(&arch.target)
                     .map_err(|e| e.to_string())
                     .and_then(|t| BundleKey::of_target(&t))
-                    .map_err(|problem| WheelError::Entry {
-                        wheel: input.to_owned(),
-                        entry: f.path.clone(),
-                        problem,
-                    })?,
+                    .map_err(|problem| entry(input, &f.path, problem))?,
             };
             move_file(&host_root.join(&f.path), &dev_root(&key).join(&f.path))?;
             remove_empty_parents(&host_root, &f.path, &overlay)?;
@@ -390,8 +386,10 @@ pub fn split_wheel_with_progress(
     // Host METADATA gains the extras.
     let host_metadata_path = host_root.join(&id.dist_info).join("METADATA");
     let original = std::fs::read_to_string(&host_metadata_path).map_err(io(&host_metadata_path))?;
-    let host_metadata =
-        metadata::insert_headers(&original, &metadata::host_extras_block(&id.version, &dists));
+    let host_metadata = metadata::insert_headers(
+        &original,
+        &dist_info::host_extras_block(&id.version, &dists),
+    );
     std::fs::write(&host_metadata_path, &host_metadata).map_err(io(&host_metadata_path))?;
 
     let ext = match opts.output_format {
@@ -415,11 +413,11 @@ pub fn split_wheel_with_progress(
         copy_tree(&host_root, &root)?;
         let di = root.join(&id.dist_info);
         let m = di.join("METADATA");
-        std::fs::write(&m, metadata::add_variant_markers(&host_metadata)).map_err(io(&m))?;
-        let targets = metadata::extra_targets(&dists);
+        std::fs::write(&m, dist_info::add_variant_markers(&host_metadata)).map_err(io(&m))?;
+        let targets = dist_info::extra_targets(&dists);
         let targets: Vec<&str> = targets.iter().map(BundleKey::as_str).collect();
         let v = di.join("variant.json");
-        std::fs::write(&v, metadata::variant_json(&targets)).map_err(io(&v))?;
+        std::fs::write(&v, dist_info::variant_json(&targets)).map_err(io(&v))?;
         let dest = format!("{host_stem}-{label}{ext}");
         jobs.push((root, id.dist_info.clone(), dest.into(), id.name.clone()));
         true
@@ -448,11 +446,11 @@ pub fn split_wheel_with_progress(
         let m = di.join("METADATA");
         std::fs::write(
             &m,
-            metadata::device_metadata(&id, d, &dists, &opts.device_requires_dist),
+            dist_info::device_metadata(&id, d, &dists, &opts.device_requires_dist),
         )
         .map_err(io(&m))?;
         let w = di.join("WHEEL");
-        std::fs::write(&w, metadata::device_wheel_file(&id)).map_err(io(&w))?;
+        std::fs::write(&w, dist_info::device_wheel_file(&id)).map_err(io(&w))?;
         jobs.push((
             root,
             dist_info,
@@ -588,7 +586,8 @@ fn publish_all(
                     else {
                         break;
                     };
-                    let r = writer::publish(wheel, root, dist_info, format, &dest, stored);
+                    let r = writer::publish(wheel, root, dist_info, format, &dest, stored)
+                        .map_err(WheelError::from);
                     results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                     progress("write", n as u64, total);
@@ -625,11 +624,8 @@ fn find_fat<'a>(
         {
             continue;
         }
-        let bytes = kpack_pipeline::map_file(&file, &path).map_err(|e| WheelError::Entry {
-            wheel: wheel.to_owned(),
-            entry: f.path.clone(),
-            problem: e.to_string(),
-        })?;
+        let bytes = kpack_pipeline::map_file(&file, &path)
+            .map_err(|e| entry(wheel, &f.path, e.to_string()))?;
         // A binary kpack cannot read is not a fat binary kpack can split: it stays as is.
         if let Ok(HostState::Fat) = transform::check(&bytes) {
             fat.push(f.path.as_str());

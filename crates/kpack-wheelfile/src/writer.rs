@@ -13,7 +13,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 
-use crate::error::{WheelError, io};
+use crate::error::{WheelFileError, io};
 use crate::metadata;
 
 /// How outputs are written.
@@ -40,7 +40,7 @@ pub struct Published {
 
 /// The regular files below `root` (paths `/`-separated) with their modes, in wheel order:
 /// sorted, `dist_info/` last, RECORD excluded (it is regenerated).
-fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelError> {
+fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelFileError> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = Vec::new();
     for e in kpack_fs::walk(root) {
@@ -97,7 +97,7 @@ fn hash_into(
     path: &Path,
     content: &mut dyn Read,
     sink: &mut dyn Write,
-) -> Result<([u8; 32], u64), WheelError> {
+) -> Result<([u8; 32], u64), WheelFileError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
@@ -116,7 +116,7 @@ fn hash_into(
 }
 
 /// Streams the file at `path` into `sink`, returning its SHA-256 and size.
-fn hash_file_into(path: &Path, sink: &mut dyn Write) -> Result<([u8; 32], u64), WheelError> {
+fn hash_file_into(path: &Path, sink: &mut dyn Write) -> Result<([u8; 32], u64), WheelFileError> {
     let file = std::fs::File::open(path).map_err(io(path))?;
     hash_into(path, &mut BufReader::with_capacity(1 << 20, file), sink)
 }
@@ -135,7 +135,7 @@ pub struct WheelZip {
 impl WheelZip {
     /// Creates the new file `dest` (a staged path: the caller publishes it). `wheel` names
     /// the input in errors.
-    pub fn create(wheel: &Path, dest: &Path) -> Result<WheelZip, WheelError> {
+    pub fn create(wheel: &Path, dest: &Path) -> Result<WheelZip, WheelFileError> {
         let out = std::fs::File::create(dest).map_err(io(dest))?;
         Ok(WheelZip {
             zip: zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, out)),
@@ -146,9 +146,9 @@ impl WheelZip {
         })
     }
 
-    fn zip_error(&self) -> impl FnOnce(zip::result::ZipError) -> WheelError + use<> {
+    fn zip_error(&self) -> impl FnOnce(zip::result::ZipError) -> WheelFileError + use<> {
         let (wheel, output) = (self.wheel.clone(), self.dest.clone());
-        move |source| WheelError::Zip {
+        move |source| WheelFileError::Zip {
             wheel,
             output,
             source,
@@ -161,7 +161,7 @@ impl WheelZip {
         mode: u32,
         compressed: bool,
         len: u64,
-    ) -> Result<(), WheelError> {
+    ) -> Result<(), WheelFileError> {
         let options = SimpleFileOptions::default()
             .compression_method(if compressed {
                 zip::CompressionMethod::Deflated
@@ -185,7 +185,7 @@ impl WheelZip {
         len: u64,
         from: &Path,
         content: &mut dyn Read,
-    ) -> Result<(), WheelError> {
+    ) -> Result<(), WheelFileError> {
         self.start(path, mode, compressed, len)?;
         let (digest, size) = hash_into(from, content, &mut self.zip)?;
         self.rows.push((path.to_owned(), digest, size));
@@ -193,7 +193,7 @@ impl WheelZip {
     }
 
     /// Writes `dist_info/RECORD` and ends the zip.
-    pub fn finish(mut self, dist_info: &str) -> Result<Published, WheelError> {
+    pub fn finish(mut self, dist_info: &str) -> Result<Published, WheelFileError> {
         let record = metadata::write_record(dist_info, &self.rows);
         self.start(&format!("{dist_info}/RECORD"), 0o644, true, 0)?;
         let dest = self.dest.clone();
@@ -221,7 +221,7 @@ pub fn publish(
     format: OutputFormat,
     dest: &Path,
     stored: &dyn Fn(&str) -> bool,
-) -> Result<Published, WheelError> {
+) -> Result<Published, WheelFileError> {
     let files = tree_files(root, dist_info)?;
     let record_path = format!("{dist_info}/RECORD");
     let (bytes, size) = match format {
