@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kpack_archive::Compression;
 use kpack_artifact::handlers::{self, Handler};
@@ -511,8 +512,6 @@ pub fn split_wheel_with_progress(
     })
 }
 
-/// Publishes every (tree, dist-info, file name) into `dir`, a few at a time; the result
-/// does not depend on the order or the thread count.
 /// The host wheel's `.kpm` indexes: per module, every target of every device wheel with its
 /// archive file and device distribution, at `<overlay>/.kpack/<module>.kpm`, beside where
 /// the archives install.
@@ -559,6 +558,8 @@ fn write_indexes(
     Ok(())
 }
 
+/// Publishes every (tree, dist-info, file name) into `dir`, a few at a time; the result
+/// does not depend on the order or the thread count.
 fn publish_all(
     wheel: &Path,
     dir: &Path,
@@ -567,40 +568,16 @@ fn publish_all(
     stored: &(dyn Fn(&str) -> bool + Sync),
     progress: Progress<'_>,
 ) -> Result<Vec<Published>, WheelError> {
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Published, WheelError>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    let threads = kpack_pipeline::threads::count(0).min(jobs.len());
     let total = jobs.len() as u64;
     progress("write", 0, total);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((root, dist_info, dest)) =
-                        jobs.get(i).map(|(r, d, f, _)| (r, d, dir.join(f)))
-                    else {
-                        break;
-                    };
-                    let r = writer::publish(wheel, root, dist_info, format, &dest, stored)
-                        .map_err(WheelError::from);
-                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    progress("write", n as u64, total);
-                }
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
+    let threads = kpack_pipeline::threads::count(0);
+    kpack_pipeline::threads::map(jobs, threads, |_, (root, dist_info, dest, _)| {
+        let r = writer::publish(wheel, root, dist_info, format, &dir.join(dest), stored);
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        progress("write", n as u64, total);
+        Ok(r?)
+    })
 }
 
 /// The fat binaries among `files` (outside the dist-info), by path.
