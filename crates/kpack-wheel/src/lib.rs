@@ -20,7 +20,7 @@ mod split;
 
 pub use detect::{Gpu, detect};
 pub use error::WheelError;
-pub use hierarchy::{BundleKey, Level};
+pub use hierarchy::{BundleKey, BundleKeyError, Level};
 // What the split's options and summary are made of.
 pub use kpack_wheelfile::{Limits, OutputFormat};
 pub use split::{

@@ -301,7 +301,7 @@ pub fn split_wheel_with_progress(
             let target = TargetId::parse(&a.target)
                 .map_err(|e| entry(input, *path, format!("target {:?}: {e}", a.target)))?;
             let key =
-                BundleKey::of_target(&target).map_err(|problem| entry(input, *path, problem))?;
+                BundleKey::of_target(&target).map_err(|e| entry(input, *path, e.to_string()))?;
             let name = a.path.file_name().expect("archives have names");
             let to = dev_root(&key).join(&overlay).join(".kpack").join(name);
             move_file(&a.path, &to)?;
@@ -355,7 +355,7 @@ pub fn split_wheel_with_progress(
                 })?,
                 None => TargetId::parse(&arch.target)
                     .map_err(|e| e.to_string())
-                    .and_then(|t| BundleKey::of_target(&t))
+                    .and_then(|t| BundleKey::of_target(&t).map_err(|e| e.to_string()))
                     .map_err(|problem| entry(input, &f.path, problem))?,
             };
             move_file(&host_root.join(&f.path), &dev_root(&key).join(&f.path))?;
