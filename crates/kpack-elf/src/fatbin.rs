@@ -38,7 +38,7 @@ pub struct FatbinSection {
     pub nobits: bool,
 }
 
-/// The `.rocm_kpack_ref` marker section (decoded by `kpack-archive`).
+/// The `.rocm_kpack_ref` marker section (decoded by `kpack_hostbin::marker`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MarkerSection {
     /// Section index.

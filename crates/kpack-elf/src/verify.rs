@@ -20,7 +20,7 @@
 //!   pointer that resolves (through its relocation, or in the file) to the address of an
 //!   allocated `.rocm_kpack_ref`, whose bytes decode as HIPK marker metadata.
 
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 
 use object::elf::{ET_DYN, PT_LOAD, PT_PHDR, SHF_ALLOC, SHF_TLS, SHT_NOBITS};
 

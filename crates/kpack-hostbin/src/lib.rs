@@ -1,16 +1,18 @@
 //! What the ELF and PE host-binary rewrites share: bounds-checked reads of untrusted bytes
 //! (`bytes`), the output planned as edits of the input and streamed (`splice`), the HIP
 //! fat-binary wrapper's layout and magics and the checks of a kpacked wrapper that do not
-//! depend on the format (`wrapper`), and the verifiers' issue record.
+//! depend on the format (`wrapper`), the HIPK marker record the kpacked wrappers point at
+//! (`marker`), and the verifiers' issue record.
 //!
-//! It depends on no other kpack crate: `kpack-elf` and `kpack-pe` both build on it, so that
-//! neither needs the other.
+//! It depends only on `kpack-msgpack` (the marker's encoding): `kpack-elf` and `kpack-pe`
+//! both build on it, so that neither needs the other nor the archive crate.
 
 #![warn(missing_docs)]
 
 use std::fmt;
 
 pub mod bytes;
+pub mod marker;
 pub mod splice;
 mod wrapper;
 

@@ -1,7 +1,7 @@
 //! The structural PE verifier: what a Windows loader relies on, checked on every image kpack
 //! writes (the reference has none, its B19).
 
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_hostbin::{VerifyIssue, WRAPPER_POINTER_OFFSET, WrapperMagic, hipk_wrapper_issues};
 
 use crate::fatbin::inspect_pe;
