@@ -17,7 +17,7 @@
 //! file name cannot send `kpack which` or the runtime to another archive.
 //!
 //! A HIPK marker ([`crate::marker`]) carries one too, under `xxh3`, its map's first key: the
-//! XXH3-64 of the map but for the digest's own 8 bytes ([`digest_except`]). First, because a
+//! XXH3-64 of the map but for the digest's own 8 bytes. First, because a
 //! marker is followed by section padding, not by the end of a file, so only parsing finds
 //! where it ends; a damaged length that shortens the map then changes what is hashed, where
 //! a digest at the end would be left outside the map, unread. Readers that follow the
@@ -45,23 +45,12 @@ pub(crate) const TOC_KEY: &str = "toc_xxh3";
 /// The root key of a `.kpm` index's digest ([`crate::kpm`]), its map's last key.
 pub(crate) const KPM_KEY: &str = "xxh3";
 
-/// The key of a HIPK marker's digest ([`crate::marker`]), its map's first key.
-pub(crate) const MARKER_KEY: &str = "xxh3";
-
 /// Bytes of the TOC digest's key and value at the end of the file: fixstr key, `bin 8`.
 pub const TOC_TRAILER_LEN: usize = trailer_len(TOC_KEY);
 
 /// The digest archives store of a code object (the `xxh3` entry field).
 pub fn content_digest(code_object: &[u8]) -> u64 {
     XxHash3_64::oneshot(code_object)
-}
-
-/// The XXH3-64 of `bytes` but for `hole` (a digest's own bytes inside what it covers).
-pub(crate) fn digest_except(bytes: &[u8], hole: std::ops::Range<usize>) -> u64 {
-    let mut hasher = XxHash3_64::new();
-    hasher.write(&bytes[..hole.start]);
-    hasher.write(&bytes[hole.end..]);
-    hasher.finish()
 }
 
 /// The TOC digest of an archive whose header is `header` (at least its 16 bytes) and whose

@@ -1,7 +1,8 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::msgpack::{DecodeError, EncodeError, FieldError};
+pub use kpack_msgpack::MetadataError;
+use kpack_msgpack::{DecodeError, EncodeError, FieldError};
 
 /// The class of an error, one per C runtime error code it maps onto (spec §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -270,42 +271,13 @@ impl From<FieldError> for ArchiveError {
     }
 }
 
-/// A HIPK marker or `.kpm` manifest that does not decode or does not fit its schema.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum MetadataError {
-    /// The bytes are not msgpack.
-    #[error(transparent)]
-    Msgpack(#[from] DecodeError),
-    /// The msgpack does not fit the schema.
-    #[error(transparent)]
-    Field(#[from] FieldError),
-    /// The bytes do not match the digest the document stores ([`crate::digest`]).
-    #[error("at byte {offset}: {problem}; the file is damaged")]
-    Damaged {
-        /// Where the stored digest (or the misplaced digest key) is.
-        offset: u64,
-        /// What did not match.
-        problem: String,
-    },
-}
-
-impl MetadataError {
+impl From<&MetadataError> for ErrorKind {
     /// [`ErrorKind::IntegrityCheckFailed`] for damage, else [`ErrorKind::InvalidMetadata`],
     /// the runtime's code for any bad metadata.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
+    fn from(e: &MetadataError) -> Self {
+        match e {
             MetadataError::Damaged { .. } => ErrorKind::IntegrityCheckFailed,
             _ => ErrorKind::InvalidMetadata,
-        }
-    }
-
-    /// The byte offset the error is about, when it names one.
-    pub fn offset(&self) -> Option<u64> {
-        match self {
-            MetadataError::Msgpack(e) => Some(e.offset as u64),
-            MetadataError::Damaged { offset, .. } => Some(*offset),
-            MetadataError::Field(_) => None,
         }
     }
 }

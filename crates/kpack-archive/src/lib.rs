@@ -1,6 +1,7 @@
 //! The `.kpack` archive format: a reader built for the runtime and a deterministic writer,
-//! plus HIPK marker metadata and `.kpm` manifests, all in MessagePack read and written with
-//! the `rmp` crate ([`msgpack`] adds offsets in errors and bounded reads of untrusted bytes).
+//! plus `.kpm` manifests, all in MessagePack ([`msgpack`]: the `kpack-msgpack` crate, `rmp`
+//! with offsets in errors and bounded reads of untrusted bytes). The HIPK marker record
+//! ([`marker`]) is `kpack-hostbin`'s, re-exported here beside the archives it names.
 //!
 //! # Format (reference spec §1)
 //!
@@ -93,8 +94,6 @@ mod coder;
 pub mod digest;
 mod error;
 pub mod kpm;
-pub mod marker;
-pub mod msgpack;
 mod reader;
 #[cfg(feature = "write")]
 mod recompress;
@@ -109,6 +108,10 @@ use std::borrow::Cow;
 #[cfg(feature = "write")]
 pub use coder::{CONTEXT_BUDGET, GROUP_BUDGET, RETAINED_BUDGET};
 pub use error::{ArchiveError, ErrorKind, MetadataError};
+// The marker record is the host binaries' (kpack-hostbin), its msgpack kpack-msgpack's; both
+// re-exported here, where the runtime and the tools have always found them.
+pub use kpack_hostbin::marker;
+pub use kpack_msgpack as msgpack;
 pub use reader::{Archive, EntryInfo};
 #[cfg(feature = "write")]
 pub use recompress::recompress;

@@ -29,7 +29,7 @@ fn missing_and_mistyped_manifest_fields_are_named() {
         entry(Value::from(1)),
     )])))
     .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidMetadata);
+    assert_eq!(ErrorKind::from(&e), ErrorKind::InvalidMetadata);
     assert_eq!(
         e.to_string(),
         "kpack_files[\"gfx1100\"].kernel_count: missing"
@@ -114,7 +114,7 @@ fn the_package_of_each_entry_round_trips_and_is_optional() {
     ]))
     .unwrap();
     let e = KpmManifest::decode(&bad).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidMetadata);
+    assert_eq!(ErrorKind::from(&e), ErrorKind::InvalidMetadata);
     assert_eq!(
         e.to_string(),
         "kpack_files[\"gfx900\"].package: expected str, found unsigned int"
@@ -156,7 +156,7 @@ fn every_single_bit_flip_of_an_index_fails_to_decode_and_never_answers_otherwise
                 // content is intact: the same answer, unproven.
                 Ok(m) => assert_eq!(m, index, "byte {at} bit {bit}"),
                 Err(e) => {
-                    if e.kind() == ErrorKind::IntegrityCheckFailed {
+                    if ErrorKind::from(&e) == ErrorKind::IntegrityCheckFailed {
                         damaged += 1;
                     }
                 }
@@ -175,7 +175,7 @@ fn a_damaged_index_names_the_offset_of_its_digest() {
     let at = bytes.windows(7).position(|w| w == b"gfx1100").unwrap();
     flipped[at + 6] ^= 1; // gfx1100 -> gfx1101
     let e = KpmManifest::decode(&flipped).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed);
+    assert_eq!(ErrorKind::from(&e), ErrorKind::IntegrityCheckFailed);
     assert_eq!(e.offset(), Some(bytes.len() as u64 - 8));
     assert!(e.to_string().contains("the file is damaged"), "{e}");
 }
@@ -192,6 +192,6 @@ fn a_digest_key_that_does_not_end_the_index_is_damage() {
     ]))
     .unwrap();
     let e = KpmManifest::decode(&doc).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed);
+    assert_eq!(ErrorKind::from(&e), ErrorKind::IntegrityCheckFailed);
     assert_eq!(e.offset(), Some(6));
 }

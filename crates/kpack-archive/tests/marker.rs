@@ -71,7 +71,7 @@ fn every_single_bit_flip_of_a_marker_fails_to_decode_or_decodes_the_same() {
                 errors += 1;
                 assert!(
                     matches!(
-                        e.kind(),
+                        ErrorKind::from(&e),
                         ErrorKind::IntegrityCheckFailed | ErrorKind::InvalidMetadata
                     ),
                     "bit {bit}: {e}"
@@ -102,7 +102,7 @@ fn a_marker_whose_kernel_name_was_flipped_is_refused_as_damaged_at_its_digest() 
     let at = bytes.windows(7).position(|w| w == b"libfoo1").unwrap() + 6;
     bytes[at] ^= 0x02;
     let e = MarkerMetadata::decode(&bytes).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::IntegrityCheckFailed, "{e}");
+    assert_eq!(ErrorKind::from(&e), ErrorKind::IntegrityCheckFailed, "{e}");
     assert_eq!(e.offset(), Some(8), "{e}");
 }
 
@@ -176,7 +176,7 @@ fn decoding_rejects_what_the_runtime_rejects() {
     ];
     for (bytes, message) in cases {
         let e = MarkerMetadata::decode(&bytes).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidMetadata);
+        assert_eq!(ErrorKind::from(&e), ErrorKind::InvalidMetadata);
         assert!(e.to_string().contains(message), "{e} lacks {message:?}");
     }
 }

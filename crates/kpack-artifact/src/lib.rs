@@ -30,8 +30,6 @@ pub mod tarball;
 pub mod verify;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use kpack_pipeline::SourceError;
 use kpack_pipeline::transform::TransformError;
@@ -360,49 +358,8 @@ pub(crate) fn stage_output(out: &Path) -> Result<(kpack_fs::Stage, PathBuf), Art
     Ok((stage, root))
 }
 
-/// Runs `f` over `items` on `threads` workers; results come back in item order, and on
-/// failure the error of the first failing item (in item order) is returned, so the outcome
-/// never depends on scheduling. Workers stop taking items after a failure.
-pub(crate) fn parallel_map<T: Sync, R: Send, E: Send>(
-    items: &[T],
-    threads: usize,
-    f: impl Fn(usize, &T) -> Result<R, E> + Sync,
-) -> Result<Vec<R>, E> {
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let slots: Vec<Mutex<Option<Result<R, E>>>> = items.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, items.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= items.len() || failed.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let r = f(i, &items[i]);
-                    if r.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    *slots[i].lock().expect("no worker panics holding a slot") = Some(r);
-                }
-            });
-        }
-    });
-    let mut out = Vec::with_capacity(items.len());
-    let mut first_error = None;
-    for slot in slots {
-        match slot.into_inner().expect("no worker panics holding a slot") {
-            Some(Ok(r)) if first_error.is_none() => out.push(r),
-            Some(Err(e)) if first_error.is_none() => first_error = Some(e),
-            _ => {}
-        }
-    }
-    match first_error {
-        Some(e) => Err(e),
-        None if out.len() == items.len() => Ok(out),
-        None => unreachable!("items are skipped only after a failure"),
-    }
-}
+// The one pool of file-level work (see its doc for why it is not rayon's).
+pub(crate) use kpack_pipeline::threads::map as parallel_map;
 
 /// Copies a regular file (contents and permissions; `copy_file_range` underneath), creating
 /// the destination's directory.

@@ -108,7 +108,7 @@ fn damaged_wheel(dir: &Path) -> PathBuf {
     let lib = damaged_library();
     let row = format!(
         "{MEMBER},{},{}\n",
-        kpack_wheel::metadata::record_hash(&sha2::Sha256::digest(&lib).into()),
+        kpack_wheelfile::metadata::record_hash(&sha2::Sha256::digest(&lib).into()),
         lib.len()
     );
     let bytes = std::fs::read(fixture(WHEEL)).unwrap();

@@ -51,10 +51,10 @@ fn files_but_record(tree: &Path) -> Vec<(String, Vec<u8>)> {
 /// Checks the wheel as pip does: every file listed in RECORD with its SHA-256 and size,
 /// and nothing else listed.
 fn assert_record_matches(wheel: &Path) {
-    let files = kpack_wheel::reader::read_zip(
+    let files = kpack_wheelfile::reader::read_zip(
         wheel,
         std::fs::File::open(wheel).unwrap(),
-        &kpack_wheel::Limits::default(),
+        &kpack_wheelfile::Limits::default(),
         None,
     )
     .unwrap();
@@ -69,7 +69,7 @@ fn assert_record_matches(wheel: &Path) {
         std::io::Read::read_to_end(&mut entry, &mut text).unwrap();
         text
     };
-    let rows = kpack_wheel::metadata::parse_record(&text).unwrap();
+    let rows = kpack_wheelfile::metadata::parse_record(&text).unwrap();
     let listed: BTreeMap<&str, (&str, Option<u64>)> = rows
         .iter()
         .map(|r| (r.path.as_str(), (r.hash.as_str(), r.size)))
@@ -80,7 +80,7 @@ fn assert_record_matches(wheel: &Path) {
         if f.path == record.path {
             assert_eq!((hash, size), ("", None));
         } else {
-            let expected = kpack_wheel::metadata::record_hash(&f.sha256);
+            let expected = kpack_wheelfile::metadata::record_hash(&f.sha256);
             assert_eq!(
                 (hash, size),
                 (expected.as_str(), Some(f.size)),

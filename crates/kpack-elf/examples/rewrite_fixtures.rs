@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_testkit::{LINKED_FAT, read_fixture};
 
 fn main() -> ExitCode {

@@ -6,7 +6,7 @@
 //! entries). Raw header fields are kept unchanged so that a rewriter can reproduce
 //! them exactly.
 //!
-//! Records are `object::elf`'s plain-data structs, read through [`crate::bytes`]'s
+//! Records are `object::elf`'s plain-data structs, read through `kpack_hostbin::bytes`'s
 //! range checks; `object`'s own reader is not used because it is lenient where this
 //! parser must be strict (and its errors carry no file offsets).
 
@@ -19,8 +19,8 @@ use object::elf::{
 };
 
 use crate::ElfError;
-use crate::bytes::{c_str, record, record_size, records, slice, whole_records};
 use crate::relr::{self, RelrEntry};
+use kpack_hostbin::bytes::{c_str, record, record_size, records, slice, whole_records};
 
 /// Size of one ELF64 program header.
 pub(crate) const PHDR_SIZE: u64 = record_size::<ProgramHeader64<LE>>();

@@ -183,8 +183,8 @@ pub enum ElfError {
     },
 }
 
-impl From<crate::bytes::OutOfBounds> for ElfError {
-    fn from(e: crate::bytes::OutOfBounds) -> Self {
+impl From<kpack_hostbin::bytes::OutOfBounds> for ElfError {
+    fn from(e: kpack_hostbin::bytes::OutOfBounds) -> Self {
         ElfError::OutOfBounds {
             what: e.what,
             offset: e.offset,

@@ -9,9 +9,10 @@ use object::elf::{
 use object::endian::U64Bytes;
 
 use crate::ElfError;
-use crate::bytes::whole_records;
 use crate::elf::{ElfFile, RelocationEntries, SectionHeader, Symbol, section_label};
 use crate::machine::{RelocKind, reloc_kind};
+use kpack_hostbin::bytes::whole_records;
+use kpack_hostbin::{FatBinaryKind, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE, WrapperMagic};
 
 /// Name of the section holding the offload bundles.
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
@@ -21,34 +22,6 @@ pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
 pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
 /// Prefix of the per-target bitcode sections of `-fgpu-rdc` relocatable objects.
 pub const RDC_SECTION_PREFIX: &str = "__CLANG_OFFLOAD_BUNDLE__";
-/// Size of one `__CudaFatBinaryWrapper`.
-pub const WRAPPER_SIZE: u64 = 24;
-/// Offset of the binary pointer inside a wrapper.
-pub const WRAPPER_POINTER_OFFSET: u64 = 8;
-/// Wrapper magic written by the compiler, "HIPF" (bytes `46 50 49 48`).
-pub const HIPF_MAGIC: u32 = 0x4849_5046;
-/// Wrapper magic written by kpack, "HIPK" (bytes `48 49 50 4B`).
-pub const HIPK_MAGIC: u32 = 0x4B50_4948;
-
-/// What state the file is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FatBinaryKind {
-    /// A `.hip_fatbin` with file contents (`SHT_PROGBITS`), not transformed by kpack.
-    Fat,
-    /// Transformed by kpack: a wrapper with HIPK magic, a `SHT_NOBITS` `.hip_fatbin`
-    /// or a `.rocm_kpack_ref` section.
-    Kpacked,
-    /// A `-fgpu-rdc` relocatable object: no `.hip_fatbin` yet (the device link
-    /// makes it), device bitcode in `__CLANG_OFFLOAD_BUNDLE__*` sections.
-    Rdc,
-    /// No `.hip_fatbin`: nothing to split.
-    HostOnly,
-    /// A separated debug file (`objcopy --only-keep-debug`, shipped as `.debug/NAME.debug`
-    /// or `NAME.dbg`): the library's section headers with the device sections `SHT_NOBITS`
-    /// (`is_separated_debug`). It holds no device code: a host file, copied as it is.
-    DebugOnly,
-}
-
 /// The `.hip_fatbin` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FatbinSection {
@@ -65,7 +38,7 @@ pub struct FatbinSection {
     pub nobits: bool,
 }
 
-/// The `.rocm_kpack_ref` marker section (decoded by `kpack-archive`).
+/// The `.rocm_kpack_ref` marker section (decoded by `kpack_hostbin::marker`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MarkerSection {
     /// Section index.
@@ -103,27 +76,6 @@ pub struct RdcSection {
     pub offset: u64,
     /// `sh_size`.
     pub size: u64,
-}
-
-/// The magic of a wrapper.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WrapperMagic {
-    /// `HIPF`, written by the compiler.
-    Hipf,
-    /// `HIPK`, written by kpack.
-    Hipk,
-    /// Anything else, as stored.
-    Other(u32),
-}
-
-impl From<u32> for WrapperMagic {
-    fn from(value: u32) -> Self {
-        match value {
-            HIPF_MAGIC => WrapperMagic::Hipf,
-            HIPK_MAGIC => WrapperMagic::Hipk,
-            other => WrapperMagic::Other(other),
-        }
-    }
 }
 
 /// How the loader (or the linker, for relocatable objects) fills a wrapper's

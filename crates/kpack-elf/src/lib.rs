@@ -48,15 +48,14 @@
 //! ELF members.
 //!
 //! # Modules
-//! Dependencies point one way: [`rewrite`] → [`verify`] → `fatbin` → `elf` → [`relr`].
-//! Records and constants come from `object::elf`, read under this crate's own range
-//! checks (`bytes`); [`machine`] holds what depends on the target machine (page size,
-//! relocation kinds), so a new machine is added in one place.
+//! Dependencies point one way: [`shrink`] → [`rewrite`] → [`verify`] → `fatbin` → `elf` →
+//! [`relr`]. Records and constants come from `object::elf`, read under the range checks of
+//! `kpack_hostbin::bytes` (shared with the PE reader); [`machine`] holds what depends on the
+//! target machine (page size, relocation kinds), so a new machine is added in one place.
 
 #![warn(missing_docs)]
 
 pub mod ar;
-pub mod bytes;
 mod elf;
 mod error;
 mod fatbin;
@@ -64,7 +63,7 @@ pub mod machine;
 pub mod relr;
 pub mod restore;
 pub mod rewrite;
-pub mod splice;
+pub mod shrink;
 pub mod verify;
 
 pub use elf::{
@@ -73,13 +72,17 @@ pub use elf::{
 };
 pub use error::ElfError;
 pub use fatbin::{
-    FATBIN_SECTION, FatBinary, FatBinaryKind, FatbinSection, HIPF_MAGIC, HIPK_MAGIC,
-    MARKER_SECTION, MarkerSection, PointerSource, RDC_SECTION_PREFIX, RdcSection,
-    WRAPPER_POINTER_OFFSET, WRAPPER_SECTION, WRAPPER_SIZE, Wrapper, WrapperMagic, inspect,
-    inspect_elf,
+    FATBIN_SECTION, FatBinary, FatbinSection, MARKER_SECTION, MarkerSection, PointerSource,
+    RDC_SECTION_PREFIX, RdcSection, WRAPPER_SECTION, Wrapper, inspect, inspect_elf,
 };
+// What the PE rewrite shares, re-exported because this crate's API is made of it (a
+// `Rewrite` is a `Splice`, `inspect` reports `WrapperMagic`s, `verify` `VerifyIssue`s).
 pub use kpack_bundle::LocatedBundle;
+pub use kpack_hostbin::{
+    FatBinaryKind, HIPF_MAGIC, HIPK_MAGIC, VerifyIssue, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE,
+    WrapperMagic, splice,
+};
 pub use machine::{RelocKind, reloc_kind};
 pub use relr::RelrEntry;
 pub use rewrite::{FatbinEdit, Rewrite, RewriteError, RewriteSummary};
-pub use verify::{VerifyIssue, hipk_wrapper_issues, verify};
+pub use verify::verify;

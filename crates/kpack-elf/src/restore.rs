@@ -27,14 +27,15 @@
 use object::elf::{ET_DYN, ET_EXEC, PN_XNUM, SHN_XINDEX, SHT_NULL, SHT_PROGBITS};
 
 use crate::elf::{ElfFile, SectionHeader};
-use crate::fatbin::{FatBinaryKind, HIPF_MAGIC, WrapperMagic, inspect_elf};
+use crate::fatbin::inspect_elf;
 use crate::machine;
 use crate::rewrite::{
     Cut, Rewrite, RewriteError, SectionTable, align_up, drop_trailing_tables, finish, layout,
     place_marker_segment, point_wrappers,
 };
-use crate::splice::{Patches, Piece};
 use crate::verify::verify;
+use kpack_hostbin::splice::{Patches, Piece};
+use kpack_hostbin::{FatBinaryKind, HIPF_MAGIC, WrapperMagic};
 
 /// The least alignment of the re-created `.hip_fatbin` (linkers align it to a page).
 pub const FATBIN_ALIGN: u64 = 4096;

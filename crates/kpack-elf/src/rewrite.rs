@@ -81,18 +81,20 @@ use object::endian::{U32, U64};
 use object::pod::bytes_of;
 
 use crate::ElfError;
-use crate::bytes::record;
 use crate::elf::{
     ElfFile, PHDR_SIZE, ProgramHeader, REL_SIZE, RELA_SIZE, RelocationEntries, SHDR_SIZE,
     SectionHeader,
 };
 use crate::fatbin::{
-    FatBinary, FatBinaryKind, FatbinSection, HIPF_MAGIC, HIPK_MAGIC, MARKER_SECTION, PointerSource,
-    WRAPPER_POINTER_OFFSET, Wrapper, WrapperMagic, inspect_elf,
+    FatBinary, FatbinSection, MARKER_SECTION, PointerSource, Wrapper, inspect_elf,
 };
 use crate::machine::{self, Machine, RelocKind, reloc_kind};
-use crate::splice::{Overlap, Patches, Piece, Splice};
-use crate::verify::{VerifyIssue, verify};
+use crate::verify::verify;
+use kpack_hostbin::bytes::record;
+use kpack_hostbin::splice::{Overlap, Patches, Piece, Splice};
+use kpack_hostbin::{
+    FatBinaryKind, HIPF_MAGIC, HIPK_MAGIC, VerifyIssue, WRAPPER_POINTER_OFFSET, WrapperMagic,
+};
 
 /// The most zero padding a rewrite may add to an executable to place its program header
 /// table (see [`plan`]); beyond it the input is refused rather than bloated.
@@ -252,7 +254,7 @@ impl Rewrite {
     pub fn write_with_contents<W: Write>(
         &self,
         input: &[u8],
-        contents: &mut dyn crate::splice::Contents,
+        contents: &mut dyn kpack_hostbin::splice::Contents,
         w: W,
     ) -> io::Result<()> {
         self.splice.write_with_contents(input, contents, w)

@@ -20,56 +20,58 @@
 //!   pointer that resolves (through its relocation, or in the file) to the address of an
 //!   allocated `.rocm_kpack_ref`, whose bytes decode as HIPK marker metadata.
 
-use std::fmt;
-
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 
 use object::elf::{ET_DYN, PT_LOAD, PT_PHDR, SHF_ALLOC, SHF_TLS, SHT_NOBITS};
 
 use crate::elf::{ElfFile, PHDR_SIZE, ProgramHeader, SHDR_SIZE};
-use crate::fatbin::{FatBinaryKind, PointerSource, WrapperMagic, inspect_elf};
+use crate::fatbin::{PointerSource, inspect_elf};
 use crate::machine::page_size;
-
-/// One problem found by [`verify`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VerifyIssue {
-    /// The file offset the problem is about, when there is one.
-    pub offset: Option<u64>,
-    /// What is wrong, and what was expected.
-    pub message: String,
-}
-
-impl fmt::Display for VerifyIssue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.offset {
-            Some(o) => write!(f, "offset {o:#x}: {}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
+use kpack_hostbin::{FatBinaryKind, VerifyIssue, hipk_wrapper_issues};
 
 /// Every issue of `data`, in check order; `Ok` if there is none.
 pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
     let mut issues = Vec::new();
     let mut add =
         |offset: Option<u64>, message: String| issues.push(VerifyIssue { offset, message });
-    let elf = match ElfFile::parse(data) {
-        Ok(elf) => elf,
-        Err(e) => {
-            add(None, format!("does not parse: {e}"));
-            return Err(issues);
+    match ElfFile::parse(data) {
+        Ok(elf) => {
+            let loads: Vec<&ProgramHeader> = elf
+                .program_headers()
+                .iter()
+                .filter(|p| p.p_type == PT_LOAD)
+                .collect();
+            check_loads(&elf, &loads, &mut add);
+            check_program_header_table(&elf, &loads, &mut add);
+            check_sections(&elf, &loads, &mut add);
+            check_kpacked(data, &elf, &mut add);
         }
-    };
-    let h = elf.header();
-    let phdr_at = |p: &ProgramHeader| Some(h.e_phoff + p.index as u64 * PHDR_SIZE);
-    let loads: Vec<&ProgramHeader> = elf
-        .program_headers()
-        .iter()
-        .filter(|p| p.p_type == PT_LOAD)
-        .collect();
-    let page = page_size(h.e_machine, elf.program_headers());
+        Err(e) => add(None, format!("does not parse: {e}")),
+    }
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(issues)
+    }
+}
 
-    for p in &loads {
+/// The file offset of program header `p`.
+fn phdr_offset(elf: &ElfFile<'_>, p: &ProgramHeader) -> Option<u64> {
+    Some(elf.header().e_phoff + p.index as u64 * PHDR_SIZE)
+}
+
+/// `PT_LOAD`s: `p_filesz <= p_memsz`, offsets congruent to addresses modulo the page and
+/// `p_align`, no two overlapping in the file (nor one without file bytes sharing another's
+/// offset), sorted by address and apart in memory.
+fn check_loads(
+    elf: &ElfFile<'_>,
+    loads: &[&ProgramHeader],
+    add: &mut impl FnMut(Option<u64>, String),
+) {
+    let h = elf.header();
+    let phdr_at = |p: &ProgramHeader| phdr_offset(elf, p);
+    let page = page_size(h.e_machine, elf.program_headers());
+    for p in loads {
         if p.p_filesz > p.p_memsz {
             add(
                 phdr_at(p),
@@ -131,8 +133,17 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
             );
         }
     }
+}
 
-    // Program header table.
+/// The program header table lies inside a `PT_LOAD`; in executables, its segment has the
+/// first `PT_LOAD`'s `p_vaddr - p_offset`; `PT_PHDR` describes it.
+fn check_program_header_table(
+    elf: &ElfFile<'_>,
+    loads: &[&ProgramHeader],
+    add: &mut impl FnMut(Option<u64>, String),
+) {
+    let h = elf.header();
+    let phdr_at = |p: &ProgramHeader| phdr_offset(elf, p);
     let table_len = elf.program_headers().len() as u64 * PHDR_SIZE;
     if !loads.is_empty() {
         let covering = loads
@@ -173,8 +184,18 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
             }
         }
     }
+}
 
-    // Sections.
+/// The section header table overlaps neither the program header table nor a section;
+/// allocated sections are aligned, and backed by a `PT_LOAD` at their address (in the file,
+/// or in memory for `SHT_NOBITS`).
+fn check_sections(
+    elf: &ElfFile<'_>,
+    loads: &[&ProgramHeader],
+    add: &mut impl FnMut(Option<u64>, String),
+) {
+    let h = elf.header();
+    let table_len = elf.program_headers().len() as u64 * PHDR_SIZE;
     let sht = h.e_shoff..h.e_shoff + elf.section_headers().len() as u64 * SHDR_SIZE;
     let overlaps =
         |s: u64, len: u64, r: &std::ops::Range<u64>| len > 0 && s < r.end && r.start < s + len;
@@ -239,9 +260,13 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
             );
         }
     }
+}
 
-    // Wrappers and marker.
-    match inspect_elf(&elf) {
+/// In a kpacked file: the `.rocm_kpack_ref` marker is allocated and decodes as HIPK
+/// metadata, and every wrapper is a HIPK one whose pointer leads to it.
+fn check_kpacked(data: &[u8], elf: &ElfFile<'_>, add: &mut impl FnMut(Option<u64>, String)) {
+    let h = elf.header();
+    match inspect_elf(elf) {
         Err(e) => add(None, format!("fat-binary parts do not parse: {e}")),
         Ok(fat) if fat.kind == FatBinaryKind::Kpacked => {
             let marker_vaddr = match &fat.marker {
@@ -283,7 +308,7 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
             }
             for w in &fat.wrappers {
                 let at = Some(w.offset);
-                hipk_wrapper_issues(w.index, w.offset, w.magic, w.version, w.reserved1, &mut add);
+                hipk_wrapper_issues(w.index, w.offset, w.magic, w.version, w.reserved1, add);
                 if h.e_type == ET_DYN && matches!(w.pointer, PointerSource::InPlace(_)) {
                     add(
                         at,
@@ -316,38 +341,5 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
             }
         }
         Ok(_) => {}
-    }
-    if issues.is_empty() {
-        Ok(())
-    } else {
-        Err(issues)
-    }
-}
-
-/// The checks of one wrapper of a kpacked file that do not depend on the file format (ELF,
-/// PE): `HIPK` magic, version 1, `reserved1` = its slot. `offset` is the wrapper's.
-pub fn hipk_wrapper_issues(
-    index: usize,
-    offset: u64,
-    magic: WrapperMagic,
-    version: u32,
-    reserved1: u64,
-    add: &mut impl FnMut(Option<u64>, String),
-) {
-    let at = Some(offset);
-    if magic != WrapperMagic::Hipk {
-        add(at, format!("wrapper {index}: magic is not HIPK"));
-    }
-    if version != 1 {
-        add(
-            at,
-            format!("wrapper {index}: version {version} (expected 1)"),
-        );
-    }
-    if reserved1 != index as u64 {
-        add(
-            at,
-            format!("wrapper {index}: reserved1 is {reserved1:#x}, expected its index"),
-        );
     }
 }

@@ -3,10 +3,10 @@
 //! largest `p_align` (64 KiB by default on both), and every layout rule holds modulo that
 //! page. Loading them under qemu is kpack-pipeline's `platforms` test.
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_elf::machine::page_size;
 use kpack_elf::rewrite::plan;
 use kpack_elf::{ElfFile, FatBinaryKind, PointerSource, RelocKind, inspect, reloc_kind, verify};
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_testkit::{PLATFORM_FIXTURES, read_fixture};
 use object::elf::{
     ELFDATA2MSB, EM_AARCH64, EM_PPC64, PT_LOAD, R_AARCH64_RELATIVE, R_PPC64_RELATIVE,

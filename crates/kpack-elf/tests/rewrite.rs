@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_elf::rewrite::{RewriteError, plan};
 use kpack_elf::{ElfFile, FatBinaryKind, PointerSource, WrapperMagic, inspect, verify};
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_testkit::{ELF_FIXTURES, LINKED_FAT, PLATFORM_FIXTURES, read_fixture};
 use object::elf::*;
 

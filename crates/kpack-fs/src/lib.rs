@@ -17,6 +17,7 @@
 //!   bundles, compression contexts) that every thread reserves from before allocating.
 //! * [`fault_point`]: the test hook that lets crash tests kill the real binary at a named
 //!   point.
+//! * [`source_date_epoch`]: the timestamp every output carries, when the build sets one.
 //!
 //! Why a crate of its own: the archive writer (kpack-archive), unbundle and transform
 //! (kpack-pipeline), split and recombine (kpack-artifact), the C library installer
@@ -27,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod atomic;
+mod epoch;
 mod fault;
 mod gate;
 mod journal;
@@ -35,6 +37,7 @@ mod sweep;
 mod walk;
 
 pub use atomic::{symlink_atomic, temp_dir_in, temp_file_beside, write_atomic};
+pub use epoch::{SOURCE_DATE_EPOCH, source_date_epoch};
 pub use fault::{FAULT_ENV, fault_point};
 pub use gate::{MemoryGate, Reservation};
 pub use stage::{Replace, Stage, StageError};

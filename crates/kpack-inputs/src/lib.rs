@@ -5,7 +5,7 @@
 //! `report`) walk [`read`]'s inputs as they would walk files.
 //!
 //! A member is shown as `<container>!<member>` (`jax.whl!jax_plugins/lib/libfoo.so`). The
-//! checks are those of the readers underneath: [`kpack_wheel::reader::visit_zip`] (hostile
+//! checks are those of the readers underneath: [`kpack_wheelfile::reader::visit_zip`] (hostile
 //! names, symlinks, declared sizes, zip bombs, CRC, RECORD: a member is visited only once
 //! its content matches its RECORD line) and [`kpack_tar::open`] (unsafe
 //! members, header budget, stream checksums); a container those refuse is an error naming
@@ -123,8 +123,8 @@ pub enum Stop<E> {
     Visit(E),
 }
 
-impl<E> From<kpack_wheel::WheelError> for Stop<E> {
-    fn from(e: kpack_wheel::WheelError) -> Self {
+impl<E> From<kpack_wheelfile::WheelFileError> for Stop<E> {
+    fn from(e: kpack_wheelfile::WheelFileError) -> Self {
         Stop::Container(SourceError::Container(Box::new(e)))
     }
 }
@@ -152,13 +152,18 @@ fn read_wheel<E: From<SourceError>>(
 ) -> Result<(), E> {
     let file = File::open(wheel).map_err(io_error(wheel))?;
     let reader = std::io::BufReader::with_capacity(1 << 20, file);
-    kpack_wheel::reader::visit_zip(wheel, reader, &kpack_wheel::Limits::default(), |member| {
-        let shown = member_path(wheel, member.name);
-        let (loaded, ()) = Member::load(&shown, member.size, in_memory, |out| {
-            member.copy_to(out).map_err(Stop::from)
-        })?;
-        loaded.visit(wheel, member.name, &shown, member.mode, visit)
-    })
+    kpack_wheelfile::reader::visit_zip(
+        wheel,
+        reader,
+        &kpack_wheelfile::Limits::default(),
+        |member| {
+            let shown = member_path(wheel, member.name);
+            let (loaded, ()) = Member::load(&shown, member.size, in_memory, |out| {
+                member.copy_to(out).map_err(Stop::from)
+            })?;
+            loaded.visit(wheel, member.name, &shown, member.mode, visit)
+        },
+    )
     .map(drop)
     .map_err(Stop::into_error)
 }

@@ -117,8 +117,8 @@ pub enum PeError {
     },
 }
 
-impl From<kpack_elf::bytes::OutOfBounds> for PeError {
-    fn from(e: kpack_elf::bytes::OutOfBounds) -> Self {
+impl From<kpack_hostbin::bytes::OutOfBounds> for PeError {
+    fn from(e: kpack_hostbin::bytes::OutOfBounds) -> Self {
         PeError::OutOfBounds {
             what: e.what,
             offset: e.offset,

@@ -2,7 +2,7 @@
 //! 24-byte wrappers and where their absolute pointers lead.
 
 use kpack_bundle::LocatedBundle;
-use kpack_elf::{FatBinaryKind, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE, WrapperMagic};
+use kpack_hostbin::{FatBinaryKind, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE, WrapperMagic};
 
 use crate::PeError;
 use crate::pe::{IMAGE_FILE_RELOCS_STRIPPED, IMAGE_REL_BASED_DIR64, PeFile, Section, u64_at};

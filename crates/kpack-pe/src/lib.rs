@@ -6,8 +6,8 @@
 //! COFF file header, the PE32+ optional header and its data directories, the section table
 //! (long names `/N` resolved through the COFF string table, as mingw GNU ld writes
 //! `.hip_fatbin` and `.hipFatBinSegment`), base relocations and the debug directory. The
-//! records are `object::pe`'s plain-data types, read under this crate's own range checks:
-//! `object`'s PE reader reports a malformed file with a static string and no offset, and the
+//! records are `object::pe`'s plain-data types, read under the range checks of
+//! `kpack_hostbin::bytes`: `object`'s PE reader reports a malformed file with a static string and no offset, and the
 //! rewrite needs every header field's position to edit it; so the walking is written here.
 //! Every range is checked against the file, nothing panics on malformed input, allocations
 //! are bounded by the input, and errors name the absolute offset and what was expected.

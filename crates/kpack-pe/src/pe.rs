@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use kpack_elf::bytes::{record, slice};
+use kpack_hostbin::bytes::{record, slice};
 use object::LittleEndian as LE;
 use object::pe::{
     IMAGE_DOS_SIGNATURE, IMAGE_NT_OPTIONAL_HDR64_MAGIC, IMAGE_NT_SIGNATURE, ImageDataDirectory,

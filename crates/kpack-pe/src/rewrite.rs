@@ -30,8 +30,8 @@
 
 use std::io::{self, Write};
 
-use kpack_elf::splice::{Overlap, Patches, Piece, Splice};
-use kpack_elf::{FatBinaryKind, HIPK_MAGIC, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE};
+use kpack_hostbin::splice::{Overlap, Patches, Piece, Splice};
+use kpack_hostbin::{FatBinaryKind, HIPK_MAGIC, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE};
 
 use crate::PeError;
 use crate::fatbin::{FATBIN_SECTIONS, MARKER_SECTION, WRAPPER_SECTIONS, inspect_pe};
@@ -88,7 +88,7 @@ pub enum PeRewriteError {
     #[error("the input is malformed, so rewriting it is not safe: {}", issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     MalformedInput {
         /// Every problem found.
-        issues: Vec<kpack_elf::VerifyIssue>,
+        issues: Vec<kpack_hostbin::VerifyIssue>,
     },
     /// Something other than a wrapper refers to the device code.
     #[error(
@@ -274,7 +274,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
         )));
     }
     let header_slot =
-        kpack_elf::bytes::slice(data, table_end, SECTION_HEADER_SIZE, "section table slack")
+        kpack_hostbin::bytes::slice(data, table_end, SECTION_HEADER_SIZE, "section table slack")
             .map_err(PeError::from)?;
     if header_slot.iter().any(|&b| b != 0) {
         return Err(layout(format!(

@@ -1,8 +1,8 @@
 //! The structural PE verifier: what a Windows loader relies on, checked on every image kpack
 //! writes (the reference has none, its B19).
 
-use kpack_archive::marker::MarkerMetadata;
-use kpack_elf::{VerifyIssue, WRAPPER_POINTER_OFFSET, WrapperMagic, hipk_wrapper_issues};
+use kpack_hostbin::marker::MarkerMetadata;
+use kpack_hostbin::{VerifyIssue, WRAPPER_POINTER_OFFSET, WrapperMagic, hipk_wrapper_issues};
 
 use crate::fatbin::inspect_pe;
 use crate::pe::{

@@ -1,7 +1,7 @@
 //! Malformed PE images (a real fixture with one field made to lie): clear errors naming the
 //! absolute offset and what was expected, never a panic; and refusals of the rewrite.
 
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pe::rewrite::{PeRewriteError, plan};
 use kpack_pe::{PeError, PeFile, inspect, verify};
 use kpack_testkit::read_fixture;

@@ -1,8 +1,8 @@
 //! PE32+ fixtures (`fixtures/platforms`, clang-22 with lld-link and mingw GNU ld): reading,
 //! the rewrite and the verifier. Loading them under wine is kpack-pipeline's `pe` test.
 
-use kpack_archive::marker::MarkerMetadata;
-use kpack_elf::{FatBinaryKind, WrapperMagic};
+use kpack_hostbin::marker::MarkerMetadata;
+use kpack_hostbin::{FatBinaryKind, WrapperMagic};
 use kpack_pe::rewrite::{PeRewriteError, plan};
 use kpack_pe::{PeFile, checksum_of, inspect, verify};
 use kpack_testkit::{PE_FIXTURES, read_fixture};

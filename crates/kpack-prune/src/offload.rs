@@ -10,7 +10,7 @@
 //! everything after it (later sections, the section header table) moves down by the bytes
 //! saved, rounded down to the largest alignment of the file's sections (so every section
 //! keeps its alignment; the remainder is zero padding), and the section headers and
-//! `e_shoff` say so. A relocatable object has no program headers and nothing addresses a
+//! `e_shoff` say so ([`kpack_elf::shrink`]). A relocatable object has no program headers and nothing addresses a
 //! file offset, so nothing else changes; a relocation or symbol into a rewritten section
 //! past its start, which would point elsewhere once images are gone, is refused. Objects
 //! are small (the device code of one translation unit): the output is built in memory.
@@ -165,8 +165,8 @@ fn prune_object(input: &[u8], selection: &Selection) -> Result<PrunedObject, Pru
     }
     let (mut kept, mut dropped) = (BTreeSet::new(), BTreeSet::new());
     let (mut before, mut after) = (0, 0);
-    // (section index, offset, old size, new contents), in file order.
-    let mut edits: Vec<(usize, u64, u64, Vec<u8>)> = Vec::new();
+    // (section index, new contents), in file order.
+    let mut edits: Vec<(usize, Vec<u8>)> = Vec::new();
     let sections: Vec<_> = offloading_section_headers(&file).collect();
     for s in &sections {
         let data = file.section_data(s)?;
@@ -177,13 +177,13 @@ fn prune_object(input: &[u8], selection: &Selection) -> Result<PrunedObject, Pru
         dropped.extend(r.dropped);
         if let Some(bytes) = r.bytes {
             check_unreferenced(&file, s.index)?;
-            edits.push((s.index, s.sh_offset, s.sh_size, bytes));
+            edits.push((s.index, bytes));
         }
     }
-    edits.sort_by_key(|e| e.1);
+    edits.sort_by_key(|(index, _)| file.section_headers()[*index].sh_offset);
     let counts = (sections.len(), edits.len());
     Ok((
-        shrink_sections(input, &file, &edits),
+        kpack_elf::shrink::plan(&file, &edits)?.to_vec(input),
         counts,
         before,
         after,
@@ -217,55 +217,6 @@ fn check_unreferenced(file: &ElfFile<'_>, index: usize) -> Result<(), PruneError
         }
     }
     Ok(())
-}
-
-/// `input` with each edited section's contents replaced (in place, shorter) and what
-/// follows moved down (see the module docs).
-fn shrink_sections(
-    input: &[u8],
-    file: &ElfFile<'_>,
-    edits: &[(usize, u64, u64, Vec<u8>)],
-) -> Vec<u8> {
-    let align = file
-        .section_headers()
-        .iter()
-        .map(|s| s.sh_addralign)
-        .chain([8])
-        .filter(|a| a.is_power_of_two())
-        .max()
-        .unwrap_or(8);
-    // (end of the edited section in the input, bytes removed from there on).
-    let mut moves: Vec<(u64, u64)> = Vec::with_capacity(edits.len());
-    let mut out = Vec::with_capacity(input.len());
-    let mut cursor = 0usize;
-    for (_, offset, old, new) in edits {
-        let saved = old - new.len() as u64;
-        let removed = saved - saved % align;
-        out.extend_from_slice(&input[cursor..*offset as usize]);
-        out.extend_from_slice(new);
-        out.resize(out.len() + (saved - removed) as usize, 0);
-        cursor = (offset + old) as usize;
-        moves.push((offset + old, removed));
-    }
-    out.extend_from_slice(&input[cursor..]);
-    let moved = |at: u64| -> u64 {
-        at - moves
-            .iter()
-            .filter(|(end, _)| *end <= at)
-            .map(|(_, r)| r)
-            .sum::<u64>()
-    };
-    let header = file.header();
-    let shoff = moved(header.e_shoff);
-    out[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
-    for s in file.section_headers() {
-        let at = (shoff + s.index as u64 * u64::from(header.e_shentsize)) as usize;
-        out[at + 24..at + 32].copy_from_slice(&moved(s.sh_offset).to_le_bytes());
-        if let Some((_, _, _, new)) = edits.iter().find(|e| e.0 == s.index) {
-            out[at + 32..at + 40].copy_from_slice(&(new.len() as u64).to_le_bytes());
-        }
-    }
-    out
 }
 
 /// Reads the output again (`whole`: an `llvm-offload-binary` file, which may be empty now;

@@ -1,4 +1,4 @@
-//! A wheel pruned into a wheel written by [`kpack_wheel::writer::WheelZip`] (the writer of
+//! A wheel pruned into a wheel written by [`kpack_wheelfile::writer::WheelZip`] (the writer of
 //! `split-wheel`: deterministic zip, members deflated in the input's order, RECORD
 //! regenerated with every file's SHA-256 and size, last; the input's RECORD signatures,
 //! which the new RECORD voids, are left out), read member by member
@@ -36,7 +36,7 @@ pub(crate) fn prune_wheel(
 ) -> Result<(), PruneTreeError> {
     let staged = stage_output(stage, to)?;
     let mut zip =
-        kpack_wheel::writer::WheelZip::create(wheel, &staged.path).map_err(container_error)?;
+        kpack_wheelfile::writer::WheelZip::create(wheel, &staged.path).map_err(container_error)?;
     let mut dist_info = None;
     kpack_inputs::read(wheel, false, &mut |input: &Input<'_>| {
         let member = input.member.unwrap_or_default();
@@ -52,7 +52,7 @@ pub(crate) fn prune_wheel(
         })
     })?;
     let dist_info = dist_info.ok_or_else(|| {
-        container_error(kpack_wheel::WheelError::NotAWheel {
+        container_error(kpack_wheelfile::WheelFileError::NotAWheel {
             wheel: wheel.to_owned(),
             problem: "no <name>.dist-info/RECORD".to_owned(),
         })

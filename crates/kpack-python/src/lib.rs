@@ -102,8 +102,11 @@ impl Class {
 
     fn of_wheel(e: &kpack_wheel::WheelError) -> Class {
         use kpack_wheel::WheelError;
+        use kpack_wheelfile::WheelFileError;
         match e {
-            WheelError::Io { .. } | WheelError::Zip { .. } => Class::Input,
+            WheelError::File(WheelFileError::Io { .. } | WheelFileError::Zip { .. }) => {
+                Class::Input
+            }
             WheelError::Transform { source, .. } => Class::of_transform(source),
             WheelError::Artifact(a) => Class::of_artifact(a),
             WheelError::Usage(_) => Class::Usage,

@@ -492,13 +492,12 @@ pub struct PackOptions {
 
 impl PackOptions {
     /// zstd level 3 (fast; the content is mostly compressed archives already), mtime from
-    /// `SOURCE_DATE_EPOCH` (0 when unset or not a number).
+    /// `SOURCE_DATE_EPOCH` (0 when unset, not a number or before 1970).
     pub fn from_env() -> PackOptions {
         PackOptions {
             level: 3,
-            mtime: std::env::var("SOURCE_DATE_EPOCH")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
+            mtime: kpack_fs::source_date_epoch()
+                .and_then(|secs| u64::try_from(secs).ok())
                 .unwrap_or(0),
         }
     }

@@ -122,10 +122,10 @@ fn every_crate_depends_only_on_crates_below_it_in_the_documented_layering() {
 #[test]
 fn a_layering_that_puts_a_dependency_above_its_user_is_refused() {
     let contributing = contributing();
-    // kpack-archive moved above kpack-elf, which depends on it.
+    // kpack-hostbin moved above kpack-elf, which depends on it.
     let swapped = contributing.replacen(
-        "                    kpack-elf\n                    kpack-archive  kpack-tar\n",
-        "                    kpack-archive  kpack-tar\n                    kpack-elf\n",
+        "                    kpack-elf\n                    kpack-archive  kpack-tar  kpack-wheelfile\n                    kpack-hostbin\n",
+        "                    kpack-hostbin\n                    kpack-archive  kpack-tar  kpack-wheelfile\n                    kpack-elf\n",
         1,
     );
     assert_ne!(swapped, contributing, "the edit applies");
@@ -133,7 +133,7 @@ fn a_layering_that_puts_a_dependency_above_its_user_is_refused() {
     assert!(
         found
             .iter()
-            .any(|v| v.contains("kpack-elf depends on kpack-archive")),
+            .any(|v| v.contains("kpack-elf depends on kpack-hostbin")),
         "{found:?}"
     );
 }

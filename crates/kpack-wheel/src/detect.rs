@@ -107,7 +107,7 @@ pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, WheelError> {
                 path.display()
             ))
         })?;
-        let key = BundleKey::of_target(&id).map_err(WheelError::Usage)?;
+        let key = BundleKey::of_target(&id).map_err(|e| WheelError::Usage(e.to_string()))?;
         gpus.push(Gpu {
             node,
             gfx_target_version: version,

@@ -2,38 +2,18 @@
 
 use std::path::PathBuf;
 
+use kpack_wheelfile::WheelFileError;
+
 /// Why [`split_wheel`](crate::split_wheel) or [`detect`](crate::detect) failed; nothing was
 /// published.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WheelError {
-    /// Reading the input, or writing into the staged output, failed.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or directory the operation was on.
-        path: PathBuf,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The input is not a well-formed wheel (or a hostile one).
-    #[error("{}: entry {entry:?}: {problem}", wheel.display())]
-    Entry {
-        /// The input wheel.
-        wheel: PathBuf,
-        /// The entry at fault, `/`-separated as in the zip.
-        entry: String,
-        /// What is wrong with it (a RECORD mismatch, an unsafe name, a bad target, ...).
-        problem: String,
-    },
-    /// The wheel as a whole is not a wheel (no dist-info, no METADATA, ...).
-    #[error("{}: not a wheel: {problem}", wheel.display())]
-    NotAWheel {
-        /// The input wheel.
-        wheel: PathBuf,
-        /// What is missing or malformed.
-        problem: String,
-    },
+    /// Reading the input wheel or writing an output one failed, or the input is not a
+    /// well-formed wheel (or a hostile one); also an I/O error of the split itself, or a
+    /// problem with one of the input's entries.
+    #[error(transparent)]
+    File(#[from] WheelFileError),
     /// No binary under the overlay root carries device code: there is nothing to split.
     #[error("{}: no fat binaries under {overlay_root:?}: nothing to split", wheel.display())]
     NoFatBinaries {
@@ -53,17 +33,6 @@ pub enum WheelError {
         #[source]
         source: Box<kpack_pipeline::transform::TransformError>,
     },
-    /// Writing an output `.whl` failed in the zip layer.
-    #[error("{}: writing {}: {source}", wheel.display(), output.display())]
-    Zip {
-        /// The input wheel.
-        wheel: PathBuf,
-        /// The `.whl` being written (in the staging directory).
-        output: PathBuf,
-        /// The zip crate's error.
-        #[source]
-        source: zip::result::ZipError,
-    },
     /// A database handler, or staging and publishing the outputs, failed (boxed: large).
     #[error(transparent)]
     Artifact(Box<kpack_artifact::ArtifactError>),
@@ -77,16 +46,26 @@ pub enum WheelError {
 
 /// Wraps an I/O error with its path.
 pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> WheelError {
-    let path = path.into();
-    move |source| WheelError::Io { path, source }
+    let io = kpack_wheelfile::io(path);
+    move |source| WheelError::File(io(source))
+}
+
+/// The error of the input's entry `entry`: `problem`.
+pub(crate) fn entry(
+    wheel: &std::path::Path,
+    entry: impl Into<String>,
+    problem: impl Into<String>,
+) -> WheelError {
+    WheelError::File(WheelFileError::Entry {
+        wheel: wheel.to_owned(),
+        entry: entry.into(),
+        problem: problem.into(),
+    })
 }
 
 impl From<kpack_fs::WalkError> for WheelError {
     fn from(e: kpack_fs::WalkError) -> Self {
-        WheelError::Io {
-            path: e.path,
-            source: e.source,
-        }
+        WheelError::File(e.into())
     }
 }
 

@@ -11,7 +11,7 @@
 //! TheRock builds device wheels for, gfx9 to gfx12.5), and a GPU's extra falls back to it
 //! when no wheel of the GPU's chain exists.
 
-use kpack_target::TargetId;
+use kpack_target::{TargetError, TargetId};
 
 /// The level of a bundle key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -122,6 +122,26 @@ const ALIASES: &[(&str, &str)] = &[
     ("gfx11xx", "gfx11"),
     ("gfx12xx", "gfx12"),
 ];
+
+/// Why a target or name has no bundle key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BundleKeyError {
+    /// A generic processor (`gfx13-generic`) whose groups name no family of the hierarchy.
+    #[error("generic processor {processor} covers no known family")]
+    UnknownFamily {
+        /// The processor, as the target spells it.
+        processor: String,
+    },
+    /// The name is neither a family or sub-family key nor a GPU target.
+    #[error("{name:?} is not a GPU target: {source}")]
+    NotATarget {
+        /// The name given.
+        name: String,
+        /// Why it does not parse as a target.
+        source: TargetError,
+    },
+}
 
 /// A bundle key: the unit one device wheel holds.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -247,17 +267,14 @@ impl BundleKey {
 
     /// The bundle key of a GPU target (features folded into the processor; a generic
     /// processor to the sub-family or family it covers).
-    pub fn of_target(target: &TargetId) -> Result<BundleKey, String> {
+    pub fn of_target(target: &TargetId) -> Result<BundleKey, BundleKeyError> {
         let processor = target.processor();
         if let Some(groups) = processor.strip_suffix("-generic") {
             // `gfx9-4-generic` → gfx9_4, `gfx11-generic` → gfx11.
             let key = groups.replacen('-', "_", 1);
-            return match BundleKey::of_family(&key) {
-                Some(k) => Ok(k),
-                None => Err(format!(
-                    "generic processor {processor} covers no known family"
-                )),
-            };
+            return BundleKey::of_family(&key).ok_or_else(|| BundleKeyError::UnknownFamily {
+                processor: processor.to_owned(),
+            });
         }
         Ok(BundleKey(processor.to_owned()))
     }
@@ -275,11 +292,14 @@ impl BundleKey {
 
     /// The key named by `s` as printed by [`BundleKey::as_str`] (a target, sub-family or
     /// family key).
-    pub fn parse(s: &str) -> Result<BundleKey, String> {
+    pub fn parse(s: &str) -> Result<BundleKey, BundleKeyError> {
         if let Some(k) = BundleKey::of_family(s) {
             return Ok(k);
         }
-        let t = TargetId::parse(s).map_err(|e| format!("{s:?} is not a GPU target: {e}"))?;
+        let t = TargetId::parse(s).map_err(|source| BundleKeyError::NotATarget {
+            name: s.to_owned(),
+            source,
+        })?;
         BundleKey::of_target(&t)
     }
 }
@@ -293,6 +313,23 @@ impl std::fmt::Display for BundleKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_without_a_bundle_key_says_why() {
+        let e = BundleKey::parse("gfx13-generic").unwrap_err();
+        assert!(matches!(e, BundleKeyError::UnknownFamily { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "generic processor gfx13-generic covers no known family"
+        );
+        let e = BundleKey::parse("gfx90a:xnack").unwrap_err();
+        assert!(matches!(e, BundleKeyError::NotATarget { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("\"gfx90a:xnack\" is not a GPU target: "),
+            "{e}"
+        );
+    }
 
     fn served(key: &str, architectures: &[&str]) -> Vec<String> {
         let key = BundleKey::parse(key).unwrap();

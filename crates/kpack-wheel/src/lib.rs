@@ -4,31 +4,26 @@
 //! `device-<target>` extras; [`detect`] tells which extra this machine's GPUs need.
 //!
 //! This crate knows nothing of the command line; `kpack split-wheel` and `kpack detect`
-//! only parse arguments and print what these functions return.
-//!
-//! Hand-written here, because no crate does it: the RFC 822 header lines of METADATA and
-//! WHEEL (only `Name`, `Version`, `Tag` and `Build` are read, and the rewrite must keep
-//! every other byte, which a parse-and-reprint would not), and the packaging hierarchy.
-//! Zip, CSV (RECORD), hashing and base64 come from `zip`, `csv`, `sha2` and `base64`.
+//! only parse arguments and print what these functions return. The wheel as a file format
+//! (the hostile-zip reader, RECORD, METADATA, the deterministic writer) is
+//! `kpack-wheelfile`'s; the split builds on it, on `kpack-pipeline`'s transform and on
+//! `kpack-artifact`'s database handlers and indexes. The packaging hierarchy is
+//! hand-written here, because no crate has it.
 
 #![warn(missing_docs)]
 
 pub mod detect;
+pub mod dist_info;
 mod error;
 pub mod hierarchy;
-pub mod metadata;
-pub mod reader;
-pub mod record;
 mod split;
-pub mod writer;
 
 pub use detect::{Gpu, detect};
 pub use error::WheelError;
-pub use hierarchy::{BundleKey, Level};
-pub use reader::Limits;
-pub use record::Listed;
+pub use hierarchy::{BundleKey, BundleKeyError, Level};
+// What the split's options and summary are made of.
+pub use kpack_wheelfile::{Limits, OutputFormat};
 pub use split::{
     DeviceWheel, FatBinary, OutputWheel, Progress, SplitOptions, Summary, split_wheel,
     split_wheel_with_progress,
 };
-pub use writer::OutputFormat;

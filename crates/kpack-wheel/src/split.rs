@@ -17,18 +17,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kpack_archive::Compression;
 use kpack_artifact::handlers::{self, Handler};
 use kpack_pipeline::transform::{self, HostState, Outcome, TransformOptions};
 use kpack_target::TargetId;
 
-use crate::error::{WheelError, io};
+use kpack_wheelfile::WheelFileError;
+use kpack_wheelfile::metadata::{self, Identity};
+use kpack_wheelfile::reader::{self, InputFile, Limits};
+use kpack_wheelfile::record::Listed;
+use kpack_wheelfile::writer::{self, OutputFormat, Published};
+
+use crate::dist_info::{self, DeviceDist};
+use crate::error::{WheelError, entry, io};
 use crate::hierarchy::{BundleKey, Level};
-use crate::metadata::{self, DeviceDist, Identity};
-use crate::reader::{self, InputFile, Limits};
-use crate::record::Listed;
-use crate::writer::{self, OutputFormat, Published};
 
 /// How to split a wheel.
 #[derive(Debug, Clone)]
@@ -179,287 +183,30 @@ pub fn split_wheel_with_progress(
     let staged = stage
         .add_tree(&opts.output, |_| false)
         .map_err(kpack_artifact::ArtifactError::from)?;
-    let work = staged.join(".work");
-    let host_root = work.join("host");
-    std::fs::create_dir_all(&host_root).map_err(io(&host_root))?;
+    let work = Work::new(staged.join(".work"));
+    std::fs::create_dir_all(&work.host).map_err(io(&work.host))?;
 
     progress("read", 0, 1);
-    let (files, input_stem) = if meta.is_dir() {
-        (reader::read_dir(input, &host_root)?, None)
-    } else {
-        let file = std::fs::File::open(input).map_err(io(input))?;
-        let files = reader::read_zip(
-            input,
-            std::io::BufReader::with_capacity(1 << 20, file),
-            &opts.limits,
-            Some(&host_root),
-        )?;
-        let stem = input
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".whl"))
-            .filter(|s| matches!(s.split('-').count(), 5 | 6))
-            .map(str::to_owned);
-        (files, stem)
-    };
+    let (files, input_stem) = read_input(input, meta.is_dir(), &opts.limits, &work.host)?;
     progress("read", 1, 1);
+    let id = read_identity(input, &work.host, &files)?;
+    let names = OutputNames::new(input_stem, &id);
+    let fat = FatBinaries::find(input, opts, &work.host, &files, &id)?;
 
-    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
-    let read_text = |p: &str| -> Result<String, WheelError> {
-        let full = host_root.join(p);
-        let bytes = std::fs::read(&full).map_err(io(&full))?;
-        String::from_utf8(bytes).map_err(|_| WheelError::Entry {
-            wheel: input.to_owned(),
-            entry: p.to_owned(),
-            problem: "not UTF-8 text".into(),
-        })
-    };
-    let id = metadata::identity(input, &paths, read_text)?;
-
-    // The file-name tags of every output: the input's own when its name is a wheel name.
-    let (host_stem, tag_part) = match input_stem {
-        Some(stem) => {
-            let parts: Vec<&str> = stem.split('-').collect();
-            let tags = parts[2..].join("-");
-            (stem.clone(), tags)
-        }
-        None => {
-            let tags = id.tag_part();
-            (id.stem_for(&id.name, &tags), tags)
-        }
-    };
-
-    let fat = find_fat(input, &host_root, &files, &id)?;
-    let overlay = overlay_root(input, opts, &fat, &files)?;
-    let prefix = format!("{overlay}/");
-    let fat: Vec<&str> = fat.into_iter().filter(|p| p.starts_with(&prefix)).collect();
-    if fat.is_empty() {
-        return Err(WheelError::NoFatBinaries {
-            wheel: input.to_owned(),
-            overlay_root: overlay,
-        });
-    }
-    let rels: Vec<&str> = fat.iter().map(|p| &p[prefix.len()..]).collect();
-    let modules =
-        kpack_artifact::split::module_names(&rels).map_err(|(a, b, name)| WheelError::Entry {
-            wheel: input.to_owned(),
-            entry: fat[a].to_owned(),
-            problem: format!(
-                "its archives would be named {name:?} like those of {}",
-                fat[b]
-            ),
-        })?;
-
-    // Per bundle key: the staged tree and what it holds.
-    #[derive(Default)]
-    struct Device {
-        architectures: BTreeSet<String>,
-        archives: usize,
-        database_files: usize,
-    }
-    let dev_root = |key: &BundleKey| work.join("dev").join(key.as_str());
-    let mut devices: BTreeMap<BundleKey, Device> = BTreeMap::new();
-    // Per device wheel and module: the archives moved there, (target, path).
-    let mut moved: BTreeMap<(BundleKey, String), Vec<(String, PathBuf)>> = BTreeMap::new();
-    let mut fat_done = Vec::with_capacity(fat.len());
-    for (i, ((path, rel), module)) in fat.iter().zip(&rels).zip(&modules).enumerate() {
-        progress("transform", i as u64, fat.len() as u64);
-        let depth = rel.matches('/').count();
-        let search = format!("{}.kpack/{module}_@GFXARCH@.kpack", "../".repeat(depth));
-        let binary = host_root.join(path);
-        let kpacks = work.join("kpacks").join(i.to_string());
-        let t = transform::transform(
-            &binary,
-            &TransformOptions {
-                output: binary.clone(),
-                kpack_dir: kpacks.clone(),
-                group: Some(module.clone()),
-                kernel_name: Some((*rel).to_owned()),
-                search_paths: vec![search],
-                compression: opts.compression,
-            },
-        )
-        .map_err(|source| WheelError::Transform {
-            wheel: input.to_owned(),
-            entry: (*path).to_owned(),
-            source: Box::new(source),
-        })?;
-        let Outcome::Transformed(t) = t else {
-            return Err(WheelError::Entry {
-                wheel: input.to_owned(),
-                entry: (*path).to_owned(),
-                problem: "already kpacked: it changed while being split".into(),
-            });
-        };
-        let mut targets = Vec::new();
-        for a in &t.archives {
-            let target = TargetId::parse(&a.target).map_err(|e| WheelError::Entry {
-                wheel: input.to_owned(),
-                entry: (*path).to_owned(),
-                problem: format!("target {:?}: {e}", a.target),
-            })?;
-            let key = BundleKey::of_target(&target).map_err(|problem| WheelError::Entry {
-                wheel: input.to_owned(),
-                entry: (*path).to_owned(),
-                problem,
-            })?;
-            let name = a.path.file_name().expect("archives have names");
-            let to = dev_root(&key).join(&overlay).join(".kpack").join(name);
-            move_file(&a.path, &to)?;
-            moved
-                .entry((key.clone(), module.clone()))
-                .or_default()
-                .push((a.target.clone(), to));
-            let d = devices.entry(key).or_default();
-            d.architectures.insert(a.target.clone());
-            d.archives += 1;
-            targets.push(a.target.clone());
-        }
-        fat_done.push(FatBinary {
-            path: (*path).to_owned(),
-            module: module.clone(),
-            code_objects: t.code_objects,
-            input_size: t.input_size,
-            output_size: t.output_size,
-            targets,
-        });
-    }
-    progress("transform", fat.len() as u64, fat.len() as u64);
+    let mut devices = BTreeMap::new();
+    let (fat_done, moved) =
+        transform_fat_binaries(input, opts, &work, &fat, &mut devices, progress)?;
     if opts.multi_target_archives {
-        for ((key, module), mut sources) in moved {
-            sources.sort();
-            let kpack_dir = dev_root(&key).join(&overlay).join(".kpack");
-            let to = kpack_dir.join(format!("{module}_{key}.kpack"));
-            kpack_artifact::group::write(&to, &module, key.as_str(), &sources, opts.compression)?;
-            for (_, from) in sources.iter().filter(|(_, from)| *from != to) {
-                std::fs::remove_file(from).map_err(io(from))?;
-            }
-            let d = devices.get_mut(&key).expect("a device wheel per archive");
-            d.archives -= sources.len() - 1;
-        }
+        group_archives(opts, &work, &fat.overlay, moved, &mut devices)?;
     }
-
-    // Database files move to their architecture's device wheel, at the same path.
-    let mut database_files = 0;
-    if !opts.handlers.is_empty() {
-        for f in files.iter().filter(|f| f.path.starts_with(&prefix)) {
-            let Some(arch) = handlers::classify(&opts.handlers, &f.path[prefix.len()..]) else {
-                continue;
-            };
-            let key = match handlers::parse_family(&arch.artifact) {
-                Some(family) => BundleKey::of_family(family).ok_or_else(|| WheelError::Entry {
-                    wheel: input.to_owned(),
-                    entry: f.path.clone(),
-                    problem: format!("database family {family:?} is no known packaging family"),
-                })?,
-                None => TargetId::parse(&arch.target)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| BundleKey::of_target(&t))
-                    .map_err(|problem| WheelError::Entry {
-                        wheel: input.to_owned(),
-                        entry: f.path.clone(),
-                        problem,
-                    })?,
-            };
-            move_file(&host_root.join(&f.path), &dev_root(&key).join(&f.path))?;
-            remove_empty_parents(&host_root, &f.path, &overlay)?;
-            let d = devices.entry(key).or_default();
-            d.architectures.insert(arch.target.clone());
-            d.database_files += 1;
-            database_files += 1;
-        }
-    }
-
-    let device_prefix = opts
-        .device_package_prefix
-        .clone()
-        .unwrap_or_else(|| format!("{}-device", id.name));
-    let dists: Vec<DeviceDist> = devices
-        .iter()
-        .map(|(key, d)| DeviceDist {
-            key: key.clone(),
-            dist: format!("{device_prefix}-{}", key.dist_suffix()),
-            serves: key.served_targets(d.architectures.iter().map(String::as_str)),
-        })
-        .collect();
-
+    let database_files =
+        move_database_files(input, opts, &work, &fat.overlay, &files, &mut devices)?;
+    let dists = device_dists(opts, &id, &devices);
     if opts.multi_target_archives {
-        write_indexes(&host_root, &overlay, &id.name, &dists, &dev_root)?;
+        write_indexes(&work, &fat.overlay, &id.name, &dists)?;
     }
-
-    // Host METADATA gains the extras.
-    let host_metadata_path = host_root.join(&id.dist_info).join("METADATA");
-    let original = std::fs::read_to_string(&host_metadata_path).map_err(io(&host_metadata_path))?;
-    let host_metadata =
-        metadata::insert_headers(&original, &metadata::host_extras_block(&id.version, &dists));
-    std::fs::write(&host_metadata_path, &host_metadata).map_err(io(&host_metadata_path))?;
-
-    let ext = match opts.output_format {
-        OutputFormat::Wheel => ".whl",
-        OutputFormat::Directory => "",
-    };
-    // (tree, dist-info, destination, dist) of every output.
-    let mut jobs: Vec<(PathBuf, String, PathBuf, String)> = Vec::new();
-    let variant = if opts.variants {
-        let label = &opts.variant_label;
-        if label.is_empty()
-            || !label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
-        {
-            return Err(WheelError::Usage(format!(
-                "variant label {label:?}: use letters, digits, `_` and `.`"
-            )));
-        }
-        let root = work.join("variant");
-        copy_tree(&host_root, &root)?;
-        let di = root.join(&id.dist_info);
-        let m = di.join("METADATA");
-        std::fs::write(&m, metadata::add_variant_markers(&host_metadata)).map_err(io(&m))?;
-        let targets = metadata::extra_targets(&dists);
-        let targets: Vec<&str> = targets.iter().map(BundleKey::as_str).collect();
-        let v = di.join("variant.json");
-        std::fs::write(&v, metadata::variant_json(&targets)).map_err(io(&v))?;
-        let dest = format!("{host_stem}-{label}{ext}");
-        jobs.push((root, id.dist_info.clone(), dest.into(), id.name.clone()));
-        true
-    } else {
-        false
-    };
-    jobs.insert(
-        0,
-        (
-            host_root.clone(),
-            id.dist_info.clone(),
-            format!("{host_stem}{ext}").into(),
-            id.name.clone(),
-        ),
-    );
-    for d in &dists {
-        let root = dev_root(&d.key);
-        let stem = id.stem_for(&d.dist, &tag_part);
-        let dist_info = format!(
-            "{}-{}.dist-info",
-            metadata::escape_name(&d.dist),
-            id.version.replace('-', "_")
-        );
-        let di = root.join(&dist_info);
-        std::fs::create_dir_all(&di).map_err(io(&di))?;
-        let m = di.join("METADATA");
-        std::fs::write(
-            &m,
-            metadata::device_metadata(&id, d, &dists, &opts.device_requires_dist),
-        )
-        .map_err(io(&m))?;
-        let w = di.join("WHEEL");
-        std::fs::write(&w, metadata::device_wheel_file(&id)).map_err(io(&w))?;
-        jobs.push((
-            root,
-            dist_info,
-            format!("{stem}{ext}").into(),
-            d.dist.clone(),
-        ));
-    }
+    let host_metadata = add_host_extras(&work.host, &id, &dists)?;
+    let (jobs, variant) = stage_wheels(opts, &work, &id, &dists, &host_metadata, &names)?;
 
     let zstd = matches!(opts.compression, Compression::Zstd { .. });
     let stored = |p: &str| zstd && p.ends_with(".kpack") && p.contains("/.kpack/");
@@ -486,7 +233,7 @@ pub fn split_wheel_with_progress(
             wheel,
         })
         .collect();
-    std::fs::remove_dir_all(&work).map_err(io(&work))?;
+    std::fs::remove_dir_all(&work.dir).map_err(io(&work.dir))?;
     stage
         .publish()
         .map_err(kpack_artifact::ArtifactError::from)?;
@@ -498,7 +245,7 @@ pub fn split_wheel_with_progress(
         input: input.to_owned(),
         name: id.name,
         version: id.version,
-        overlay_root: overlay,
+        overlay_root: fat.overlay,
         fat_binaries: fat_done,
         database_files,
         architectures: architectures.into_iter().collect(),
@@ -513,21 +260,424 @@ pub fn split_wheel_with_progress(
     })
 }
 
-/// Publishes every (tree, dist-info, file name) into `dir`, a few at a time; the result
-/// does not depend on the order or the thread count.
+/// The staging tree of a split, below the staged output directory: the host wheel's files
+/// (`host`, the input read there), each device wheel's (`dev/<key>`), the variant copy and
+/// the transforms' archives before they move.
+struct Work {
+    dir: PathBuf,
+    host: PathBuf,
+}
+
+impl Work {
+    fn new(dir: PathBuf) -> Work {
+        let host = dir.join("host");
+        Work { dir, host }
+    }
+
+    /// The staged tree of the device wheel of `key`.
+    fn dev_root(&self, key: &BundleKey) -> PathBuf {
+        self.dir.join("dev").join(key.as_str())
+    }
+}
+
+/// What one device wheel holds, as the split fills it.
+#[derive(Default)]
+struct Device {
+    architectures: BTreeSet<String>,
+    archives: usize,
+    database_files: usize,
+}
+
+/// Per device wheel and module: the archives moved there, (target, path).
+type Moved = BTreeMap<(BundleKey, String), Vec<(String, PathBuf)>>;
+
+/// Reads the input (an unpacked wheel directory, or a `.whl`) into `host_root`; with the
+/// `.whl`'s file-name stem when it is a wheel name.
+fn read_input(
+    input: &Path,
+    is_dir: bool,
+    limits: &Limits,
+    host_root: &Path,
+) -> Result<(Vec<InputFile>, Option<String>), WheelError> {
+    if is_dir {
+        return Ok((reader::read_dir(input, host_root)?, None));
+    }
+    let file = std::fs::File::open(input).map_err(io(input))?;
+    let files = reader::read_zip(
+        input,
+        std::io::BufReader::with_capacity(1 << 20, file),
+        limits,
+        Some(host_root),
+    )?;
+    let stem = input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".whl"))
+        .filter(|s| matches!(s.split('-').count(), 5 | 6))
+        .map(str::to_owned);
+    Ok((files, stem))
+}
+
+/// The identity of the wheel read into `host_root` (its METADATA and WHEEL).
+fn read_identity(
+    input: &Path,
+    host_root: &Path,
+    files: &[InputFile],
+) -> Result<Identity, WheelError> {
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let read_text = |p: &str| -> Result<String, WheelFileError> {
+        let full = host_root.join(p);
+        let bytes = std::fs::read(&full).map_err(kpack_wheelfile::io(&full))?;
+        String::from_utf8(bytes).map_err(|_| WheelFileError::Entry {
+            wheel: input.to_owned(),
+            entry: p.to_owned(),
+            problem: "not UTF-8 text".into(),
+        })
+    };
+    Ok(metadata::identity(input, &paths, read_text)?)
+}
+
+/// The file names of the outputs: the host's stem and the tags every output carries, the
+/// input's own when its name is a wheel name.
+struct OutputNames {
+    host_stem: String,
+    tag_part: String,
+}
+
+impl OutputNames {
+    fn new(input_stem: Option<String>, id: &Identity) -> OutputNames {
+        match input_stem {
+            Some(stem) => {
+                let parts: Vec<&str> = stem.split('-').collect();
+                let tag_part = parts[2..].join("-");
+                OutputNames {
+                    host_stem: stem.clone(),
+                    tag_part,
+                }
+            }
+            None => {
+                let tag_part = id.tag_part();
+                OutputNames {
+                    host_stem: id.stem_for(&id.name, &tag_part),
+                    tag_part,
+                }
+            }
+        }
+    }
+}
+
+/// The fat binaries to split: those under the overlay root, with their paths below it and
+/// the module names their archives take.
+struct FatBinaries<'a> {
+    overlay: String,
+    paths: Vec<&'a str>,
+    rels: Vec<&'a str>,
+    modules: Vec<String>,
+}
+
+impl<'a> FatBinaries<'a> {
+    fn find(
+        input: &Path,
+        opts: &SplitOptions,
+        host_root: &Path,
+        files: &'a [InputFile],
+        id: &Identity,
+    ) -> Result<FatBinaries<'a>, WheelError> {
+        let fat = find_fat(input, host_root, files, id)?;
+        let overlay = overlay_root(input, opts, &fat, files)?;
+        let prefix = format!("{overlay}/");
+        let paths: Vec<&str> = fat.into_iter().filter(|p| p.starts_with(&prefix)).collect();
+        if paths.is_empty() {
+            return Err(WheelError::NoFatBinaries {
+                wheel: input.to_owned(),
+                overlay_root: overlay,
+            });
+        }
+        let rels: Vec<&str> = paths.iter().map(|p| &p[prefix.len()..]).collect();
+        let modules = kpack_artifact::split::module_names(&rels).map_err(|(a, b, name)| {
+            entry(
+                input,
+                paths[a],
+                format!(
+                    "its archives would be named {name:?} like those of {}",
+                    paths[b]
+                ),
+            )
+        })?;
+        Ok(FatBinaries {
+            overlay,
+            paths,
+            rels,
+            modules,
+        })
+    }
+}
+
+/// Takes the device code out of every fat binary (in place, in the host tree), moving its
+/// archives into the device wheel of their target's bundle key.
+fn transform_fat_binaries(
+    input: &Path,
+    opts: &SplitOptions,
+    work: &Work,
+    fat: &FatBinaries<'_>,
+    devices: &mut BTreeMap<BundleKey, Device>,
+    progress: Progress<'_>,
+) -> Result<(Vec<FatBinary>, Moved), WheelError> {
+    let total = fat.paths.len() as u64;
+    let mut moved = Moved::new();
+    let mut done = Vec::with_capacity(fat.paths.len());
+    let binaries = fat.paths.iter().zip(&fat.rels).zip(&fat.modules);
+    for (i, ((path, rel), module)) in binaries.enumerate() {
+        progress("transform", i as u64, total);
+        let depth = rel.matches('/').count();
+        let search = format!("{}.kpack/{module}_@GFXARCH@.kpack", "../".repeat(depth));
+        let binary = work.host.join(path);
+        let kpacks = work.dir.join("kpacks").join(i.to_string());
+        let t = transform::transform(
+            &binary,
+            &TransformOptions {
+                output: binary.clone(),
+                kpack_dir: kpacks.clone(),
+                group: Some(module.clone()),
+                kernel_name: Some((*rel).to_owned()),
+                search_paths: vec![search],
+                compression: opts.compression,
+            },
+        )
+        .map_err(|source| WheelError::Transform {
+            wheel: input.to_owned(),
+            entry: (*path).to_owned(),
+            source: Box::new(source),
+        })?;
+        let Outcome::Transformed(t) = t else {
+            return Err(entry(
+                input,
+                *path,
+                "already kpacked: it changed while being split",
+            ));
+        };
+        let mut targets = Vec::new();
+        for a in &t.archives {
+            let target = TargetId::parse(&a.target)
+                .map_err(|e| entry(input, *path, format!("target {:?}: {e}", a.target)))?;
+            let key =
+                BundleKey::of_target(&target).map_err(|e| entry(input, *path, e.to_string()))?;
+            let name = a.path.file_name().expect("archives have names");
+            let to = work
+                .dev_root(&key)
+                .join(&fat.overlay)
+                .join(".kpack")
+                .join(name);
+            move_file(&a.path, &to)?;
+            moved
+                .entry((key.clone(), module.clone()))
+                .or_default()
+                .push((a.target.clone(), to));
+            let d = devices.entry(key).or_default();
+            d.architectures.insert(a.target.clone());
+            d.archives += 1;
+            targets.push(a.target.clone());
+        }
+        done.push(FatBinary {
+            path: (*path).to_owned(),
+            module: module.clone(),
+            code_objects: t.code_objects,
+            input_size: t.input_size,
+            output_size: t.output_size,
+            targets,
+        });
+    }
+    progress("transform", total, total);
+    Ok((done, moved))
+}
+
+/// Makes each module's archives in one device wheel one multi-target archive,
+/// `<module>_<key>.kpack`.
+fn group_archives(
+    opts: &SplitOptions,
+    work: &Work,
+    overlay: &str,
+    moved: Moved,
+    devices: &mut BTreeMap<BundleKey, Device>,
+) -> Result<(), WheelError> {
+    for ((key, module), mut sources) in moved {
+        sources.sort();
+        let kpack_dir = work.dev_root(&key).join(overlay).join(".kpack");
+        let to = kpack_dir.join(format!("{module}_{key}.kpack"));
+        kpack_artifact::group::write(&to, &module, key.as_str(), &sources, opts.compression)?;
+        for (_, from) in sources.iter().filter(|(_, from)| *from != to) {
+            std::fs::remove_file(from).map_err(io(from))?;
+        }
+        let d = devices.get_mut(&key).expect("a device wheel per archive");
+        d.archives -= sources.len() - 1;
+    }
+    Ok(())
+}
+
+/// Moves each kernel-database file under the overlay root to its architecture's device
+/// wheel, at the same path; returns how many moved.
+fn move_database_files(
+    input: &Path,
+    opts: &SplitOptions,
+    work: &Work,
+    overlay: &str,
+    files: &[InputFile],
+    devices: &mut BTreeMap<BundleKey, Device>,
+) -> Result<usize, WheelError> {
+    let mut moved = 0;
+    if opts.handlers.is_empty() {
+        return Ok(moved);
+    }
+    let prefix = format!("{overlay}/");
+    for f in files.iter().filter(|f| f.path.starts_with(&prefix)) {
+        let Some(arch) = handlers::classify(&opts.handlers, &f.path[prefix.len()..]) else {
+            continue;
+        };
+        let key = match handlers::parse_family(&arch.artifact) {
+            Some(family) => BundleKey::of_family(family).ok_or_else(|| {
+                entry(
+                    input,
+                    &f.path,
+                    format!("database family {family:?} is no known packaging family"),
+                )
+            })?,
+            None => TargetId::parse(&arch.target)
+                .map_err(|e| e.to_string())
+                .and_then(|t| BundleKey::of_target(&t).map_err(|e| e.to_string()))
+                .map_err(|problem| entry(input, &f.path, problem))?,
+        };
+        move_file(&work.host.join(&f.path), &work.dev_root(&key).join(&f.path))?;
+        remove_empty_parents(&work.host, &f.path, overlay)?;
+        let d = devices.entry(key).or_default();
+        d.architectures.insert(arch.target.clone());
+        d.database_files += 1;
+        moved += 1;
+    }
+    Ok(moved)
+}
+
+/// The device wheels' distributions, in key order.
+fn device_dists(
+    opts: &SplitOptions,
+    id: &Identity,
+    devices: &BTreeMap<BundleKey, Device>,
+) -> Vec<DeviceDist> {
+    let device_prefix = opts
+        .device_package_prefix
+        .clone()
+        .unwrap_or_else(|| format!("{}-device", id.name));
+    devices
+        .iter()
+        .map(|(key, d)| DeviceDist {
+            key: key.clone(),
+            dist: format!("{device_prefix}-{}", key.dist_suffix()),
+            serves: key.served_targets(d.architectures.iter().map(String::as_str)),
+        })
+        .collect()
+}
+
+/// Adds the `device-<target>` extras to the host METADATA; returns the new METADATA.
+fn add_host_extras(
+    host_root: &Path,
+    id: &Identity,
+    dists: &[DeviceDist],
+) -> Result<String, WheelError> {
+    let path = host_root.join(&id.dist_info).join("METADATA");
+    let original = std::fs::read_to_string(&path).map_err(io(&path))?;
+    let host_metadata =
+        metadata::insert_headers(&original, &dist_info::host_extras_block(&id.version, dists));
+    std::fs::write(&path, &host_metadata).map_err(io(&path))?;
+    Ok(host_metadata)
+}
+
+/// One wheel to publish: its staged tree, dist-info directory, file name and distribution.
+type Job = (PathBuf, String, PathBuf, String);
+
+/// Writes the variant copy (when asked for) and each device wheel's METADATA and WHEEL;
+/// returns every wheel to publish (the host first, then the variant, then the device
+/// wheels in key order) and whether the variant is among them.
+fn stage_wheels(
+    opts: &SplitOptions,
+    work: &Work,
+    id: &Identity,
+    dists: &[DeviceDist],
+    host_metadata: &str,
+    names: &OutputNames,
+) -> Result<(Vec<Job>, bool), WheelError> {
+    let ext = match opts.output_format {
+        OutputFormat::Wheel => ".whl",
+        OutputFormat::Directory => "",
+    };
+    let mut jobs: Vec<Job> = vec![(
+        work.host.clone(),
+        id.dist_info.clone(),
+        format!("{}{ext}", names.host_stem).into(),
+        id.name.clone(),
+    )];
+    let variant = opts.variants;
+    if variant {
+        let label = &opts.variant_label;
+        if label.is_empty()
+            || !label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        {
+            return Err(WheelError::Usage(format!(
+                "variant label {label:?}: use letters, digits, `_` and `.`"
+            )));
+        }
+        let root = work.dir.join("variant");
+        copy_tree(&work.host, &root)?;
+        let di = root.join(&id.dist_info);
+        let m = di.join("METADATA");
+        std::fs::write(&m, dist_info::add_variant_markers(host_metadata)).map_err(io(&m))?;
+        let targets = dist_info::extra_targets(dists);
+        let targets: Vec<&str> = targets.iter().map(BundleKey::as_str).collect();
+        let v = di.join("variant.json");
+        std::fs::write(&v, dist_info::variant_json(&targets)).map_err(io(&v))?;
+        let dest = format!("{}-{label}{ext}", names.host_stem);
+        jobs.push((root, id.dist_info.clone(), dest.into(), id.name.clone()));
+    }
+    for d in dists {
+        let root = work.dev_root(&d.key);
+        let stem = id.stem_for(&d.dist, &names.tag_part);
+        let dist_info = format!(
+            "{}-{}.dist-info",
+            metadata::escape_name(&d.dist),
+            id.version.replace('-', "_")
+        );
+        let di = root.join(&dist_info);
+        std::fs::create_dir_all(&di).map_err(io(&di))?;
+        let m = di.join("METADATA");
+        std::fs::write(
+            &m,
+            dist_info::device_metadata(id, d, dists, &opts.device_requires_dist),
+        )
+        .map_err(io(&m))?;
+        let w = di.join("WHEEL");
+        std::fs::write(&w, dist_info::device_wheel_file(id)).map_err(io(&w))?;
+        jobs.push((
+            root,
+            dist_info,
+            format!("{stem}{ext}").into(),
+            d.dist.clone(),
+        ));
+    }
+    Ok((jobs, variant))
+}
+
 /// The host wheel's `.kpm` indexes: per module, every target of every device wheel with its
 /// archive file and device distribution, at `<overlay>/.kpack/<module>.kpm`, beside where
 /// the archives install.
 fn write_indexes(
-    host_root: &Path,
+    work: &Work,
     overlay: &str,
     name: &str,
     dists: &[DeviceDist],
-    dev_root: &dyn Fn(&BundleKey) -> PathBuf,
 ) -> Result<(), WheelError> {
     let mut archives = Vec::new();
     for d in dists {
-        let kpack_dir = dev_root(&d.key).join(overlay).join(".kpack");
+        let kpack_dir = work.dev_root(&d.key).join(overlay).join(".kpack");
         if !kpack_dir.is_dir() {
             continue; // database files only
         }
@@ -549,7 +699,7 @@ fn write_indexes(
         ))
     })?;
     for (rel, kpm) in indexes {
-        let to = host_root.join(&rel);
+        let to = work.host.join(&rel);
         let bytes = kpm
             .encode()
             .map_err(|e| WheelError::Usage(format!("{rel}: encoding the index: {e}")))?;
@@ -561,47 +711,26 @@ fn write_indexes(
     Ok(())
 }
 
+/// Publishes every (tree, dist-info, file name) into `dir`, a few at a time; the result
+/// does not depend on the order or the thread count.
 fn publish_all(
     wheel: &Path,
     dir: &Path,
-    jobs: &[(PathBuf, String, PathBuf, String)],
+    jobs: &[Job],
     format: OutputFormat,
     stored: &(dyn Fn(&str) -> bool + Sync),
     progress: Progress<'_>,
 ) -> Result<Vec<Published>, WheelError> {
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Published, WheelError>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    let threads = kpack_pipeline::threads::count(0).min(jobs.len());
     let total = jobs.len() as u64;
     progress("write", 0, total);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((root, dist_info, dest)) =
-                        jobs.get(i).map(|(r, d, f, _)| (r, d, dir.join(f)))
-                    else {
-                        break;
-                    };
-                    let r = writer::publish(wheel, root, dist_info, format, &dest, stored);
-                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    progress("write", n as u64, total);
-                }
-            });
-        }
-    });
-    results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
+    let threads = kpack_pipeline::threads::count(0);
+    kpack_pipeline::threads::map(jobs, threads, |_, (root, dist_info, dest, _)| {
+        let r = writer::publish(wheel, root, dist_info, format, &dir.join(dest), stored);
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        progress("write", n as u64, total);
+        Ok(r?)
+    })
 }
 
 /// The fat binaries among `files` (outside the dist-info), by path.
@@ -625,11 +754,8 @@ fn find_fat<'a>(
         {
             continue;
         }
-        let bytes = kpack_pipeline::map_file(&file, &path).map_err(|e| WheelError::Entry {
-            wheel: wheel.to_owned(),
-            entry: f.path.clone(),
-            problem: e.to_string(),
-        })?;
+        let bytes = kpack_pipeline::map_file(&file, &path)
+            .map_err(|e| entry(wheel, &f.path, e.to_string()))?;
         // A binary kpack cannot read is not a fat binary kpack can split: it stays as is.
         if let Ok(HostState::Fat) = transform::check(&bytes) {
             fat.push(f.path.as_str());

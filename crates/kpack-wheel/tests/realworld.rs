@@ -104,12 +104,16 @@ fn corpus_wheel_records_hash_every_member_and_every_hash_holds() {
     ] {
         let wheel = corpus_wheel(name, version);
         let file = std::fs::File::open(&wheel).unwrap();
-        let files =
-            kpack_wheel::reader::read_zip(&wheel, file, &kpack_wheel::Limits::default(), None)
-                .unwrap_or_else(|e| panic!("{e}"));
+        let files = kpack_wheelfile::reader::read_zip(
+            &wheel,
+            file,
+            &kpack_wheelfile::Limits::default(),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let unhashed: Vec<&str> = files
             .iter()
-            .filter(|f| f.listed == kpack_wheel::Listed::Unhashed)
+            .filter(|f| f.listed == kpack_wheelfile::Listed::Unhashed)
             .map(|f| f.path.as_str())
             .collect();
         assert_eq!(unhashed, Vec::<&str>::new(), "{name} {version}");
@@ -129,10 +133,10 @@ fn jax_rocm_plugin_wheel_with_a_record_without_hashes_splits_to_the_same_wheels(
     });
     let s = split_wheel(&unhashed, &SplitOptions::new(dir.path().join("out")))
         .unwrap_or_else(|e| panic!("{e}"));
-    let members = kpack_wheel::reader::read_zip(
+    let members = kpack_wheelfile::reader::read_zip(
         &input,
         std::fs::File::open(&input).unwrap(),
-        &kpack_wheel::Limits::default(),
+        &kpack_wheelfile::Limits::default(),
         None,
     )
     .unwrap();

@@ -305,7 +305,7 @@ fn hostile_wheel(dir: &Path, entries: &[(&str, &[u8], u32)]) -> PathBuf {
 fn good_dist_info(record_extra: &str) -> Vec<(String, Vec<u8>, u32)> {
     let meta = b"Metadata-Version: 2.1\nName: bad\nVersion: 1.0\n".to_vec();
     let wheel = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n".to_vec();
-    let h = |d: &[u8]| kpack_wheel::metadata::record_hash(&sha2_digest(d));
+    let h = |d: &[u8]| kpack_wheelfile::metadata::record_hash(&sha2_digest(d));
     let record = format!(
         "bad-1.0.dist-info/METADATA,{},{}\nbad-1.0.dist-info/WHEEL,{},{}\n{record_extra}bad-1.0.dist-info/RECORD,,\n",
         h(&meta),
@@ -390,7 +390,7 @@ fn duplicate_names_are_refused() {
 fn an_entry_larger_than_declared_or_past_the_global_cap_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let data = [b'a'; 4096];
-    let h = kpack_wheel::metadata::record_hash(&sha2_digest(&data));
+    let h = kpack_wheelfile::metadata::record_hash(&sha2_digest(&data));
     let mut e = vec![("pkg/data.bin".to_owned(), data.to_vec(), 0o100644)];
     e.extend(good_dist_info(&format!("pkg/data.bin,{h},4096\n")));
     let wheel = write(dir.path(), &e);
@@ -437,7 +437,7 @@ fn an_entry_larger_than_declared_or_past_the_global_cap_is_refused() {
 fn a_record_that_does_not_match_is_refused_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let data = b"print('hi')\n";
-    let wrong = kpack_wheel::metadata::record_hash(&sha2_digest(b"something else"));
+    let wrong = kpack_wheelfile::metadata::record_hash(&sha2_digest(b"something else"));
     let mut e = vec![("pkg/a.py".to_owned(), data.to_vec(), 0o100644)];
     e.extend(good_dist_info(&format!(
         "pkg/a.py,{wrong},{}\n",
@@ -463,7 +463,7 @@ fn zips_that_are_not_wheels_are_refused() {
         .unwrap();
     refused(&not_zip, "not a readable zip archive");
     // A valid wheel without device code: nothing to split.
-    let h = kpack_wheel::metadata::record_hash(&sha2_digest(b"a"));
+    let h = kpack_wheelfile::metadata::record_hash(&sha2_digest(b"a"));
     let mut e = vec![("pkg/a.py".to_owned(), b"a".to_vec(), 0o100644)];
     e.extend(good_dist_info(&format!("pkg/a.py,{h},1\n")));
     let pure = write(dir.path(), &e);
@@ -646,7 +646,7 @@ fn add_to_payload(unpacked: &Path, rel: &str, data: &[u8]) {
     std::fs::write(&path, data).unwrap();
     let record = unpacked.join("kpack_demo-1.0.dist-info/RECORD");
     let mut text = std::fs::read_to_string(&record).unwrap();
-    let hash = kpack_wheel::metadata::record_hash(&sha2_digest(data));
+    let hash = kpack_wheelfile::metadata::record_hash(&sha2_digest(data));
     text.insert_str(0, &format!("{rel},{hash},{}\n", data.len()));
     std::fs::write(&record, text).unwrap();
 }
@@ -703,7 +703,7 @@ fn a_record_without_hashes_splits_into_wheels_whose_records_hash_every_member() 
             if !name.ends_with(".dist-info/RECORD") {
                 continue;
             }
-            let rows = kpack_wheel::metadata::parse_record(&data).unwrap();
+            let rows = kpack_wheelfile::metadata::parse_record(&data).unwrap();
             for row in rows.iter().filter(|r| r.path != name) {
                 assert!(
                     row.hash.starts_with("sha256=") && row.hash.len() == 7 + 43,

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 
-use crate::error::{WheelError, io};
+use crate::error::{WheelFileError, io};
 use crate::metadata;
 use crate::record::{Checked, Listed, MAX_RECORD, Record};
 
@@ -55,8 +55,8 @@ const S_IFLNK: u32 = 0o120000;
 const S_IFREG: u32 = 0o100000;
 const S_IFDIR: u32 = 0o040000;
 
-fn entry_error(wheel: &Path, entry: &str, problem: impl Into<String>) -> WheelError {
-    WheelError::Entry {
+fn entry_error(wheel: &Path, entry: &str, problem: impl Into<String>) -> WheelFileError {
+    WheelFileError::Entry {
         wheel: wheel.to_owned(),
         entry: entry.to_owned(),
         problem: problem.into(),
@@ -65,7 +65,7 @@ fn entry_error(wheel: &Path, entry: &str, problem: impl Into<String>) -> WheelEr
 
 /// Checks that `name` (a file or, with a trailing `/`, a directory entry) is a plain
 /// relative path inside the wheel; returns it without the trailing `/`.
-pub fn check_entry_name<'a>(wheel: &Path, name: &'a str) -> Result<&'a str, WheelError> {
+pub fn check_entry_name<'a>(wheel: &Path, name: &'a str) -> Result<&'a str, WheelFileError> {
     let bad = |why: &str| Err(entry_error(wheel, name, why));
     let trimmed = name.strip_suffix('/').unwrap_or(name);
     if trimmed.is_empty() {
@@ -106,7 +106,7 @@ struct Names {
 }
 
 impl Names {
-    fn add(&mut self, wheel: &Path, name: &str, dir: bool) -> Result<(), WheelError> {
+    fn add(&mut self, wheel: &Path, name: &str, dir: bool) -> Result<(), WheelFileError> {
         // Every ancestor is a directory.
         let mut end = 0;
         while let Some(i) = name[end..].find('/') {
@@ -137,7 +137,7 @@ fn duplicate_name<R: Read + Seek>(
     r: &mut R,
     start: u64,
     wheel: &Path,
-) -> Result<Option<String>, WheelError> {
+) -> Result<Option<String>, WheelFileError> {
     use std::io::SeekFrom;
     let len = r.seek(SeekFrom::End(0)).map_err(io(wheel))?;
     let mut pos = start;
@@ -176,7 +176,7 @@ fn copy_exact(
     size: u64,
     crc32: Option<u32>,
     seen: &mut dyn FnMut(&[u8]),
-) -> Result<(), WheelError> {
+) -> Result<(), WheelFileError> {
     let mut crc = crc32fast::Hasher::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut total = 0u64;
@@ -257,7 +257,7 @@ pub struct Member<'a> {
 impl Member<'_> {
     /// Copies the content into `out`, checked: once it returns, the bytes written are the
     /// member's as RECORD lists them. A member is read once; a second call is an error.
-    pub fn copy_to(&mut self, out: &mut dyn Write) -> Result<(), WheelError> {
+    pub fn copy_to(&mut self, out: &mut dyn Write) -> Result<(), WheelFileError> {
         if self.checked.is_some() {
             return Err(entry_error(self.wheel, self.name, "read twice"));
         }
@@ -276,7 +276,7 @@ impl Member<'_> {
     }
 
     /// The member as read, checked (read now, into nothing, if it was not yet).
-    fn finish(mut self) -> Result<InputFile, WheelError> {
+    fn finish(mut self) -> Result<InputFile, WheelFileError> {
         if self.checked.is_none() {
             self.copy_to(&mut std::io::sink())?;
         }
@@ -296,13 +296,13 @@ impl Member<'_> {
 fn load_record<'a>(
     wheel: &Path,
     members: impl Iterator<Item = (&'a str, u64)> + Clone,
-    read: impl FnOnce(&str, u64) -> Result<Vec<u8>, WheelError>,
-) -> Result<Record, WheelError> {
+    read: impl FnOnce(&str, u64) -> Result<Vec<u8>, WheelFileError>,
+) -> Result<Record, WheelFileError> {
     let names: Vec<&str> = members.clone().map(|(n, _)| n).collect();
     let dist_info = metadata::dist_info_dir(wheel, &names)?;
     let path = format!("{dist_info}/RECORD");
     let Some((_, size)) = members.clone().find(|(n, _)| *n == path) else {
-        return Err(WheelError::NotAWheel {
+        return Err(WheelFileError::NotAWheel {
             wheel: wheel.to_owned(),
             problem: format!("no {path}"),
         });
@@ -325,8 +325,8 @@ fn write_file(
     dest: &Path,
     rel: &str,
     mode: u32,
-    fill: impl FnOnce(&mut dyn Write) -> Result<(), WheelError>,
-) -> Result<(), WheelError> {
+    fill: impl FnOnce(&mut dyn Write) -> Result<(), WheelFileError>,
+) -> Result<(), WheelFileError> {
     use std::os::unix::fs::PermissionsExt;
     let path = dest.join(rel);
     if let Some(parent) = path.parent() {
@@ -348,7 +348,7 @@ pub fn read_zip<R: Read + Seek>(
     reader: R,
     limits: &Limits,
     dest: Option<&Path>,
-) -> Result<Vec<InputFile>, WheelError> {
+) -> Result<Vec<InputFile>, WheelFileError> {
     visit_zip(wheel, reader, limits, |member| match dest {
         Some(dest) => write_file(dest, member.name, member.mode, |out| member.copy_to(out)),
         None => Ok(()),
@@ -359,7 +359,7 @@ pub fn read_zip<R: Read + Seek>(
 /// (which must list exactly the wheel's files), then hands each regular file to `each` in
 /// archive order, one at a time, to read through [`Member::copy_to`] (a file `each` does
 /// not read is read here, so that every one is checked). Returns the regular files.
-pub fn visit_zip<R: Read + Seek, E: From<WheelError>>(
+pub fn visit_zip<R: Read + Seek, E: From<WheelFileError>>(
     wheel: &Path,
     reader: R,
     limits: &Limits,
@@ -410,7 +410,7 @@ fn open_entry<'z, R: Read + Seek>(
     zip: &'z mut zip::ZipArchive<R>,
     i: usize,
     name: &str,
-) -> Result<zip::read::ZipFile<'z, R>, WheelError> {
+) -> Result<zip::read::ZipFile<'z, R>, WheelFileError> {
     zip.by_index(i)
         .map_err(|e| entry_error(wheel, name, format!("cannot be read: {e}")))
 }
@@ -424,8 +424,8 @@ fn plan_zip<R: Read + Seek>(
     wheel: &Path,
     reader: R,
     limits: &Limits,
-) -> Result<(zip::ZipArchive<R>, Vec<Planned>), WheelError> {
-    let not_a_wheel = |problem: String| WheelError::NotAWheel {
+) -> Result<(zip::ZipArchive<R>, Vec<Planned>), WheelFileError> {
+    let not_a_wheel = |problem: String| WheelFileError::NotAWheel {
         wheel: wheel.to_owned(),
         problem,
     };
@@ -494,7 +494,7 @@ fn plan_zip<R: Read + Seek>(
 /// Copies the unpacked wheel `dir` into `dest`, with the same checks as [`read_zip`]
 /// (symlinks and special files refused, RECORD read first and every file checked against
 /// it). Returns the regular files sorted by path.
-pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelError> {
+pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelFileError> {
     use std::os::unix::fs::PermissionsExt;
     // (path inside the wheel, path on disk, mode, size)
     let mut plan = Vec::new();

@@ -20,7 +20,7 @@ use base64::Engine;
 use sha2::Digest;
 use sha2::digest::DynDigest;
 
-use crate::error::WheelError;
+use crate::error::WheelFileError;
 use crate::metadata;
 
 /// The most bytes a RECORD may hold: it is read into memory before any other member. The
@@ -105,8 +105,8 @@ pub struct Checked {
     pub listed: Listed,
 }
 
-fn entry_error(wheel: &Path, entry: &str, problem: String) -> WheelError {
-    WheelError::Entry {
+fn entry_error(wheel: &Path, entry: &str, problem: String) -> WheelFileError {
+    WheelFileError::Entry {
         wheel: wheel.to_owned(),
         entry: entry.to_owned(),
         problem,
@@ -115,7 +115,7 @@ fn entry_error(wheel: &Path, entry: &str, problem: String) -> WheelError {
 
 impl Record {
     /// Parses `bytes`, the content of `<dist_info>/RECORD` of `wheel`.
-    pub fn parse(wheel: &Path, dist_info: &str, bytes: &[u8]) -> Result<Record, WheelError> {
+    pub fn parse(wheel: &Path, dist_info: &str, bytes: &[u8]) -> Result<Record, WheelFileError> {
         let path = format!("{dist_info}/RECORD");
         let rows = metadata::parse_record(bytes).map_err(|e| entry_error(wheel, &path, e))?;
         let mut lines = BTreeMap::new();
@@ -152,7 +152,7 @@ impl Record {
         &self,
         wheel: &Path,
         members: impl IntoIterator<Item = &'a str>,
-    ) -> Result<(), WheelError> {
+    ) -> Result<(), WheelFileError> {
         let mut unseen: std::collections::BTreeSet<&str> =
             self.lines.keys().map(String::as_str).collect();
         for m in members {
@@ -204,7 +204,7 @@ impl Check<'_> {
 
     /// Checks the content fed, `size` bytes, against the member's line: it must be listed,
     /// a hash given must match, a size given must be the content's.
-    pub fn finish(self, wheel: &Path, size: u64) -> Result<Checked, WheelError> {
+    pub fn finish(self, wheel: &Path, size: u64) -> Result<Checked, WheelFileError> {
         let (record, member) = (&self.record.path, self.member);
         let sha256: [u8; 32] = self.sha256.finalize().into();
         let checked = |listed| Ok(Checked { sha256, listed });

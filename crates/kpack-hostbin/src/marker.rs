@@ -1,15 +1,19 @@
 //! The HIPK metadata stored in `.rocm_kpack_ref` (spec §2.2): a msgpack map
 //! `{"kpack_search_paths": [str, ...], "kernel_name": str}` that the rewritten fat-binary wrapper
 //! points at. kpack starts the map with `xxh3`, a `bin 8` digest of the map but for its own 8
-//! bytes ([`crate::digest`]): the reference's readers ignore keys they do not know, and
+//! bytes (`digest_except`): the reference's readers ignore keys they do not know, and
 //! without it one flipped bit can turn `kernel_name` into another binary's name in the same
 //! archive.
 
-use crate::digest::{MARKER_KEY, digest_except};
-use crate::error::MetadataError;
-use crate::msgpack::{
-    Cursor, EncodeError, Encoder, FieldError, KeySet, Path, Source, once, required,
+use std::hash::Hasher;
+
+use kpack_msgpack::{
+    Cursor, EncodeError, Encoder, FieldError, KeySet, MetadataError, Path, Source, once, required,
 };
+use twox_hash::XxHash3_64;
+
+/// The key of the marker's digest, its map's first key.
+const MARKER_KEY: &str = "xxh3";
 
 /// Where the runtime looks for a binary's kernels, and under which name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,4 +124,12 @@ impl MarkerMetadata {
         };
         Ok((metadata, c.pos()))
     }
+}
+
+/// The XXH3-64 of `bytes` but for `hole` (the digest's own bytes inside what it covers).
+fn digest_except(bytes: &[u8], hole: std::ops::Range<usize>) -> u64 {
+    let mut hasher = XxHash3_64::new();
+    hasher.write(&bytes[..hole.start]);
+    hasher.write(&bytes[hole.end..]);
+    hasher.finish()
 }

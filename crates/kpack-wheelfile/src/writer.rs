@@ -13,7 +13,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 use zip::write::SimpleFileOptions;
 
-use crate::error::{WheelError, io};
+use crate::error::{WheelFileError, io};
 use crate::metadata;
 
 /// How outputs are written.
@@ -40,7 +40,7 @@ pub struct Published {
 
 /// The regular files below `root` (paths `/`-separated) with their modes, in wheel order:
 /// sorted, `dist_info/` last, RECORD excluded (it is regenerated).
-fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelError> {
+fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelFileError> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = Vec::new();
     for e in kpack_fs::walk(root) {
@@ -63,33 +63,33 @@ fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelE
 /// The timestamp of every entry: `SOURCE_DATE_EPOCH` (clamped to what zip can store) or
 /// 1980-01-01 00:00:00.
 pub fn entry_time() -> zip::DateTime {
-    let epoch = std::env::var("SOURCE_DATE_EPOCH")
-        .ok()
-        .and_then(|s| s.trim().parse::<i64>().ok());
+    zip_time(kpack_fs::source_date_epoch())
+}
+
+/// `epoch` (seconds since 1970, UTC) as a zip timestamp: from 1980-01-01 00:00:00 (also
+/// without an epoch) to 2107-12-31 23:59:58, the range zip's MS-DOS fields hold, in 2-second
+/// steps.
+fn zip_time(epoch: Option<i64>) -> zip::DateTime {
     let Some(secs) = epoch else {
         return zip::DateTime::default();
     };
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    if y < 1980 {
-        return zip::DateTime::default();
+    let latest = || zip::DateTime::from_date_and_time(2107, 12, 31, 23, 59, 58).unwrap_or_default();
+    match time::OffsetDateTime::from_unix_timestamp(secs) {
+        Ok(t) if t.year() > 2107 => latest(),
+        // Before 1980 (or before year 0) is out of zip's range: the default, 1980-01-01.
+        Ok(t) => zip::DateTime::from_date_and_time(
+            u16::try_from(t.year()).unwrap_or(0),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+        )
+        .unwrap_or_default(),
+        // Beyond the years `time` represents (±9999).
+        Err(_) if secs > 0 => latest(),
+        Err(_) => zip::DateTime::default(),
     }
-    let (y, m, d, h, mi, s) = if y > 2107 {
-        (2107, 12, 31, 23, 59, 58)
-    } else {
-        (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
-    };
-    zip::DateTime::from_date_and_time(y as u16, m as u8, d as u8, h as u8, mi as u8, s as u8)
-        .unwrap_or_default()
 }
 
 /// Streams `content` (read from `path`) into `sink`, returning its SHA-256 and size.
@@ -97,7 +97,7 @@ fn hash_into(
     path: &Path,
     content: &mut dyn Read,
     sink: &mut dyn Write,
-) -> Result<([u8; 32], u64), WheelError> {
+) -> Result<([u8; 32], u64), WheelFileError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
@@ -116,7 +116,7 @@ fn hash_into(
 }
 
 /// Streams the file at `path` into `sink`, returning its SHA-256 and size.
-fn hash_file_into(path: &Path, sink: &mut dyn Write) -> Result<([u8; 32], u64), WheelError> {
+fn hash_file_into(path: &Path, sink: &mut dyn Write) -> Result<([u8; 32], u64), WheelFileError> {
     let file = std::fs::File::open(path).map_err(io(path))?;
     hash_into(path, &mut BufReader::with_capacity(1 << 20, file), sink)
 }
@@ -135,7 +135,7 @@ pub struct WheelZip {
 impl WheelZip {
     /// Creates the new file `dest` (a staged path: the caller publishes it). `wheel` names
     /// the input in errors.
-    pub fn create(wheel: &Path, dest: &Path) -> Result<WheelZip, WheelError> {
+    pub fn create(wheel: &Path, dest: &Path) -> Result<WheelZip, WheelFileError> {
         let out = std::fs::File::create(dest).map_err(io(dest))?;
         Ok(WheelZip {
             zip: zip::ZipWriter::new(std::io::BufWriter::with_capacity(1 << 20, out)),
@@ -146,9 +146,9 @@ impl WheelZip {
         })
     }
 
-    fn zip_error(&self) -> impl FnOnce(zip::result::ZipError) -> WheelError + use<> {
+    fn zip_error(&self) -> impl FnOnce(zip::result::ZipError) -> WheelFileError + use<> {
         let (wheel, output) = (self.wheel.clone(), self.dest.clone());
-        move |source| WheelError::Zip {
+        move |source| WheelFileError::Zip {
             wheel,
             output,
             source,
@@ -161,7 +161,7 @@ impl WheelZip {
         mode: u32,
         compressed: bool,
         len: u64,
-    ) -> Result<(), WheelError> {
+    ) -> Result<(), WheelFileError> {
         let options = SimpleFileOptions::default()
             .compression_method(if compressed {
                 zip::CompressionMethod::Deflated
@@ -185,7 +185,7 @@ impl WheelZip {
         len: u64,
         from: &Path,
         content: &mut dyn Read,
-    ) -> Result<(), WheelError> {
+    ) -> Result<(), WheelFileError> {
         self.start(path, mode, compressed, len)?;
         let (digest, size) = hash_into(from, content, &mut self.zip)?;
         self.rows.push((path.to_owned(), digest, size));
@@ -193,7 +193,7 @@ impl WheelZip {
     }
 
     /// Writes `dist_info/RECORD` and ends the zip.
-    pub fn finish(mut self, dist_info: &str) -> Result<Published, WheelError> {
+    pub fn finish(mut self, dist_info: &str) -> Result<Published, WheelFileError> {
         let record = metadata::write_record(dist_info, &self.rows);
         self.start(&format!("{dist_info}/RECORD"), 0o644, true, 0)?;
         let dest = self.dest.clone();
@@ -221,7 +221,7 @@ pub fn publish(
     format: OutputFormat,
     dest: &Path,
     stored: &dyn Fn(&str) -> bool,
-) -> Result<Published, WheelError> {
+) -> Result<Published, WheelFileError> {
     let files = tree_files(root, dist_info)?;
     let record_path = format!("{dist_info}/RECORD");
     let (bytes, size) = match format {
@@ -256,4 +256,54 @@ pub fn publish(
         bytes,
         size,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zip_time;
+
+    fn parts(t: zip::DateTime) -> (u16, u8, u8, u8, u8, u8) {
+        (
+            t.year(),
+            t.month(),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second(),
+        )
+    }
+
+    #[test]
+    fn an_entry_time_is_source_date_epoch_clamped_to_what_zip_stores() {
+        let first = (1980, 1, 1, 0, 0, 0);
+        let last = (2107, 12, 31, 23, 59, 58);
+        assert_eq!(parts(zip_time(None)), first);
+        assert_eq!(parts(zip_time(Some(i64::MIN))), first);
+        assert_eq!(parts(zip_time(Some(-1))), first);
+        assert_eq!(
+            parts(zip_time(Some(315_532_799))),
+            first,
+            "1979-12-31 23:59:59"
+        );
+        assert_eq!(parts(zip_time(Some(315_532_800))), first);
+        assert_eq!(
+            parts(zip_time(Some(1_623_760_496))),
+            (2021, 6, 15, 12, 34, 56)
+        );
+        assert_eq!(
+            parts(zip_time(Some(1_623_760_497))),
+            (2021, 6, 15, 12, 34, 56)
+        );
+        assert_eq!(
+            parts(zip_time(Some(4_354_819_199))),
+            last,
+            "2107-12-31 23:59:59"
+        );
+        assert_eq!(
+            parts(zip_time(Some(4_354_819_200))),
+            last,
+            "2108-01-01 00:00:00"
+        );
+        assert_eq!(parts(zip_time(Some(i64::MAX))), last);
+    }
 }

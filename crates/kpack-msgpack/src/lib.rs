@@ -1,5 +1,6 @@
-//! MessagePack for kpack's documents (the TOC, HIPK marker metadata, `.kpm` manifests), on the
-//! `rmp` crate.
+//! MessagePack for kpack's documents (an archive's TOC, HIPK marker metadata, `.kpm`
+//! manifests), on the `rmp` crate. It depends on no other kpack crate: the archive crate and
+//! the host binaries' marker (`kpack-hostbin`) both read and write through it.
 //!
 //! `rmp` reads and writes the wire forms. What reading untrusted bytes with it needs, and `rmp`
 //! leaves to its caller, is here:
@@ -16,6 +17,8 @@
 //! integer, length and count, as Python `msgpack.packb(obj, use_bin_type=True)` does (spec §1.6):
 //! maps written in the reference's key order reproduce its bytes. [`Encoder`] adds the check that
 //! a length fits the format's 32 bits (`rmp` takes a `u32` and leaves that to the caller).
+
+#![warn(missing_docs)]
 
 use std::fmt;
 
@@ -327,7 +330,7 @@ pub fn value_len(bytes: &[u8]) -> Result<usize, DecodeError> {
 /// Reads a document from a slice: typed reads for schema fields, [`Cursor::skip`] for the rest.
 /// Offsets in its errors are offsets into the whole slice, whatever position it started at.
 #[derive(Debug, Clone)]
-pub(crate) struct Cursor<'a> {
+pub struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
@@ -377,12 +380,12 @@ impl Source for Cursor<'_> {
 }
 
 /// The failures a schema read meets: the wire form's own, and the schema's.
-pub(crate) trait WalkError: From<DecodeError> + From<FieldError> {}
+pub trait WalkError: From<DecodeError> + From<FieldError> {}
 impl<T: From<DecodeError> + From<FieldError>> WalkError for T {}
 
 impl<'a> Cursor<'a> {
     /// Reads `bytes` from `pos` on; `bytes` still bounds every value.
-    pub(crate) fn new(bytes: &'a [u8], pos: usize) -> Self {
+    pub fn new(bytes: &'a [u8], pos: usize) -> Self {
         Cursor {
             bytes,
             pos: pos.min(bytes.len()),
@@ -390,12 +393,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// Skips one value (see [`skip_value`]).
-    pub(crate) fn skip(&mut self) -> Result<(), DecodeError> {
+    pub fn skip(&mut self) -> Result<(), DecodeError> {
         skip_value(self)
     }
 
     /// Fails unless the cursor has consumed all of its input.
-    pub(crate) fn finish(&self) -> Result<(), DecodeError> {
+    pub fn finish(&self) -> Result<(), DecodeError> {
         match self.room() {
             0 => Ok(()),
             count => Err(DecodeError {
@@ -406,7 +409,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The type name of the value at the cursor.
-    pub(crate) fn found(&self) -> &'static str {
+    pub fn found(&self) -> &'static str {
         match self.bytes.get(self.pos..) {
             Some([marker, payload @ ..]) => type_name(*marker, payload),
             _ => "end of input",
@@ -420,12 +423,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// Whether the value at the cursor is a map.
-    pub(crate) fn at_map(&self) -> bool {
+    pub fn at_map(&self) -> bool {
         self.is(|m| matches!(m, Marker::FixMap(_) | Marker::Map16 | Marker::Map32))
     }
 
     /// Whether the value at the cursor is a str.
-    pub(crate) fn at_str(&self) -> bool {
+    pub fn at_str(&self) -> bool {
         self.is(|m| {
             matches!(
                 m,
@@ -488,20 +491,20 @@ impl<'a> Cursor<'a> {
 
     /// A map's entry count; its keys and values follow.
     #[inline]
-    pub(crate) fn map<E: WalkError>(&mut self, path: &Path<'_>) -> Result<usize, E> {
+    pub fn map<E: WalkError>(&mut self, path: &Path<'_>) -> Result<usize, E> {
         self.count(path, "map", rmp::decode::read_map_len, 2)
     }
 
     /// An array's element count; its elements follow.
     #[inline]
-    pub(crate) fn array<E: WalkError>(&mut self, path: &Path<'_>) -> Result<usize, E> {
+    pub fn array<E: WalkError>(&mut self, path: &Path<'_>) -> Result<usize, E> {
         self.count(path, "array", rmp::decode::read_array_len, 1)
     }
 
     /// A str's bytes, borrowed, not yet checked to be UTF-8: for comparing with known strs
     /// (see [`Cursor::utf8`]).
     #[inline]
-    pub(crate) fn str_bytes<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
+    pub fn str_bytes<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
         let start = self.pos;
         // The form of nearly every str in a TOC, read here without `rmp`'s reader plumbing
         // (which doubles the cost of an open).
@@ -525,7 +528,7 @@ impl<'a> Cursor<'a> {
 
     /// `s`, bytes of the input that [`Cursor::str_bytes`] returned, as a str.
     #[inline]
-    pub(crate) fn utf8(&self, s: &'a [u8]) -> Result<&'a str, DecodeError> {
+    pub fn utf8(&self, s: &'a [u8]) -> Result<&'a str, DecodeError> {
         std::str::from_utf8(s).map_err(|_| DecodeError {
             offset: s.as_ptr() as usize - self.bytes.as_ptr() as usize,
             kind: DecodeErrorKind::InvalidUtf8,
@@ -534,14 +537,14 @@ impl<'a> Cursor<'a> {
 
     /// A str, borrowed.
     #[inline]
-    pub(crate) fn str<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a str, E> {
+    pub fn str<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a str, E> {
         let s = self.str_bytes::<E>(path)?;
         Ok(self.utf8(s)?)
     }
 
     /// A non-negative integer, in any of its wire forms.
     #[inline]
-    pub(crate) fn uint<E: WalkError>(&mut self, path: &Path<'_>) -> Result<u64, E> {
+    pub fn uint<E: WalkError>(&mut self, path: &Path<'_>) -> Result<u64, E> {
         let start = self.pos;
         // As in [`Cursor::str_bytes`]: the unsigned forms, read here.
         let width = match self.bytes.get(start).map(|&b| Marker::from_u8(b)) {
@@ -573,7 +576,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A bin's bytes, borrowed.
-    pub(crate) fn bin<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
+    pub fn bin<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
         let start = self.pos;
         if let Some(n) = self.rmp(rmp::decode::read_bin_len) {
             if let Some(b) = self.bytes.get(self.pos..self.pos + n as usize) {
@@ -588,7 +591,7 @@ impl<'a> Cursor<'a> {
     /// Reads the map at the cursor, at `map` in a document whose maps may hold keys of other
     /// types than str (skipped with their values): calls `field` for each str key, with the
     /// cursor at its value, which `field` must read or skip.
-    pub(crate) fn lenient_map<E: WalkError>(
+    pub fn lenient_map<E: WalkError>(
         &mut self,
         map: &Path<'_>,
         mut field: impl FnMut(&mut Self, &'a str) -> Result<(), E>,
@@ -607,25 +610,27 @@ impl<'a> Cursor<'a> {
 
     /// A key of the map at `map`, which must be a str.
     #[inline]
-    pub(crate) fn str_key<E: WalkError>(&mut self, map: &Path<'_>) -> Result<&'a str, E> {
+    pub fn str_key<E: WalkError>(&mut self, map: &Path<'_>) -> Result<&'a str, E> {
         self.str(&Path::KeysOf(map))
     }
 
     /// A key of the map at `map`, which must be a str; its bytes, as [`Cursor::str_bytes`].
     #[inline]
-    pub(crate) fn key_bytes<E: WalkError>(&mut self, map: &Path<'_>) -> Result<&'a [u8], E> {
+    pub fn key_bytes<E: WalkError>(&mut self, map: &Path<'_>) -> Result<&'a [u8], E> {
         self.str_bytes(&Path::KeysOf(map))
     }
 }
 
 /// Where a value sits in a document, rendered only for error messages.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Path<'p> {
+pub enum Path<'p> {
+    /// The document's root value.
     Root,
     /// `base.key` for identifier-like keys, `base["key"]` otherwise; no dot at the root.
     Field(&'p Path<'p>, &'p str),
     /// `base["key"]`: the notation for data-valued keys (binaries, arches).
     Key(&'p Path<'p>, &'p str),
+    /// `base[index]`: an array element.
     Index(&'p Path<'p>, usize),
     /// The keys of the map at `base`: `base key`, or `root key`.
     KeysOf(&'p Path<'p>),
@@ -653,7 +658,7 @@ impl fmt::Display for Path<'_> {
 }
 
 /// `path` holds a `found` where the schema wants `expected`; the root is named `root`.
-pub(crate) fn wrong(path: &Path<'_>, expected: &'static str, found: &'static str) -> FieldError {
+pub fn wrong(path: &Path<'_>, expected: &'static str, found: &'static str) -> FieldError {
     let path = match path {
         Path::Root => "root".to_owned(),
         p => p.to_string(),
@@ -666,7 +671,7 @@ pub(crate) fn wrong(path: &Path<'_>, expected: &'static str, found: &'static str
 }
 
 /// Fills `slot` with `value`; `key` of the map at `map` is a duplicate if it is full already.
-pub(crate) fn once<T>(
+pub fn once<T>(
     slot: &mut Option<T>,
     value: T,
     map: &Path<'_>,
@@ -683,7 +688,7 @@ pub(crate) fn once<T>(
 }
 
 /// The value of a field that must be present.
-pub(crate) fn required<T>(slot: Option<T>, map: &Path<'_>, key: &str) -> Result<T, FieldError> {
+pub fn required<T>(slot: Option<T>, map: &Path<'_>, key: &str) -> Result<T, FieldError> {
     slot.ok_or_else(|| FieldError::Missing {
         path: Path::Field(map, key).to_string(),
     })
@@ -692,7 +697,7 @@ pub(crate) fn required<T>(slot: Option<T>, map: &Path<'_>, key: &str) -> Result<
 /// The keys met in one map (those no field reads, where the fields are tracked apart), to find
 /// repeats: a linear scan while few, a hash set beyond.
 #[derive(Default)]
-pub(crate) struct KeySet<'a> {
+pub struct KeySet<'a> {
     few: Vec<&'a str>,
     many: std::collections::HashSet<&'a str>,
 }
@@ -700,13 +705,14 @@ pub(crate) struct KeySet<'a> {
 impl<'a> KeySet<'a> {
     const LINEAR: usize = 16;
 
-    pub(crate) fn clear(&mut self) {
+    /// Forgets every key noted, for the next map.
+    pub fn clear(&mut self) {
         self.few.clear();
         self.many.clear();
     }
 
     /// Notes `key` of the map at `map`; it must not repeat.
-    pub(crate) fn note(&mut self, map: &Path<'_>, key: &'a str) -> Result<(), FieldError> {
+    pub fn note(&mut self, map: &Path<'_>, key: &'a str) -> Result<(), FieldError> {
         if self.insert(key) {
             return Ok(());
         }
@@ -717,7 +723,7 @@ impl<'a> KeySet<'a> {
     }
 
     /// Notes `key`, a key no field reads, and skips its value.
-    pub(crate) fn skip_unknown<E: WalkError>(
+    pub fn skip_unknown<E: WalkError>(
         &mut self,
         c: &mut Cursor<'a>,
         map: &Path<'_>,
@@ -745,7 +751,7 @@ impl<'a> KeySet<'a> {
 
 /// Writes a document, each map's entries in the order given.
 #[derive(Debug, Default)]
-pub(crate) struct Encoder {
+pub struct Encoder {
     out: Vec<u8>,
 }
 
@@ -756,47 +762,81 @@ fn len32(what: &'static str, len: usize) -> Result<u32, EncodeError> {
 
 impl Encoder {
     /// The bytes written.
-    pub(crate) fn into_bytes(self) -> Vec<u8> {
+    pub fn into_bytes(self) -> Vec<u8> {
         self.out
     }
 
     /// A map header for `len` entries; the entries follow.
-    pub(crate) fn map(&mut self, len: usize) -> Result<(), EncodeError> {
+    pub fn map(&mut self, len: usize) -> Result<(), EncodeError> {
         let len = len32("map", len)?;
         rmp::encode::write_map_len(&mut self.out, len).expect("a Vec grows");
         Ok(())
     }
 
     /// An array header for `len` elements; the elements follow.
-    pub(crate) fn array(&mut self, len: usize) -> Result<(), EncodeError> {
+    pub fn array(&mut self, len: usize) -> Result<(), EncodeError> {
         let len = len32("array", len)?;
         rmp::encode::write_array_len(&mut self.out, len).expect("a Vec grows");
         Ok(())
     }
 
-    pub(crate) fn str(&mut self, s: &str) -> Result<(), EncodeError> {
+    /// A str.
+    pub fn str(&mut self, s: &str) -> Result<(), EncodeError> {
         let len = len32("str", s.len())?;
         rmp::encode::write_str_len(&mut self.out, len).expect("a Vec grows");
         self.out.extend_from_slice(s.as_bytes());
         Ok(())
     }
 
-    pub(crate) fn bin(&mut self, b: &[u8]) -> Result<(), EncodeError> {
+    /// A bin.
+    pub fn bin(&mut self, b: &[u8]) -> Result<(), EncodeError> {
         let len = len32("bin", b.len())?;
         rmp::encode::write_bin_len(&mut self.out, len).expect("a Vec grows");
         self.out.extend_from_slice(b);
         Ok(())
     }
 
-    pub(crate) fn uint(&mut self, n: u64) {
+    /// An unsigned integer, in its smallest form.
+    pub fn uint(&mut self, n: u64) {
         rmp::encode::write_uint(&mut self.out, n).expect("a Vec grows");
+    }
+}
+
+/// A document (a HIPK marker, a `.kpm` manifest) that does not decode, does not fit its
+/// schema, or does not match the digest it carries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MetadataError {
+    /// The bytes are not msgpack.
+    #[error(transparent)]
+    Msgpack(#[from] DecodeError),
+    /// The msgpack does not fit the schema.
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    /// The bytes do not match the digest the document stores.
+    #[error("at byte {offset}: {problem}; the file is damaged")]
+    Damaged {
+        /// Where the stored digest (or the misplaced digest key) is.
+        offset: u64,
+        /// What did not match.
+        problem: String,
+    },
+}
+
+impl MetadataError {
+    /// The byte offset the error is about, when it names one.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            MetadataError::Msgpack(e) => Some(e.offset as u64),
+            MetadataError::Damaged { offset, .. } => Some(*offset),
+            MetadataError::Field(_) => None,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::MetadataError;
 
     fn encoded(write: impl FnOnce(&mut Encoder) -> Result<(), EncodeError>) -> Vec<u8> {
         let mut e = Encoder::default();

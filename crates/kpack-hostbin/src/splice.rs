@@ -1,5 +1,5 @@
 //! An output file described as edits of an input, streamed without copying the input: the
-//! host rewrites (ELF here, PE in `kpack-pe`) plan a list of [`Piece`]s and [`Patches`]
+//! host rewrites (`kpack-elf`'s and `kpack-pe`'s) plan a list of [`Piece`]s and [`Patches`]
 //! before anything is written, then [`Splice::write_to`] streams it.
 
 use std::collections::BTreeMap;

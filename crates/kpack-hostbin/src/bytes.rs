@@ -4,8 +4,8 @@
 //! every read here first cuts the range with overflow-checked arithmetic, so an error
 //! names what was read and its absolute file offset. With `object`'s `unaligned`
 //! feature the records have alignment 1, so the cast after the cut cannot fail.
-//! The PE reader (`kpack-pe`) reads its records through the same functions: each
-//! crate's error type converts an [`OutOfBounds`] into its own variant.
+//! The ELF and PE readers (`kpack-elf`, `kpack-pe`) read their records through these
+//! functions: each crate's error type converts an [`OutOfBounds`] into its own variant.
 
 use object::pod::{Pod, from_bytes, slice_from_bytes};
 
@@ -87,13 +87,13 @@ fn misfit(data: &[u8], offset: u64, bytes: &[u8], what: &str) -> OutOfBounds {
 }
 
 /// Every whole record `T` in `bytes` (a trailing partial record is ignored).
-pub(crate) fn whole_records<T: Pod>(bytes: &[u8]) -> &[T] {
+pub fn whole_records<T: Pod>(bytes: &[u8]) -> &[T] {
     let count = bytes.len() / size_of::<T>();
     slice_from_bytes(bytes, count).map_or(&[], |(r, _)| r)
 }
 
 /// The NUL-terminated string starting at `offset` inside a string table.
-pub(crate) fn c_str(table: &[u8], offset: u64) -> Option<&[u8]> {
+pub fn c_str(table: &[u8], offset: u64) -> Option<&[u8]> {
     let rest = table.get(usize::try_from(offset).ok()?..)?;
     let nul = rest.iter().position(|&b| b == 0)?;
     rest.get(..nul)

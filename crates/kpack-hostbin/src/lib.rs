@@ -1,0 +1,41 @@
+//! What the ELF and PE host-binary rewrites share: bounds-checked reads of untrusted bytes
+//! (`bytes`), the output planned as edits of the input and streamed (`splice`), the HIP
+//! fat-binary wrapper's layout and magics and the checks of a kpacked wrapper that do not
+//! depend on the format (`wrapper`), the HIPK marker record the kpacked wrappers point at
+//! (`marker`), and the verifiers' issue record.
+//!
+//! It depends only on `kpack-msgpack` (the marker's encoding): `kpack-elf` and `kpack-pe`
+//! both build on it, so that neither needs the other nor the archive crate.
+
+#![warn(missing_docs)]
+
+use std::fmt;
+
+pub mod bytes;
+pub mod marker;
+pub mod splice;
+mod wrapper;
+
+pub use wrapper::{
+    FatBinaryKind, HIPF_MAGIC, HIPK_MAGIC, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE, WrapperMagic,
+    hipk_wrapper_issues,
+};
+
+/// One problem a verifier of a host rewrite (`kpack_elf::verify`, `kpack_pe::verify`)
+/// found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyIssue {
+    /// The file offset the problem is about, when there is one.
+    pub offset: Option<u64>,
+    /// What is wrong, and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for VerifyIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.offset {
+            Some(o) => write!(f, "offset {o:#x}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
