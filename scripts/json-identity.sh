@@ -38,7 +38,7 @@ else
 fi
 # The working tree's kpack, built where the rest of the workspace is.
 cargo build -q --release -p kpack-cli
-cp "${CARGO_TARGET_DIR:-target}/release/kpack" "$work/kpack-head"
+cp "${CARGO_TARGET_DIR:-target}/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/kpack" "$work/kpack-head"
 
 cat >"$work/config.json" <<'EOF'
 {
