@@ -78,6 +78,9 @@
 //! The writer stores entries with identical bytes once, several TOC entries sharing one
 //! ordinal; the Python writer stores every entry, so only inputs without duplicates give
 //! byte-identical `none` archives. zstd frames are byte-identical only with the same libzstd.
+//!
+//! Depends on `kpack-hostbin` and `kpack-msgpack`; the writer (feature `write`) also on
+//! `kpack-fs` (the layering: docs/CONTRIBUTING.md).
 
 //!
 //! # Features

@@ -16,6 +16,9 @@
 //! Output is staged under temporary names and published together ([`kpack_fs::Stage`]), so
 //! a failed or killed run leaves nothing under the final names, and the next run to the same
 //! output sweeps what a killed one left.
+//!
+//! Depends on `kpack-archive`, `kpack-elf`, `kpack-fs`, `kpack-pipeline`, `kpack-tar` and
+//! `kpack-target` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

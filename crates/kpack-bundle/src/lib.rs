@@ -55,6 +55,8 @@
 //! zstd then needs no window buffer of its own); zlib's buffer grows as data arrives and
 //! decoding stops one byte past the claim. Errors name the byte offset (in hex) and what was
 //! expected.
+//!
+//! Depends on no other kpack crate (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

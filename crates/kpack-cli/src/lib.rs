@@ -3,6 +3,10 @@
 //! The command line as a library: [`run`] parses arguments and prints; the work is done by
 //! the library crates. The `kpack` binary and the Python package's `kpack` command are both
 //! [`run`], so they cannot drift apart.
+//!
+//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-fs`, `kpack-inputs`, `kpack-pipeline`,
+//! `kpack-prune`, `kpack-report`, `kpack-target` and `kpack-wheel` (the layering:
+//! docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -52,6 +52,8 @@
 //! [`relr`]. Records and constants come from `object::elf`, read under the range checks of
 //! `kpack_hostbin::bytes` (shared with the PE reader); [`machine`] holds what depends on the
 //! target machine (page size, relocation kinds), so a new machine is added in one place.
+//!
+//! Depends on `kpack-bundle` and `kpack-hostbin` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

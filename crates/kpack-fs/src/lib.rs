@@ -22,8 +22,9 @@
 //! Why a crate of its own: the archive writer (kpack-archive), unbundle and transform
 //! (kpack-pipeline), split and recombine (kpack-artifact), the C library installer
 //! (kpack-capi) and the test kit all write or walk trees; the lowest of them, kpack-archive,
-//! is about one format, and kpack-capi does not depend on it. This crate depends on no
-//! other kpack crate.
+//! is about one format, and kpack-capi does not depend on it.
+//!
+//! Depends on no other kpack crate (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

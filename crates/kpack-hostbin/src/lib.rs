@@ -6,6 +6,8 @@
 //!
 //! It depends only on `kpack-msgpack` (the marker's encoding): `kpack-elf` and `kpack-pe`
 //! both build on it, so that neither needs the other nor the archive crate.
+//!
+//! Depends on `kpack-msgpack` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

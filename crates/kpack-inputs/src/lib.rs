@@ -16,6 +16,9 @@
 //! file (gone with the process, even under `kill -9`) which is mapped, since the device-code
 //! walk needs random access. Containers inside containers are not opened: a wheel inside a
 //! tarball is a member like any other file.
+//!
+//! Depends on `kpack-pipeline`, `kpack-tar` and `kpack-wheelfile` (the layering:
+//! docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -17,6 +17,8 @@
 //! integer, length and count, as Python `msgpack.packb(obj, use_bin_type=True)` does (spec §1.6):
 //! maps written in the reference's key order reproduce its bytes. [`Encoder`] adds the check that
 //! a length fits the format's 32 bits (`rmp` takes a `u32` and leaves that to the caller).
+//!
+//! Depends on no other kpack crate (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -28,6 +28,8 @@
 //! keys (and v1 values) are NUL-terminated strings. Every offset counts from the start of
 //! the binary. The keys LLVM writes are `triple` and `arch` (a target id such as
 //! `gfx90a:xnack+`), and for some producers more (`feature`, …), kept as found.
+//!
+//! Depends on no other kpack crate (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

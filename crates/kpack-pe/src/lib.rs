@@ -24,6 +24,8 @@
 //! # Rewrite and verifier
 //! [`rewrite::plan`] turns a fat image into a kpacked one (see its doc); [`verify()`] checks
 //! the structure of any image and runs on every output.
+//!
+//! Depends on `kpack-bundle` and `kpack-hostbin` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -16,6 +16,10 @@
 //!
 //! An application crate: it may depend on `kpack-inputs`, `kpack-artifact` (the
 //! kernel-database handlers), `kpack-wheel` and everything below them, never on a front end.
+//!
+//! Depends on `kpack-artifact`, `kpack-bundle`, `kpack-elf`, `kpack-fs`, `kpack-inputs`,
+//! `kpack-offload`, `kpack-pipeline`, `kpack-tar`, `kpack-target` and `kpack-wheelfile` (the
+//! layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -6,6 +6,10 @@
 //! The `kpack` command of the wheel is [`kpack_cli::run`] itself ([`main`]).
 //!
 //! Long calls release the GIL, so other Python threads run meanwhile.
+//!
+//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-cli`, `kpack-inputs`, `kpack-pipeline`,
+//! `kpack-prune`, `kpack-target`, `kpack-wheel` and `kpack-wheelfile` (the layering:
+//! docs/CONTRIBUTING.md).
 
 // PyO3's macros expand to `unsafe` blocks (FFI glue); this crate writes none of its own.
 #![allow(unsafe_code)]

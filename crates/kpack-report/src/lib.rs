@@ -4,6 +4,9 @@
 //! [`usage::collect`] does the accounting (its JSON form is the `--json` output; its
 //! per-target code-object totals equal `kpack inspect`'s), [`treemap`] lays it out and
 //! [`html`] draws the self-contained page that [`write_html`] writes atomically.
+//!
+//! Depends on `kpack-artifact`, `kpack-fs`, `kpack-inputs`, `kpack-pipeline` and `kpack-target`
+//! (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

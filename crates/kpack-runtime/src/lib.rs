@@ -49,6 +49,8 @@
 //! * The metadata is read through its pointer byte by byte, only as far as its msgpack
 //!   encoding requires (at most 64 KiB), rather than copying a blind 64 KiB window.
 //! * Corrupt archives and metadata are errors, never out-of-bounds reads or aborts.
+//!
+//! Depends on `kpack-archive` and `kpack-target` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -28,6 +28,8 @@
 //! symlinks kept as links, GNU long names, single-threaded zstd. The tarball is written
 //! under a temporary name beside the destination and renamed when complete. [`TarWriter`]
 //! writes the same members one by one, compressed in any [`Compression`].
+//!
+//! Depends on `kpack-fs` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -34,6 +34,8 @@
 //!
 //! All parsers take untrusted input: they never panic, allocate at most in
 //! proportion to the input, and report the byte offset of the problem.
+//!
+//! Depends on no other kpack crate (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

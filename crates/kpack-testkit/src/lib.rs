@@ -4,6 +4,10 @@
 //!
 //! Everything here panics with a message naming what is missing: a test either runs what it
 //! promises or fails.
+//!
+//! Depends on `kpack-bundle` and `kpack-fs`, and on `kpack-archive`, `kpack-artifact`,
+//! `kpack-elf` and `kpack-pipeline` behind features; a dev-dependency only (the layering:
+//! docs/CONTRIBUTING.md).
 
 #[cfg(feature = "transform")]
 pub mod flips;

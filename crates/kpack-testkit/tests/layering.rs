@@ -1,6 +1,7 @@
 //! The crate graph follows the layering `docs/CONTRIBUTING.md` writes down: every
 //! workspace crate is placed, each depends only on crates placed below it, and the tests'
-//! shared crate is only ever a dev-dependency.
+//! shared crate is only ever a dev-dependency. And each crate's doc says which kpack crates it
+//! depends on, as its manifest does.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -107,6 +108,58 @@ fn violations(contributing: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// The kpack crates the doc of `crate_name` (its `src/lib.rs`) says it depends on: the
+/// backquoted names of its paragraph that begins `//! Depends on`.
+fn documented_dependencies(crate_name: &str) -> Vec<String> {
+    let lib = workspace_root()
+        .join("crates")
+        .join(crate_name)
+        .join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    let paragraph: String = source
+        .lines()
+        .skip_while(|l| !l.starts_with("//! Depends on"))
+        .take_while(|l| l.starts_with("//!") && l.trim() != "//!")
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        !paragraph.is_empty(),
+        "{}: the crate doc has no `Depends on` paragraph",
+        lib.display()
+    );
+    let mut names: Vec<String> = paragraph
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|n| n.starts_with("kpack-"))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn every_crate_doc_names_the_kpack_crates_it_depends_on() {
+    let mut wrong = Vec::new();
+    for (name, deps) in workspace_graph() {
+        let mut actual: Vec<String> = deps
+            .into_iter()
+            .filter(|(_, kind)| kind.as_deref() != Some("dev"))
+            .map(|(dep, _)| dep)
+            .collect();
+        actual.sort();
+        actual.dedup();
+        let documented = documented_dependencies(&name);
+        if documented != actual {
+            wrong.push(format!(
+                "{name}: doc says {documented:?}, Cargo.toml {actual:?}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 fn contributing() -> String {

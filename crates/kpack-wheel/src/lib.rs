@@ -9,6 +9,9 @@
 //! `kpack-wheelfile`'s; the split builds on it, on `kpack-pipeline`'s transform and on
 //! `kpack-artifact`'s database handlers and indexes. The packaging hierarchy is
 //! hand-written here, because no crate has it.
+//!
+//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-fs`, `kpack-pipeline`, `kpack-target`
+//! and `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

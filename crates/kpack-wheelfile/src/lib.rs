@@ -12,6 +12,8 @@
 //! WHEEL (only `Name`, `Version`, `Tag` and `Build` are read, and a rewrite must keep every
 //! other byte, which a parse-and-reprint would not). Zip, CSV (RECORD), hashing and base64
 //! come from `zip`, `csv`, `sha2` and `base64`.
+//!
+//! Depends on `kpack-fs` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 
