@@ -45,7 +45,9 @@ while read -r package bench; do
   took=$((SECONDS - start))
   echo "bench: $package/$bench took ${took} s"
   {
-    echo "## \`cargo bench -p $package --bench $bench\` (${took} s)"
+    echo "## $bench"
+    echo
+    echo "\`cargo bench -p $package --bench $bench\`, ${took} s:"
     echo
     echo '```'
     cat "$out"
