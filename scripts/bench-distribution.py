@@ -326,14 +326,22 @@ def main():
             f"| {st.wall / max(st.copy_wall, 1e-3):.1f}x | {st.dec_wall:.1f} ({st.floor}) "
             f"| {st.wall / max(st.dec_wall, 1e-3):.1f}x |"
         )
-    fat = sum(p["fat"] for p in packages)
-    gen = sum(p.get("generic", 0) for p in packages)
-    gpu_lines = [f"| everything, fat (what every machine installs today) | {mb(fat)} | 100 % |",
-                 f"| generic only (host code, no GPU) | {mb(gen)} | {100 * gen / fat:.1f} % |"]
+    # Over the packages that went through every stage; a failed one is listed apart.
+    done = [p for p in packages if "generic" in p]
+    failed = [p["package"] for p in packages if "generic" not in p]
+    fat = sum(p["fat"] for p in done)
+    gen = sum(p["generic"] for p in done)
+    gpu_lines = [f"| fat (what every machine installs today) | {mb(fat)} | 100 % |",
+                 f"| generic only (host code, no GPU) | {mb(gen)} | {100 * gen / max(fat, 1):.1f} % |"]
     for gpu in GPUS:
         grp = family(gpu)
-        b = gen + sum(p.get("groups", {}).get(grp, 0) for p in packages)
-        gpu_lines.append(f"| generic + `{grp}` (one {gpu}) | {mb(b)} | {100 * b / fat:.1f} % |")
+        b = gen + sum(p["groups"].get(grp, 0) for p in done)
+        gpu_lines.append(f"| generic + `{grp}` (one {gpu}) | {mb(b)} | {100 * b / max(fat, 1):.1f} % |")
+    gpu_title = (f"| one-GPU install, the {len(done)} packages split, recombined and verified "
+                 "| MB | of fat |")
+    if failed:
+        gpu_lines.append(f"| not included: {len(failed)} packages that failed ({', '.join(failed)}) "
+                         f"| {mb(sum(p['fat'] for p in packages) - fat)} fat | |")
     pkg_lines = [
         "| package | version | .deb MB | fat MB | generic MB | gfx110X-all MB | gfx94X-dcgpu MB "
         "| GPU artifacts | split s | peak RSS MiB |",
@@ -345,7 +353,8 @@ def main():
             f"| {p['package']} | {p['version']} | {mb(p['deb'])} | {mb(p['fat'])} "
             f"| {mb(p.get('generic', 0))} | {mb(g.get('gfx110X-all', 0))} "
             f"| {mb(g.get('gfx94X-dcgpu', 0))} | {len(p.get('arches', []))} "
-            f"| {p.get('split_s', 0):.1f} | {mib(p.get('rss', 0))} |"
+            f"| {p.get('split_s', 0):.1f}{'' if 'generic' in p else ' (failed)'} "
+            f"| {mib(p.get('rss', 0))} |"
         )
     try:
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
@@ -371,12 +380,12 @@ def main():
         f"{mb(sum(p['artifact'] for p in packages))} MB of .tar.zst), {len(wheel_in)} wheels",
         f"{when}; kpack {commit}; {os.cpu_count()} cores ({cpu_model}), load average "
         f"{load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end; {total_wall:.0f} s in all",
+        f"{len(done)} of {len(packages)} packages through every stage; "
         f"verify --original: {verified['code_objects']} code objects and "
         f"{verified['original_files']} original files identical, {verified['entries']} archive "
         f"entries in {verified['archives']} archives read through their digests",
     ]
-    text = "\n".join(head + [""] + lines + [""] + ["| one-GPU install | MB | of fat |", "|---|---:|---:|"]
-                     + gpu_lines)
+    text = "\n".join(head + [""] + lines + [""] + [gpu_title, "|---|---:|---:|"] + gpu_lines)
     print(text)
     if failures:
         print("\nFAILURES:\n" + "\n".join(failures))
@@ -401,7 +410,7 @@ def main():
             doc += [args.note, ""]
         doc += ["```"] + head + ["```", ""] + lines + [""]
         doc += ["What a machine with one GPU installs (bytes of the installed files, all packages):", ""]
-        doc += ["| one-GPU install | MB | of fat |", "|---|---:|---:|"] + gpu_lines + [""]
+        doc += [gpu_title, "|---|---:|---:|"] + gpu_lines + [""]
         doc += ["Per package (GPU artifacts: processors the split found; peak RSS: the largest "
                 "of its split, recombine and verify):", ""] + pkg_lines + [""]
         if failures:

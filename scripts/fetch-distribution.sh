@@ -75,6 +75,8 @@ EOF
     APT_CONFIG="$A/apt.conf" apt-get update -qq
   fi
 }
+# As root, apt would warn that its sandbox user cannot write the download directory.
+SANDBOX=; [ "$(id -u)" = 0 ] && SANDBOX="-o APT::Sandbox::User=root"
 aptc() { APT_CONFIG="$A/apt.conf" "$@"; }
 
 # Lays out the tree $3 of package $1 (version $2, source $4, .deb bytes $5) as its artifact.
@@ -130,7 +132,7 @@ for pkg in $PKGS; do
   deb="$DIST/debs/$file"
   if [ ! -f "$deb" ]; then
     echo "fetch-distribution: downloading $pkg $ver"
-    (cd "$DIST/debs" && aptc apt-get download -q "$pkg=$ver" >/dev/null)
+    (cd "$DIST/debs" && aptc apt-get download -q $SANDBOX "$pkg=$ver" >/dev/null)
   fi
   echo "fetch-distribution: $pkg $ver"
   x="$DIST/tmp/$pkg.x"
