@@ -376,7 +376,8 @@ def main():
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     head = [
         f"{args.label}: {len(packages)} Debian ROCm 7.2.4 packages as TheRock artifacts "
-        f"({mb(sum(p['deb'] for p in packages))} MB of .deb, {mb(fat)} MB installed, "
+        f"({mb(sum(p['deb'] for p in packages))} MB of .deb, "
+        f"{mb(sum(p['fat'] for p in packages))} MB installed, "
         f"{mb(sum(p['artifact'] for p in packages))} MB of .tar.zst), {len(wheel_in)} wheels",
         f"{when}; kpack {commit}; {os.cpu_count()} cores ({cpu_model}), load average "
         f"{load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end; {total_wall:.0f} s in all",
