@@ -410,7 +410,7 @@ def main():
         if args.note:
             doc += [args.note, ""]
         doc += ["```"] + head + ["```", ""] + lines + [""]
-        doc += ["What a machine with one GPU installs (bytes of the installed files, all packages):", ""]
+        doc += ["What a machine with one GPU installs (bytes of the installed files):", ""]
         doc += [gpu_title, "|---|---:|---:|"] + gpu_lines + [""]
         doc += ["Per package (GPU artifacts: processors the split found; peak RSS: the largest "
                 "of its split, recombine and verify):", ""] + pkg_lines + [""]
