@@ -196,9 +196,12 @@ fn trailing_target(stem: &str) -> Option<TargetId> {
 }
 
 fn tensile(parts: &[&str], name: &str) -> Option<DbArch> {
-    let at = parts.iter().position(|p| *p == name)?;
-    // `<name>/library/…` (TheRock) or `<name>/<version>/library/…` (Debian: rocblas/5/library).
-    let lib = (at + 1..=at + 2).find(|&i| parts.get(i) == Some(&"library"))?;
+    // `<name>/library/…` (TheRock) or `<name>/<version>/library/…` (Debian: rocblas/5/library),
+    // wherever `<name>` occurs: verify sees `<prefix>/<relpath>`, and a staging prefix may
+    // start with the same name (`hipsparselt/stage/lib/hipsparselt/library/…`).
+    let lib = (0..parts.len())
+        .filter(|&at| parts[at] == name)
+        .find_map(|at| (at + 1..=at + 2).find(|&i| parts.get(i) == Some(&"library")))?;
     let below = &parts[lib + 1..];
     match below {
         [] => None,

@@ -96,6 +96,32 @@ fn rocblas_claims_tensile_files_by_their_trailing_target() {
 }
 
 #[test]
+fn tensile_handlers_find_their_library_below_a_prefix_of_the_same_name() {
+    // `kpack verify` classifies `<prefix>/<relpath>`; a Debian package laid out under the
+    // prefix `<source package>/stage` names the library directory twice.
+    claims(
+        Handler::Hipsparselt,
+        "hipsparselt/stage/usr/lib/x86_64-linux-gnu/hipsparselt/library/Kernels.so-000-gfx942.hsaco",
+        "gfx942",
+        "gfx942",
+    );
+    claims(
+        Handler::Rocblas,
+        "rocblas/stage/usr/lib/x86_64-linux-gnu/rocblas/5/library/TensileLibrary_lazy_gfx1100.dat",
+        "gfx1100",
+        "gfx1100",
+    );
+    leaves(
+        Handler::Hipblaslt,
+        "hipblaslt/stage/usr/lib/x86_64-linux-gnu/hipblaslt/library/TensileLiteLibrary_lazy_Mapping.dat",
+    );
+    leaves(
+        Handler::Rocblas,
+        "rocblas/stage/usr/share/doc/rocblas/gfx942.dat",
+    );
+}
+
+#[test]
 fn rocblas_leaves_arch_less_and_foreign_files_generic() {
     let h = Handler::Rocblas;
     leaves(

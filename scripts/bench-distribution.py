@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""The distribution benchmark: TheRock's map/reduce over Debian's ROCm 7.2.4.
+
+Runs, on every artifact `scripts/fetch-distribution.sh` laid out in `$KPACK_DISTRO/shard`
+(one component per Debian package, family `generic`):
+
+  split      kpack split ARTIFACT --component C --split-databases ... --output-format tar.zst
+  recombine  kpack recombine --component C into TheRock-like per-family groups (tar.zst)
+  verify     kpack verify RECOMBINED --original ARTIFACT (every code object and database
+             file recovered byte for byte, every host binary the original outside its
+             device code)
+  split-wheel of every wheel in $KPACK_CORPUS/wheels
+
+one package at a time (its outputs are deleted once measured, so the disk holds one package's
+outputs at most), and beside each stage, on the same bytes in the same run, a plain copy (`cp`)
+of the stage's inputs and `zstd -d` of them (`unzip -p` for wheels, which are zip files).
+Per stage: wall and CPU time (user + sys of the children, from wait4), peak RSS (the largest
+child's), bytes in and out. Then what a one-GPU user installs: the fat packages against
+generic + the one group holding the GPU.
+
+Exits 1 if any stage's peak RSS exceeds 512 MiB, any verify fails or any kpack command fails,
+naming the stage and package. Standard library only; the harness holds no large buffers (its
+own high-water RSS would show in a vfork'ed child's ru_maxrss).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+
+RSS_LIMIT = 512 << 20
+HANDLERS = ["rocblas", "hipblaslt", "hipsparselt", "miopen"]
+# TheRock's GPU families (build/packaging groups); a processor outside them gets a group
+# named by the same rule (its digits but the last, then X).
+FAMILIES = {
+    "gfx8-legacy": ["gfx803"],
+    "gfx9-legacy": ["gfx900"],
+    "gfx90X-dcgpu": ["gfx906", "gfx908", "gfx90a"],
+    "gfx94X-dcgpu": ["gfx942"],
+    "gfx950-dcgpu": ["gfx950"],
+    "gfx101X-dgpu": ["gfx1010", "gfx1011", "gfx1012"],
+    "gfx103X-dgpu": ["gfx1030", "gfx1031", "gfx1032", "gfx1034", "gfx1035", "gfx1036"],
+    "gfx110X-all": ["gfx1100", "gfx1101", "gfx1102", "gfx1103"],
+    "gfx115X-all": ["gfx1150", "gfx1151", "gfx1152", "gfx1153"],
+    "gfx120X-all": ["gfx1200", "gfx1201"],
+}
+GPUS = ["gfx1100", "gfx942"]  # a Radeon RX 7900 and an Instinct MI300X
+
+
+class Run:
+    def __init__(self, wall, cpu, rss, rc):
+        self.wall, self.cpu, self.rss, self.rc = wall, cpu, rss, rc
+
+
+def run(cmd, stdout=None, stderr=None):
+    """Runs cmd; its wall time, CPU time and peak RSS from wait4."""
+    out = open(stdout, "wb") if stdout else subprocess.DEVNULL
+    err = open(stderr, "wb") if stderr else subprocess.DEVNULL
+    t0 = time.monotonic()
+    try:
+        p = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+    finally:
+        if stdout:
+            out.close()
+        if stderr:
+            err.close()
+    wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode)
+
+
+class Stage:
+    def __init__(self, name, floor):
+        self.name, self.floor = name, floor  # floor: the decompression baseline's name
+        self.runs = 0
+        self.wall = self.cpu = 0.0
+        self.rss, self.rss_what = 0, ""
+        self.bytes_in = self.bytes_out = 0
+        self.copy_wall = self.copy_cpu = self.dec_wall = self.dec_cpu = 0.0
+        self.copy_rss = self.dec_rss = 0
+
+    def add(self, r, what, bytes_in, bytes_out):
+        self.runs += 1
+        self.wall += r.wall
+        self.cpu += r.cpu
+        if r.rss > self.rss:
+            self.rss, self.rss_what = r.rss, what
+        self.bytes_in += bytes_in
+        self.bytes_out += bytes_out
+
+    def baselines(self, files, scratch):
+        """cp of files into scratch, then the decompression floor of the same bytes."""
+        os.makedirs(scratch, exist_ok=True)
+        r = run(["cp", "--"] + files + [scratch])
+        self.copy_wall += r.wall
+        self.copy_cpu += r.cpu
+        self.copy_rss = max(self.copy_rss, r.rss)
+        shutil.rmtree(scratch)
+        for f in files:
+            cmd = ["unzip", "-p", f] if f.endswith(".whl") else ["zstd", "-dcq", f]
+            r = run(cmd)
+            self.dec_wall += r.wall
+            self.dec_cpu += r.cpu
+            self.dec_rss = max(self.dec_rss, r.rss)
+
+
+def files_under(d):
+    out = []
+    for root, _, names in os.walk(d):
+        out += [os.path.join(root, n) for n in names]
+    return sorted(out)
+
+
+def size(paths):
+    return sum(os.lstat(p).st_size for p in paths)
+
+
+def installed_bytes(tarball):
+    """Bytes of the regular files a .tar.zst package installs (streamed, never held)."""
+    z = subprocess.Popen(["zstd", "-dcq", tarball], stdout=subprocess.PIPE)
+    total = 0
+    with tarfile.open(fileobj=z.stdout, mode="r|") as t:
+        for m in t:
+            if m.isreg():
+                total += m.size
+    z.stdout.close()
+    z.wait()
+    return total
+
+
+def family(arch):
+    for name, arches in FAMILIES.items():
+        if arch in arches:
+            return name
+    m = re.fullmatch(r"(gfx\d+)[0-9a-z]", arch)
+    return (m.group(1) + "X") if m else arch
+
+
+def mb(n):
+    return f"{n / 1e6:,.1f}"
+
+
+def mib(n):
+    return f"{n / (1 << 20):.0f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dist", default=os.environ.get("KPACK_DISTRO", "/var/tmp/kpack-distro"))
+    ap.add_argument("--corpus", default=os.environ.get("KPACK_CORPUS", "/var/tmp/kpack-corpus"))
+    ap.add_argument("--kpack", required=True)
+    ap.add_argument("--label", default="full run")
+    ap.add_argument("--doc", help="also write the result as this Markdown file")
+    ap.add_argument("--note", default="", help="a line for the document (machine load, ...)")
+    args = ap.parse_args()
+    dist, kpack = os.path.abspath(args.dist), os.path.abspath(args.kpack)
+    shard = os.path.join(dist, "shard")
+    work = os.path.join(dist, "work")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    artifacts = sorted(f for f in os.listdir(shard) if f.endswith("_generic.tar.zst"))
+    wheels = sorted(
+        os.path.join(args.corpus, "wheels", w)
+        for w in os.listdir(os.path.join(args.corpus, "wheels"))
+        if w.endswith(".whl")
+    )
+    if not artifacts:
+        sys.exit(f"bench-distribution: no artifacts in {shard}; run scripts/fetch-distribution.sh")
+    config_path = os.path.join(work, "packaging.json")
+    groups = {}  # name -> architectures, config order
+
+    def write_config():
+        cfg = {
+            "primary_shard": "debian",
+            "architecture_groups": {
+                g: {"display_name": g, "architectures": a} for g, a in groups.items()
+            },
+            "validation": {
+                "error_on_duplicate_device_code": True,
+                "verify_generic_artifacts_match": True,
+                "error_on_missing_architecture": False,
+            },
+        }
+        with open(config_path, "w") as f:
+            json.dump(cfg, f, indent=2)
+
+    for g, a in FAMILIES.items():
+        groups[g] = list(a)
+    write_config()
+
+    stages = {
+        "split": Stage("split", "zstd -d"),
+        "recombine": Stage("recombine", "zstd -d"),
+        "verify": Stage("verify --original", "zstd -d"),
+        "split-wheel": Stage("split-wheel", "unzip -p"),
+    }
+    failures = []
+    packages = []
+    verified = {"code_objects": 0, "original_files": 0, "entries": 0, "archives": 0}
+    t_start = time.monotonic()
+    load_start = os.getloadavg()
+
+    def check(stage, what, r, errfile):
+        ok = True
+        if r.rc != 0:
+            tail = open(errfile, errors="replace").read().strip().splitlines()[-3:]
+            failures.append(f"{stage.name} {what}: exit {r.rc}: " + " | ".join(tail))
+            ok = False
+        if r.rss > RSS_LIMIT:
+            failures.append(f"{stage.name} {what}: peak RSS {mib(r.rss)} MiB > 512 MiB")
+        return ok
+
+    for art in artifacts:
+        comp = art[: -len("_generic.tar.zst")]
+        a_path = os.path.join(shard, art)
+        info = {"package": comp, "artifact": os.path.getsize(a_path)}
+        meta = os.path.join(dist, "meta", comp + ".info")
+        if os.path.exists(meta):
+            f = open(meta).read().split()
+            info.update(version=f[1], deb=int(f[3]), files=int(f[4]), fat=int(f[5]))
+        else:
+            info.update(version="?", deb=0, files=0, fat=installed_bytes(a_path))
+        packages.append(info)
+        print(f"bench-distribution: {comp}", file=sys.stderr, flush=True)
+        split_dir = os.path.join(work, "split")
+        out = os.path.join(split_dir, "debian")
+        rec = os.path.join(work, "recombined")
+        err = os.path.join(work, "stderr")
+        js = os.path.join(work, "out.json")
+
+        st = stages["split"]
+        st.baselines([a_path], os.path.join(work, "copy"))
+        r = run([kpack, "split", a_path, "-o", out, "--component", comp, "--split-databases",
+                 *HANDLERS, "--output-format", "tar.zst", "--json"], js, err)
+        ok = check(st, comp, r, err)
+        split_files = files_under(out) if ok else []
+        st.add(r, comp, info["artifact"], size(split_files))
+        info["split_s"], info["rss"] = r.wall, r.rss
+        if ok:
+            arches = sorted(
+                f[len(comp) + 1: -len(".tar.zst")] for f in os.listdir(out)
+                if not f.endswith("_generic.tar.zst")
+            )
+            info["arches"] = arches
+            new = [a for a in arches if not any(a in v for v in groups.values())]
+            for a in new:
+                groups.setdefault(family(a), []).append(a)
+            if new:
+                write_config()
+
+            st = stages["recombine"]
+            st.baselines(split_files, os.path.join(work, "copy"))
+            r = run([kpack, "recombine", "--shards", split_dir, "--config", config_path, "-o",
+                     rec, "--component", comp, "--output-format", "tar.zst", "--json"], js, err)
+            ok = check(st, comp, r, err)
+            rec_files = files_under(rec) if ok else []
+            st.add(r, comp, size(split_files), size(rec_files))
+            info["rss"] = max(info["rss"], r.rss)
+        shutil.rmtree(split_dir, ignore_errors=True)
+        if ok:
+            st = stages["verify"]
+            st.baselines(rec_files + [a_path], os.path.join(work, "copy"))
+            r = run([kpack, "verify", rec, "--original", a_path, "--json"], js, err)
+            ok = check(st, comp, r, err)
+            st.add(r, comp, size(rec_files) + info["artifact"], 0)
+            info["rss"] = max(info["rss"], r.rss)
+            try:
+                rep = json.load(open(js))
+                for k in verified:
+                    verified[k] += rep.get(k, 0)
+                info["code_objects"] = rep.get("code_objects", 0)
+                info["original_files"] = rep.get("original_files", 0)
+                for f in rep.get("failures", [])[:5]:
+                    failures.append(f"verify {comp}: {f.get('message', f)}")
+            except (OSError, ValueError) as e:
+                failures.append(f"verify {comp}: no JSON report ({e})")
+            # What a user installs: generic, and the group of each GPU.
+            sizes = {}
+            for f in rec_files:
+                name = os.path.basename(f)[len(comp) + 1: -len(".tar.zst")]
+                sizes[name] = installed_bytes(f)
+            info["generic"] = sizes.get("generic", 0)
+            info["groups"] = {g: b for g, b in sizes.items() if g != "generic"}
+        shutil.rmtree(rec, ignore_errors=True)
+
+    wheel_in = []
+    for w in wheels:
+        st = stages["split-wheel"]
+        name = "-".join(os.path.basename(w).split("-")[:2])
+        print(f"bench-distribution: {name}", file=sys.stderr, flush=True)
+        st.baselines([w], os.path.join(work, "copy"))
+        wout = os.path.join(work, "wheels")
+        r = run([kpack, "split-wheel", w, "-o", wout, "--json"], js, err)
+        check(st, name, r, err)
+        st.add(r, name, os.path.getsize(w), size(files_under(wout)))
+        wheel_in.append(name)
+        shutil.rmtree(wout, ignore_errors=True)
+    total_wall = time.monotonic() - t_start
+    load_end = os.getloadavg()
+    shutil.rmtree(work, ignore_errors=True)
+
+    def config_groups():
+        return "; ".join(f"{g}: {' '.join(a)}" for g, a in groups.items())
+
+    # The table.
+    lines = []
+    lines.append(
+        "| stage | runs | wall s | CPU s | peak RSS MiB (package) | MB in | MB out "
+        "| plain copy s | × copy | decompress s | × decompress |"
+    )
+    lines.append("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    for st in stages.values():
+        if not st.runs:
+            continue
+        lines.append(
+            f"| {st.name} | {st.runs} | {st.wall:.1f} | {st.cpu:.1f} | {mib(st.rss)} "
+            f"({st.rss_what}) | {mb(st.bytes_in)} | {mb(st.bytes_out) if st.bytes_out else '—'} "
+            f"| {st.copy_wall:.1f} "
+            f"| {st.wall / max(st.copy_wall, 1e-3):.1f}x | {st.dec_wall:.1f} ({st.floor}) "
+            f"| {st.wall / max(st.dec_wall, 1e-3):.1f}x |"
+        )
+    # Over the packages that went through every stage; a failed one is listed apart.
+    done = [p for p in packages if "generic" in p]
+    failed = [p["package"] for p in packages if "generic" not in p]
+    fat = sum(p["fat"] for p in done)
+    gen = sum(p["generic"] for p in done)
+    gpu_lines = [f"| fat (what every machine installs today) | {mb(fat)} | 100 % |",
+                 f"| generic only (host code, no GPU) | {mb(gen)} | {100 * gen / max(fat, 1):.1f} % |"]
+    for gpu in GPUS:
+        grp = family(gpu)
+        b = gen + sum(p["groups"].get(grp, 0) for p in done)
+        gpu_lines.append(f"| generic + `{grp}` (one {gpu}) | {mb(b)} | {100 * b / max(fat, 1):.1f} % |")
+    gpu_title = (f"| one-GPU install, the {len(done)} packages split, recombined and verified "
+                 "| MB | of fat |")
+    if failed:
+        gpu_lines.append(f"| not included: {len(failed)} packages that failed ({', '.join(failed)}) "
+                         f"| {mb(sum(p['fat'] for p in packages) - fat)} fat | |")
+    pkg_lines = [
+        "| package | version | .deb MB | fat MB | generic MB | gfx110X-all MB | gfx94X-dcgpu MB "
+        "| GPU artifacts | split s | peak RSS MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in packages:
+        g = p.get("groups", {})
+        pkg_lines.append(
+            f"| {p['package']} | {p['version']} | {mb(p['deb'])} | {mb(p['fat'])} "
+            f"| {mb(p.get('generic', 0))} | {mb(g.get('gfx110X-all', 0))} "
+            f"| {mb(g.get('gfx94X-dcgpu', 0))} | {len(p.get('arches', []))} "
+            f"| {p.get('split_s', 0):.1f}{'' if 'generic' in p else ' (failed)'} "
+            f"| {mib(p.get('rss', 0))} |"
+        )
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                text=True, cwd=os.path.dirname(__file__)).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True,
+                               cwd=os.path.dirname(__file__)).stdout.strip()
+        commit += " (uncommitted changes)" if dirty else ""
+    except OSError:
+        commit = "?"
+    cpu_model = "?"
+    try:
+        for ln in open("/proc/cpuinfo"):
+            if ln.startswith("model name"):
+                cpu_model = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    head = [
+        f"{args.label}: {len(packages)} Debian ROCm 7.2.4 packages as TheRock artifacts "
+        f"({mb(sum(p['deb'] for p in packages))} MB of .deb, "
+        f"{mb(sum(p['fat'] for p in packages))} MB installed, "
+        f"{mb(sum(p['artifact'] for p in packages))} MB of .tar.zst), {len(wheel_in)} wheels",
+        f"{when}; kpack {commit}; {os.cpu_count()} cores ({cpu_model}), load average "
+        f"{load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end; {total_wall:.0f} s in all",
+        f"{len(done)} of {len(packages)} packages through every stage; "
+        f"verify --original: {verified['code_objects']} code objects and "
+        f"{verified['original_files']} original files identical, {verified['entries']} archive "
+        f"entries in {verified['archives']} archives read through their digests",
+    ]
+    text = "\n".join(head + [""] + lines + [""] + [gpu_title, "|---|---:|---:|"] + gpu_lines)
+    print(text)
+    if failures:
+        print("\nFAILURES:\n" + "\n".join(failures))
+    if args.doc:
+        doc = [
+            "# Debian's ROCm 7.2.4, split as TheRock would",
+            "",
+            "Written by `scripts/bench-distribution.sh` (not edited by hand; see "
+            "[benchmarks.md](benchmarks.md#the-whole-distribution)). Each Debian package that "
+            "carries device code is one TheRock component artifact (`<package>_generic.tar.zst`); "
+            "the map/reduce runs on each: `kpack split` (databases: "
+            + ", ".join(HANDLERS)
+            + "), `kpack recombine` into TheRock's per-family groups (`" + config_groups() + "`), "
+            "`kpack verify --original`; "
+            "then `kpack split-wheel` of the corpus wheels (" + ", ".join(wheel_in) + "). "
+            "Times are sums over the packages; peak RSS is the largest single command's; the "
+            "baselines ran in the same run on the stage's input bytes: `cp` of them, and "
+            "`zstd -d` of them to /dev/null (`unzip -p` for the wheels). MB are 10^6 bytes.",
+            "",
+        ]
+        if args.note:
+            doc += [args.note, ""]
+        doc += ["```"] + head + ["```", ""] + lines + [""]
+        doc += ["What a machine with one GPU installs (bytes of the installed files):", ""]
+        doc += [gpu_title, "|---|---:|---:|"] + gpu_lines + [""]
+        doc += ["Per package (GPU artifacts: processors the split found; peak RSS: the largest "
+                "of its split, recombine and verify):", ""] + pkg_lines + [""]
+        if failures:
+            doc += ["Failures:", ""] + [f"- {f}" for f in failures] + [""]
+        with open(args.doc + ".tmp", "w") as f:
+            f.write("\n".join(doc))
+        os.replace(args.doc + ".tmp", args.doc)
+    if failures:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
