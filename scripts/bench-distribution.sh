@@ -16,7 +16,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIST=$(realpath -m "${KPACK_DISTRO:-/var/tmp/kpack-distro}")
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 cargo build -q --release -p kpack-cli --manifest-path "$ROOT/Cargo.toml"
-KPACK="$TARGET/release/kpack"
+KPACK="$TARGET/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/kpack"
 if [ "${1:-}" = --slice ]; then
   KPACK_DISTRO="$DIST/slice" "$ROOT/scripts/fetch-distribution.sh" --slice
   exec python3 "$ROOT/scripts/bench-distribution.py" --kpack "$KPACK" --dist "$DIST/slice" \
