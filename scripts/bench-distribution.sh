@@ -15,8 +15,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIST=$(realpath -m "${KPACK_DISTRO:-/var/tmp/kpack-distro}")
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-cargo build -q --release -p kpack-cli --manifest-path "$ROOT/Cargo.toml"
-KPACK="$TARGET/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/kpack"
+# KPACK_BIN: a kpack binary already built (CI passes the one its tests built).
+KPACK=${KPACK_BIN:-}
+if [ -z "$KPACK" ]; then
+  cargo build -q --release -p kpack-cli --manifest-path "$ROOT/Cargo.toml"
+  KPACK="$TARGET/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/kpack"
+fi
 if [ "${1:-}" = --slice ]; then
   KPACK_DISTRO="$DIST/slice" "$ROOT/scripts/fetch-distribution.sh" --slice
   exec python3 "$ROOT/scripts/bench-distribution.py" --kpack "$KPACK" --dist "$DIST/slice" \

@@ -70,7 +70,8 @@ stage "fuzz smoke" scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
 stage "benchmarks" scripts/bench.sh --output target/benchmark-figures.md
 # The distribution benchmark's slice: the map/reduce on two ROCm 7.2.4 packages the set-up
 # fetched, peak RSS held to 512 MiB and strict identity verified (docs/benchmarks.md).
-stage "distribution slice" scripts/bench-distribution.sh --slice
+stage "distribution slice" env KPACK_BIN="target/$CARGO_BUILD_TARGET/release/kpack" \
+  scripts/bench-distribution.sh --slice
 
 passed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$results" | awk '{s += $1} END {print s + 0}')
 failed=$(sed -n 's/^test result: [a-zA-Z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$results" | awk '{s += $1} END {print s + 0}')
