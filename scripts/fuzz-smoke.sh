@@ -16,9 +16,14 @@ xz -kfq corpus/tar/seed.tar
 gzip -kfnq corpus/tar/seed.tar
 # The v2 reader's seeds: fixtures packed with scheme unified (delta frames across targets).
 mkdir -p corpus/archive_v2
+# KPACK_BIN: a kpack binary already built (test.sh passes the one its tests built).
+kpack=${KPACK_BIN:-}
+if [ -z "$kpack" ]; then
+  cargo build --release -q --manifest-path ../Cargo.toml -p kpack-cli --bin kpack
+  kpack=../target/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/kpack
+fi
 for lib in libtwo.so librdc.so; do
-  cargo run --release -q --manifest-path ../Cargo.toml -p kpack-cli --bin kpack -- \
-    pack --compression unified "../fixtures/bin/$lib" -o "corpus/archive_v2/$lib.kpack" >/dev/null
+  "$kpack" pack --compression unified "../fixtures/bin/$lib" -o "corpus/archive_v2/$lib.kpack" >/dev/null
 done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
