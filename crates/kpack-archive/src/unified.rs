@@ -41,7 +41,9 @@
 //! `Coder::code_group`: trial compressions at level 4 (`TRIAL_LEVEL`) measure each kernel alone, against
 //! every other kernel of the group, and against the latest root of its own target from an
 //! earlier group (the kernels of one library resemble each other; this is what a single-target
-//! archive has). A local search then chooses each kernel's level in a forest of at most three
+//! archive has); a trial whose reference and kernel reach 8 MB uses zstd's `fast` match
+//! finder with a hash table covering the reference instead (`Search::WideTrial`: level 4
+//! would index only the reference's last 2 MB). A local search then chooses each kernel's level in a forest of at most three
 //! frames per chain: *root* (standalone), *middle* (coded against a root of the group or the
 //! earlier root of its target) or *leaf* (coded against a root or a middle kernel), minimising
 //! the group's total trial size (a facility-location problem with two tiers; see
