@@ -50,33 +50,7 @@ PKGS="$LIBS $TESTS"
 mkdir -p "$DIST/shard" "$DIST/meta" "$DIST/debs" "$DIST/tmp"
 
 A="$DIST/apt"
-private_apt() {  # the private configuration of scripts/setup.sh, updated at most once a day
-  local MIRROR suite
-  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/etc/sources.list.d" "$A/etc/preferences.d"
-  MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-  [ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' /etc/apt/sources.list 2>/dev/null)
-  [ -n "$MIRROR" ] || { echo "fetch-distribution: no Debian mirror in this machine's apt sources" >&2; exit 1; }
-  for suite in trixie sid experimental; do
-    echo "deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main"
-  done > "$A/etc/sources.list"
-  cat > "$A/apt.conf" <<EOF
-Dir::State "$A";
-Dir::State::Lists "$A/lists";
-Dir::State::status "$A/status";
-Dir::Cache "$A/cache";
-Dir::Etc::SourceList "$A/etc/sources.list";
-Dir::Etc::SourceParts "$A/etc/sources.list.d";
-Dir::Etc::Preferences "$A/etc/preferences";
-Dir::Etc::PreferencesParts "$A/etc/preferences.d";
-APT::Architecture "amd64";
-APT::Architectures { "amd64"; };
-Acquire::Languages "none";
-EOF
-  touch "$A/status"
-  if [ -z "$(find "$A/lists" -maxdepth 1 -name '*experimental*Packages*' -mtime -1 2>/dev/null)" ]; then
-    APT_CONFIG="$A/apt.conf" apt-get update -qq
-  fi
-}
+. "$(dirname "$0")/private-apt.sh"
 # As root, apt would warn that its sandbox user cannot write the download directory.
 SANDBOX=; [ "$(id -u)" = 0 ] && SANDBOX="-o APT::Sandbox::User=root"
 aptc() { APT_CONFIG="$A/apt.conf" "$@"; }
@@ -100,7 +74,7 @@ layout() {
 }
 
 if [ $SLICE = 0 ]; then
-  private_apt
+  private_apt "$A" amd64 trixie sid experimental
   # Artifacts of packages no longer in the list go (the benchmark runs on every artifact here).
   for f in "$DIST"/shard/*_generic.tar.zst; do
     [ -e "$f" ] || continue

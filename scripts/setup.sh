@@ -103,33 +103,8 @@ for w in "$CORPUS"/wheels/jax_rocm7_plugin-*.whl "$CORPUS"/wheels/cupy_rocm_7_0-
   n=$(basename "$w" .whl)
   [ -d "$CORPUS/wx/$n" ] || unzip -q -o "$w" -d "$CORPUS/wx/$n"
 done
-# A private apt configuration in $1 for architecture $2 and the suites $3… of this machine's
-# Debian mirror (nothing is installed system-wide), updated; its apt.conf is $1/apt.conf.
-private_apt() {
-  local A=$1 arch=$2 MIRROR suite; shift 2
-  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/etc/sources.list.d" "$A/etc/preferences.d"
-  MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
-  [ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' /etc/apt/sources.list 2>/dev/null)
-  [ -n "$MIRROR" ] || { echo "setup: no Debian mirror in this machine's apt sources" >&2; exit 1; }
-  for suite in "$@"; do
-    echo "deb [arch=$arch signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $suite main"
-  done > "$A/etc/sources.list"
-  cat > "$A/apt.conf" <<EOF
-Dir::State "$A";
-Dir::State::Lists "$A/lists";
-Dir::State::status "$A/status";
-Dir::Cache "$A/cache";
-Dir::Etc::SourceList "$A/etc/sources.list";
-Dir::Etc::SourceParts "$A/etc/sources.list.d";
-Dir::Etc::Preferences "$A/etc/preferences";
-Dir::Etc::PreferencesParts "$A/etc/preferences.d";
-APT::Architecture "$arch";
-APT::Architectures { "$arch"; };
-Acquire::Languages "none";
-EOF
-  touch "$A/status"
-  APT_CONFIG="$A/apt.conf" apt-get update -qq
-}
+# private_apt: a private apt configuration (nothing installed system-wide).
+. "$(dirname "$0")/private-apt.sh"
 # Split/recombine real-world tier: Debian ROCm 7.2.4 kernel databases with their fat libraries
 # (experimental librocblas5, libhipblaslt1; libhipsparselt0), and librocsparse1 (319 CCOB v3,
 # 2.1 GB decompressed: the memory benchmark's largest input), fetched with a private apt
