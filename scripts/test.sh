@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
-# One build for the tests, the benches and the wheel: maturin builds the wheel (linked by zig)
-# for an explicit target triple, so every cargo command here names the same triple and the
-# wheel reuses the dependencies the tests built instead of building them a second time.
+# One target directory for the tests, the benches and the wheel: maturin builds the wheel
+# (linked by zig) for an explicit target triple, so every cargo command here names the same
+# triple, and the wheel's build reuses what the tests built where its features agree (it
+# still compiles about 120 crates of its own: kpack-python's feature set differs).
 CARGO_BUILD_TARGET=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_BUILD_TARGET
 
