@@ -15,7 +15,7 @@
 //! done and every named target was found in some input: on any error, nothing is written.
 //!
 //! An application crate: it may depend on `kpack-inputs`, `kpack-artifact` (the
-//! kernel-database handlers), `kpack-wheel` and everything below them, never on a front end.
+//! kernel-database handlers), `kpack-wheelfile` and everything below them, never on a front end.
 //!
 //! Depends on `kpack-artifact`, `kpack-bundle`, `kpack-elf`, `kpack-fs`, `kpack-inputs`,
 //! `kpack-offload`, `kpack-pipeline`, `kpack-tar`, `kpack-target` and `kpack-wheelfile` (the
