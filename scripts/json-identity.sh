@@ -40,25 +40,10 @@ fi
 cargo build -q --release -p kpack-cli
 cp "${CARGO_TARGET_DIR:-target}/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/kpack" "$work/kpack-head"
 
-cat >"$work/config.json" <<'EOF'
-{
-  "primary_shard": "shard-a",
-  "architecture_groups": {
-    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
-    "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
-    "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}
-  },
-  "validation": {
-    "error_on_duplicate_device_code": true,
-    "verify_generic_artifacts_match": true,
-    "error_on_missing_architecture": true
-  }
-}
-EOF
 
 # The cases, one per line: a name, then the arguments after `kpack`. `$F` is the fixtures
 # directory, `$S` the scratch directory (emptied before each binary's run, same path for
-# both), `$C` the recombine config. Later cases read what earlier ones wrote.
+# both), `$C` the recombine config the map/reduce tests use. Later cases read what earlier ones wrote.
 cases() {
   cat <<'EOF'
 inspect-bin         inspect --json $F/bin
@@ -104,7 +89,7 @@ EOF
 
 # Runs every case with the binary $1, keeping stdout and the exit status under $2.
 run_all() {
-  local kpack=$1 out=$2 S=$work/scratch F=$repo/fixtures C=$work/config.json name args
+  local kpack=$1 out=$2 S=$work/scratch F=$repo/fixtures C=$repo/fixtures/shards/config.json name args
   rm -rf "$S" && mkdir -p "$S" "$out"
   while read -r name args; do
     eval "set -- $args"

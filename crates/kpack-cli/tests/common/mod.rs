@@ -179,19 +179,7 @@ pub fn objdump_images(input: &Path) -> Vec<[String; 5]> {
 }
 
 /// The packaging config the map/reduce tests recombine `fixtures/shards` with.
-pub const SHARDS_CONFIG: &str = r#"{
-  "primary_shard": "shard-a",
-  "architecture_groups": {
-    "gfx9": {"display_name": "GFX9", "architectures": ["gfx900", "gfx906"]},
-    "gfx90X": {"display_name": "GFX90X", "architectures": ["gfx908", "gfx90a"]},
-    "gfx103X": {"display_name": "GFX103X", "architectures": ["gfx1030"]}
-  },
-  "validation": {
-    "error_on_duplicate_device_code": true,
-    "verify_generic_artifacts_match": true,
-    "error_on_missing_architecture": true
-  }
-}"#;
+pub const SHARDS_CONFIG: &str = include_str!("../../../../fixtures/shards/config.json");
 
 /// Splits every shard of `fixtures/shards` (batch mode, rocBLAS databases) into
 /// `dir/shards/<shard>`; returns the split summaries.
