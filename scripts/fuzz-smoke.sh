@@ -25,19 +25,30 @@ fi
 for lib in libtwo.so librdc.so; do
   "$kpack" pack --compression unified "../fixtures/bin/$lib" -o "corpus/archive_v2/$lib.kpack" >/dev/null
 done
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-for target in $(cargo fuzz list); do
-  corpus="corpus/$target"
+# One target per core at a time (each libFuzzer run is single-threaded), each target's log
+# kept apart and printed in target order; any failure fails the run, each one shown.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+run_target() {
+  local target=$1 corpus="corpus/$1"
   mkdir -p "$corpus"
-  if cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors ../fixtures/wheels ../fixtures/offload ../fixtures/tarballs ../fixtures/platforms -- \
-      -seed="${KPACK_FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -max_len=131072 \
-      -rss_limit_mb=2048 >"$log" 2>&1; then
-    echo "fuzz: $target: $(grep -E '^Done' "$log" | tail -n 1)"
-  else
+  cargo fuzz run -O "$target" "$corpus" ../fixtures/bin ../fixtures/modern ../fixtures/vectors \
+    ../fixtures/wheels ../fixtures/offload ../fixtures/tarballs ../fixtures/platforms -- \
+    -seed="${KPACK_FUZZ_SEED:-1}" -max_total_time="$SECONDS_PER_TARGET" -max_len=131072 \
+    -rss_limit_mb=2048 >"$logs/$target.log" 2>&1 || touch "$logs/$target.failed"
+}
+export -f run_target
+export SECONDS_PER_TARGET logs
+cargo fuzz list | xargs -P "$(nproc)" -I{} bash -c 'run_target {}'
+status=0
+for target in $(cargo fuzz list); do
+  if [ -e "$logs/$target.failed" ]; then
     echo "fuzz: $target failed:" >&2
-    grep -v "^\s*\[[0-9]" "$log" | tail -n 40 >&2
-    exit 1
+    grep -v "^\s*\[[0-9]" "$logs/$target.log" | tail -n 40 >&2
+    status=1
+  else
+    echo "fuzz: $target: $(grep -E '^Done' "$logs/$target.log" | tail -n 1)"
   fi
 done
+[ "$status" = 0 ] || exit 1
 echo "fuzz smoke: every target ran ${SECONDS_PER_TARGET}s without a crash"
