@@ -113,7 +113,7 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
         cut,
         &kept,
         (payload.len, align),
-        page,
+        (page, None),
         &mut patches,
     )?;
     let fatbin_vaddr = segment.marker_vaddr();
@@ -133,7 +133,7 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
         &mut patches,
     )?;
 
-    let names_offset = segment.offset + segment.len;
+    let names_offset = segment.end;
     let table_offset = align_up(names_offset + kept.shstr.sh_size, 8);
     let mut headers: Vec<SectionHeader> = shdrs.to_vec();
     for s in &mut headers {
