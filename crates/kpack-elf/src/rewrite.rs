@@ -29,7 +29,20 @@
 //!   one is zeroed, so no dead copy remains (B1/B7). In executables (`ET_EXEC`
 //!   or with `PT_INTERP`) a moved table is placed so that `p_vaddr - p_offset` of its segment
 //!   equals that of the first `PT_LOAD`: kernels before 5.18 compute `AT_PHDR` from that (B8).
-//!   This may need zero padding up to the address the first segment's offset implies.
+//!   Above every segment that needs zero padding up to the address the first segment's offset
+//!   implies, about the device code removed; executables therefore place it as below, and
+//!   are refused when neither fits and the padding would exceed [`MAX_PADDING`].
+//!
+//! # Executables: the new segment in `.hip_fatbin`'s first pages
+//! When `.hip_fatbin`'s segment has the first `PT_LOAD`'s `p_vaddr - p_offset` (linkers lay
+//! read-only data out so) and its whole pages can hold the new segment (the table with room
+//! for one more entry, for a restore, then the payload; `S` bytes rounded up to pages), the
+//! first `S` bytes of `[AO, AO+Z)` stay in the file and hold it, at offset `AO` and address
+//! `A`, which keep that congruence: no padding, and the file shrinks by `Z - S`. Only
+//! `[AO+S, AO+Z)` is cut. Piece 1 ends at `A`; the new segment is file-backed over its `S`
+//! bytes (zeros after the payload) and spans memory up to where piece 1 would have ended
+//! (the section's end, or the segment's `.bss` tail), so `.hip_fatbin`'s `SHT_NOBITS` range
+//! lies in piece 1 and the new segment, the marker inside it. Segments stay sorted by address.
 //! * `.shstrtab` (with the new name) and the section header table (with the new
 //!   `.rocm_kpack_ref` entry) are re-emitted once at the end; their old bytes are dropped
 //!   when they ended the file and zeroed otherwise.
@@ -97,7 +110,8 @@ use kpack_hostbin::{
 };
 
 /// The most zero padding a rewrite may add to an executable to place its program header
-/// table (see [`plan`]); beyond it the input is refused rather than bloated.
+/// table above every segment, when `.hip_fatbin`'s freed pages cannot hold it (see the
+/// module doc); beyond it the input is refused rather than bloated.
 pub const MAX_PADDING: u64 = 64 << 20;
 
 /// Why a file cannot be rewritten. The input is never modified.
@@ -289,9 +303,13 @@ pub(crate) struct Cut {
 }
 
 impl Cut {
-    /// Nothing removed; the program header table never grows in place (it starts at or
-    /// after the cut).
+    /// Nothing removed (a restore): the program header table grows in place only where it
+    /// has room in its segment (a kpacked executable's, see [`freed_pages_hole`]).
     pub(crate) const NONE: Cut = Cut { at: 0, len: 0 };
+
+    fn is_none(&self) -> bool {
+        self.at == 0 && self.len == 0
+    }
 
     fn shift(&self, off: u64) -> u64 {
         if off >= self.at + self.len {
@@ -745,8 +763,8 @@ fn freed_pages_hole(
     if first.p_vaddr.wrapping_sub(first.p_offset) != seg.p_vaddr.wrapping_sub(seg.p_offset) {
         return Ok(None);
     }
-    // Up to two entries more (the split piece and the new segment), and one spare, so
-    // that a restore can grow the table where it is.
+    // Up to two entries more (the split piece and the new segment), and a spare one
+    // before the payload, so that a restore can grow the table where it is.
     let table = (elf.program_headers().len() as u64 + 3) * PHDR_SIZE;
     let need = align_up(align_up(table, 8), payload_align).saturating_add(payload_len);
     let len = align_up(need, fatbin.page);
@@ -973,9 +991,11 @@ pub(crate) fn place_marker_segment(
     // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
     let table_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
     let (offset, vaddr, marker_in_segment, filesz, memsz, end) = match &hole {
-        // The hole starts on a page: the payload is aligned after the table.
+        // The hole starts on a page: the payload is aligned after the table and a spare
+        // entry, which a restore grows the table into (no padding there either).
         Some(hole) => {
-            let marker_in_segment = align_up(table_in_segment, payload_align);
+            let spare = if in_place { 0 } else { PHDR_SIZE };
+            let marker_in_segment = align_up(table_in_segment + spare, payload_align);
             if marker_in_segment + payload_len > hole.len {
                 return Err(layout("the segment does not fit the freed pages"));
             }
@@ -1423,7 +1443,7 @@ fn phdr_fits_in_place(elf: &ElfFile<'_>, cut: Cut, need: u64) -> bool {
     let Some(end) = start.checked_add(need) else {
         return false;
     };
-    if cut.overlaps(start, need) || start >= cut.at {
+    if cut.overlaps(start, need) || (start >= cut.at && !cut.is_none()) {
         return false;
     }
     let old_end = start + u64::from(h.e_phnum) * PHDR_SIZE;
@@ -1445,7 +1465,7 @@ fn phdr_fits_in_place(elf: &ElfFile<'_>, cut: Cut, need: u64) -> bool {
             || p.p_type == PT_PHDR
             || clear(p.p_offset, p.p_filesz)
     });
-    sections && sht && covered && segments && end <= cut.at
+    sections && sht && covered && segments && (end <= cut.at || cut.is_none())
 }
 
 fn check_pointer_kind(machine: u16, r_type: u32) -> Result<(), String> {
