@@ -10,8 +10,11 @@
 //!    the code-object header checked against the entry's target. A CCOB is refused unless
 //!    its stored hash is that of its decompressed bytes (recompressed, a damaged payload
 //!    would get a new, valid hash); it stays a CCOB of the same version and method,
-//!    recompressed ([`kpack_bundle::write_compressed`]: zstd level [`ZSTD_LEVEL`], as
-//!    clang-offload-bundler; zlib level [`ZLIB_LEVEL`]). A bundle that
+//!    recompressed ([`kpack_bundle::CcobWriter`]: zstd level [`ZSTD_LEVEL`], as
+//!    clang-offload-bundler; zlib level [`ZLIB_LEVEL`]): its new entry table is made from
+//!    the input's, then the kept entries are compressed as they are decoded (a CCOB above
+//!    [`source::STREAM_ABOVE`] read as a stream), so neither bundle is ever held whole, and
+//!    the hash check, at the end of the input's stream, fails the prune. A bundle that
 //!    keeps every entry is copied as it is. Code objects are copied byte for byte.
 //! 2. The pruned bundles are laid out, in file order and at the alignment the input's
 //!    bundles have, as parts of the input, new headers and padding; recompressed CCOBs go to
