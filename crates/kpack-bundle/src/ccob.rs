@@ -49,9 +49,14 @@ impl CompressionMethod {
     }
 }
 
-/// Absolute cap on a decompressed bundle, whatever its header claims. The largest real
-/// bundles measured decompress to 160 MB (rocBLAS and rocSPARSE 7.2.4: 1 and 2.1 GB over
-/// 65 and 319 bundles); a bundle is decoded in one buffer of its claimed size.
+/// Absolute cap on a bundle decoded whole ([`crate::DecodedBundle::decode`]), whatever its
+/// header claims: such a bundle is decoded into one buffer reserved at its claimed size, so
+/// without the cap a hostile header could make us reserve any size the compressed bytes
+/// allow (32768 times them for zstd). The largest real bundles decoded whole are well below
+/// it (kpack-pipeline decodes whole only bundles up to its `STREAM_ABOVE`, 192 MiB). A bundle
+/// read as a stream ([`crate::EntryStream`]) holds no buffer of its size, so the cap does not
+/// apply there: real CCOBs decode to more (librccl 7.2.4: 1.2 GB in one bundle), and a
+/// stream is bounded by what its compressed bytes can produce.
 pub const MAX_DECOMPRESSED: u64 = 1 << 30;
 
 /// The parsed fixed header of a CCOB.
@@ -164,10 +169,16 @@ impl CcobHeader {
         Ok((self.decompress(stream)?, extent))
     }
 
-    /// Checks the claimed size against [`MAX_DECOMPRESSED`] and what `compressed_len`
-    /// bytes can possibly decode to, before any output is allocated.
-    pub(crate) fn check_claim(&self, compressed_len: u64) -> Result<(), BundleError> {
-        let limit = MAX_DECOMPRESSED.min(self.method.max_output(compressed_len));
+    /// Checks the claimed size against what `compressed_len` bytes can possibly decode to
+    /// and, for a bundle decoded `whole` into one buffer, against [`MAX_DECOMPRESSED`],
+    /// before any output is allocated.
+    pub(crate) fn check_claim(&self, compressed_len: u64, whole: bool) -> Result<(), BundleError> {
+        let possible = self.method.max_output(compressed_len);
+        let limit = if whole {
+            MAX_DECOMPRESSED.min(possible)
+        } else {
+            possible
+        };
         if self.uncompressed_size > limit {
             return Err(BundleError::DecompressedTooLarge {
                 offset: match self.version {
@@ -227,7 +238,7 @@ impl CcobHeader {
     }
 
     fn decompress_zstd(&self, stream: &[u8]) -> Result<(Vec<u8>, u64), BundleError> {
-        self.check_claim(stream.len() as u64)?;
+        self.check_claim(stream.len() as u64, true)?;
         // zstd sizes its window buffer from the frame header: min(window, content size).
         // Refuse a frame announcing more content than the CCOB header before it allocates
         // anything. A frame without a content size (LLVM always writes one) can still make
@@ -296,7 +307,7 @@ impl CcobHeader {
     /// number of input bytes the stream occupies.
     fn decompress_zlib(&self, stream: &[u8]) -> Result<(Vec<u8>, u64), BundleError> {
         use flate2::{Decompress, FlushDecompress, Status};
-        self.check_claim(stream.len() as u64)?;
+        self.check_claim(stream.len() as u64, true)?;
         let mut out = self.output_buffer(stream.len() as u64);
         let mut inflater = Decompress::new(true);
         loop {
@@ -337,12 +348,12 @@ pub fn ccob_hash(uncompressed_bundle: &[u8]) -> u64 {
 }
 
 /// Compresses an uncompressed bundle into a CCOB of `version` 1, 2 or 3, as LLVM's
-/// `CompressedOffloadBundle::compress` lays it out. Deterministic for given inputs: one
-/// zstd frame (content size, no checksum, long-distance matching on, as clang does: at
-/// level 3 this reproduces clang-offload-bundler 22's CCOBs byte for byte, though not
-/// the ones the clang driver embeds, whose zstd parameters differ) or one zlib stream
-/// (miniz_oxide, so not byte-identical to LLVM's zlib output). The input is not validated as a bundle,
-/// as in LLVM.
+/// `CompressedOffloadBundle::compress` lays it out: [`CcobWriter`] given the whole bundle.
+/// Deterministic for given inputs: one zstd frame (content size, no checksum,
+/// long-distance matching on, as clang does: at level 3 this reproduces
+/// clang-offload-bundler 22's CCOBs byte for byte, though not the ones the clang driver
+/// embeds, whose zstd parameters differ) or one zlib stream (miniz_oxide, so not
+/// byte-identical to LLVM's zlib output). The input is not validated as a bundle, as in LLVM.
 ///
 /// `level`: zstd accepts its own range (negative = fast levels, up to 22; clang uses 3),
 /// zlib 0..=9.
@@ -352,48 +363,163 @@ pub fn write_compressed(
     method: CompressionMethod,
     level: i32,
 ) -> Result<Vec<u8>, BundleError> {
-    written_header_len(version)?;
-    let compress_error = |e: std::io::Error| BundleError::Compress {
-        method,
-        message: e.to_string(),
-    };
-    let compressed = match method {
-        CompressionMethod::Zstd => {
-            if !(zstd_safe::min_c_level()..=zstd_safe::max_c_level()).contains(&level) {
-                return Err(BundleError::InvalidLevel { method, level });
-            }
-            // Long-distance matching as clang-offload-bundler enables it: with it the
-            // output is byte-identical to LLVM 22's (same zstd version, same level).
-            let mut compressor = zstd::bulk::Compressor::new(level).map_err(compress_error)?;
-            compressor
-                .set_parameter(zstd_safe::CParameter::EnableLongDistanceMatching(true))
-                .map_err(compress_error)?;
-            compressor
-                .compress(uncompressed_bundle)
-                .map_err(compress_error)?
-        }
-        CompressionMethod::Zlib => {
-            let level = u32::try_from(level)
-                .ok()
-                .filter(|&l| l <= 9)
-                .ok_or(BundleError::InvalidLevel { method, level })?;
-            let mut encoder =
-                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level));
-            encoder
-                .write_all(uncompressed_bundle)
-                .map_err(compress_error)?;
-            encoder.finish().map_err(compress_error)?
-        }
-    };
-    let mut out = ccob_header(
-        version,
-        method,
-        uncompressed_bundle.len() as u64,
-        compressed.len() as u64,
-        ccob_hash(uncompressed_bundle),
-    )?;
+    let size = uncompressed_bundle.len() as u64;
+    let mut writer = CcobWriter::new(Vec::new(), version, method, level, size)?;
+    writer
+        .write_all(uncompressed_bundle)
+        .map_err(|e| writer.compress_error(e))?;
+    let (mut out, compressed) = writer.finish()?;
     out.extend_from_slice(&compressed);
     Ok(out)
+}
+
+/// A CCOB written as a stream, for bundles too large to hold: the uncompressed bundle is
+/// written in any chunks and compressed to `W` and hashed as it comes; [`CcobWriter::finish`]
+/// then gives the CCOB header, which goes before the compressed bytes (it holds their length
+/// and the hash, known only at the end). The bytes are those of [`write_compressed`] for the
+/// same bundle however it is chunked: zstd's output depends on its parameters and the
+/// content size, pledged here as `write_compressed` gives it, not on how input arrives.
+pub struct CcobWriter<W: Write> {
+    version: u16,
+    method: CompressionMethod,
+    encoder: Encoder<W>,
+    md5: Md5,
+    uncompressed_size: u64,
+    written: u64,
+}
+
+enum Encoder<W: Write> {
+    Zstd(zstd::stream::write::Encoder<'static, Counted<W>>),
+    Zlib(flate2::write::ZlibEncoder<Counted<W>>),
+}
+
+/// A writer that counts what goes through it: the compressed length.
+struct Counted<W> {
+    inner: W,
+    len: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> CcobWriter<W> {
+    /// A CCOB of `version` and `method` at `level` (see [`write_compressed`]) of a bundle of
+    /// exactly `uncompressed_size` bytes, its compressed bytes going to `out`.
+    pub fn new(
+        out: W,
+        version: u16,
+        method: CompressionMethod,
+        level: i32,
+        uncompressed_size: u64,
+    ) -> Result<Self, BundleError> {
+        written_header_len(version)?;
+        let compress_error = |e: std::io::Error| BundleError::Compress {
+            method,
+            message: e.to_string(),
+        };
+        let out = Counted { inner: out, len: 0 };
+        let encoder = match method {
+            CompressionMethod::Zstd => {
+                if !(zstd_safe::min_c_level()..=zstd_safe::max_c_level()).contains(&level) {
+                    return Err(BundleError::InvalidLevel { method, level });
+                }
+                let mut encoder =
+                    zstd::stream::write::Encoder::new(out, level).map_err(compress_error)?;
+                // Long-distance matching as clang-offload-bundler enables it: with it the
+                // output is byte-identical to LLVM 22's (same zstd version, same level).
+                encoder
+                    .long_distance_matching(true)
+                    .and_then(|()| encoder.set_pledged_src_size(Some(uncompressed_size)))
+                    .and_then(|()| encoder.include_contentsize(true))
+                    .map_err(compress_error)?;
+                Encoder::Zstd(encoder)
+            }
+            CompressionMethod::Zlib => {
+                let level = u32::try_from(level)
+                    .ok()
+                    .filter(|&l| l <= 9)
+                    .ok_or(BundleError::InvalidLevel { method, level })?;
+                Encoder::Zlib(flate2::write::ZlibEncoder::new(
+                    out,
+                    flate2::Compression::new(level),
+                ))
+            }
+        };
+        Ok(CcobWriter {
+            version,
+            method,
+            encoder,
+            md5: Md5::new(),
+            uncompressed_size,
+            written: 0,
+        })
+    }
+
+    /// [`BundleError::Compress`] of this writer's method, for a failed write.
+    pub fn compress_error(&self, e: std::io::Error) -> BundleError {
+        BundleError::Compress {
+            method: self.method,
+            message: e.to_string(),
+        }
+    }
+
+    /// Ends the compressed stream; the CCOB header and `out`. Exactly the announced size must
+    /// have been written.
+    pub fn finish(self) -> Result<(Vec<u8>, W), BundleError> {
+        if self.written != self.uncompressed_size {
+            return Err(BundleError::SizeMismatch {
+                offset: 0,
+                expected: self.uncompressed_size,
+                actual: self.written,
+                what: "bundle written to a CCOB",
+            });
+        }
+        let method = self.method;
+        let compress_error = |e: std::io::Error| BundleError::Compress {
+            method,
+            message: e.to_string(),
+        };
+        let mut out = match self.encoder {
+            Encoder::Zstd(e) => e.finish(),
+            Encoder::Zlib(e) => e.finish(),
+        }
+        .map_err(compress_error)?;
+        out.flush().map_err(compress_error)?;
+        let digest = self.md5.finalize();
+        let header = ccob_header(
+            self.version,
+            method,
+            self.uncompressed_size,
+            out.len,
+            le_u64(&digest[..8]),
+        )?;
+        Ok((header, out.inner))
+    }
+}
+
+impl<W: Write> Write for CcobWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = match &mut self.encoder {
+            Encoder::Zstd(e) => e.write(buf)?,
+            Encoder::Zlib(e) => e.write(buf)?,
+        };
+        self.md5.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+    /// Does nothing: flushing would end a zstd block (or a deflate block) early and change
+    /// the output; everything reaches `out` by [`CcobWriter::finish`].
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The header length of a CCOB of `version`, for writers: an error for a version LLVM never

@@ -49,8 +49,10 @@
 //!
 //! Every parser takes `&[u8]`, never panics, and allocates only what the input justifies:
 //! entry counts are bounded by the bytes that remain, triples are borrowed, and a CCOB's
-//! claimed size must be within [`MAX_DECOMPRESSED`] and within what its compressed bytes
-//! can possibly decode to (deflate 1032:1, zstd 32768:1). zstd decodes in one shot into a
+//! claimed size must be within what its compressed bytes can possibly decode to (deflate
+//! 1032:1, zstd 32768:1) and, when it is decoded whole ([`DecodedBundle::decode`]), within
+//! [`MAX_DECOMPRESSED`]; read as a stream ([`EntryStream`]) it holds no buffer of its size,
+//! so it may decode to more (real ones do: 1.2 GB). zstd decodes in one shot into a
 //! buffer reserved at the claimed size, whose pages cost memory only as they are written (and
 //! zstd then needs no window buffer of its own); zlib's buffer grows as data arrives and
 //! decoding stops one byte past the claim. Errors name the byte offset (in hex) and what was
@@ -67,9 +69,13 @@ mod stream;
 
 use std::borrow::Cow;
 
-pub use ccob::{CompressionMethod, MAX_DECOMPRESSED, ccob_hash, ccob_header, write_compressed};
+pub use ccob::{
+    CcobWriter, CompressionMethod, MAX_DECOMPRESSED, ccob_hash, ccob_header, write_compressed,
+};
 pub use error::BundleError;
-pub use plain::{Bundle, BundleBuilder, Entry, uncompressed_layout, write_uncompressed};
+pub use plain::{
+    Bundle, BundleBuilder, Entry, EntryHeader, uncompressed_layout, write_uncompressed,
+};
 pub use stream::{EntryStream, StreamedEntry};
 
 use ccob::CcobHeader;

@@ -26,6 +26,18 @@ impl Entry<'_> {
     }
 }
 
+/// One entry as a bundle's header gives it, without its data: what is known of a bundle
+/// read as a stream ([`crate::EntryStream`]) before its entries are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryHeader {
+    /// Bundle-entry id.
+    pub triple: String,
+    /// Offset of its data from the start of the (uncompressed) bundle.
+    pub offset: u64,
+    /// Size of its data.
+    pub size: u64,
+}
+
 /// A parsed uncompressed bundle, borrowed from the input bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bundle<'a> {
@@ -44,6 +56,18 @@ pub(crate) struct Header<'a> {
 }
 
 impl<'a> Header<'a> {
+    /// The entries, owned.
+    pub(crate) fn entry_headers(&self) -> Vec<EntryHeader> {
+        self.entries
+            .iter()
+            .map(|&(triple, offset, size)| EntryHeader {
+                triple: triple.to_owned(),
+                offset,
+                size,
+            })
+            .collect()
+    }
+
     /// Parses the header at `bytes[0]` of a bundle of `available` bytes (`bytes` holds at
     /// least the header; a [`BundleError::Truncated`] means it does not).
     pub(crate) fn parse(bytes: &'a [u8], available: u64) -> Result<Header<'a>, BundleError> {
@@ -174,6 +198,18 @@ impl<'a> Bundle<'a> {
     /// The entries in header order.
     pub fn entries(&self) -> &[Entry<'a>] {
         &self.entries
+    }
+
+    /// The entries in header order without their data.
+    pub fn entry_headers(&self) -> Vec<EntryHeader> {
+        self.entries
+            .iter()
+            .map(|e| EntryHeader {
+                triple: e.triple.to_owned(),
+                offset: e.offset,
+                size: e.data.len() as u64,
+            })
+            .collect()
     }
 
     /// The extent of the bundle in bytes: the end of its header or of its furthest entry,

@@ -16,7 +16,7 @@ use md5::{Digest, Md5};
 
 use crate::ccob::{CcobHeader, CompressionMethod};
 use crate::plain::Header;
-use crate::{BundleError, looks_compressed};
+use crate::{BundleError, BundleFormat, EntryHeader, looks_compressed};
 
 /// One entry of a streamed bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub struct EntryStream<'a> {
     md5: Md5,
     /// Payload bytes consumed (and hashed) so far.
     position: u64,
-    entries: Vec<(String, u64, u64)>,
+    entries: Vec<EntryHeader>,
     next: usize,
 }
 
@@ -63,7 +63,9 @@ impl<'a> EntryStream<'a> {
         }
         let extent = header.extent(bytes)?;
         let stream = &bytes[header.header_len as usize..extent as usize];
-        header.check_claim(stream.len() as u64)?;
+        // Nothing of the claimed size is allocated: only what its compressed bytes can produce
+        // bounds it, not `MAX_DECOMPRESSED`.
+        header.check_claim(stream.len() as u64, false)?;
         let decoder = zstd::stream::read::Decoder::with_buffer(stream)
             .map_err(|e| header.decompress_error(0, e.to_string()))?;
         let mut this = EntryStream {
@@ -81,24 +83,17 @@ impl<'a> EntryStream<'a> {
         let (header_len, entries) = loop {
             this.read_ahead(want)?;
             match Header::parse(&this.ahead, size) {
-                Ok(h) => {
-                    let entries: Vec<(String, u64, u64)> = h
-                        .entries
-                        .iter()
-                        .map(|&(t, o, s)| (t.to_owned(), o, s))
-                        .collect();
-                    break (h.len, entries);
-                }
+                Ok(h) => break (h.len, h.entry_headers()),
                 Err(BundleError::Truncated { .. }) if want < size => want = (want * 2).min(size),
                 Err(e) => return Err(e),
             }
         };
         let mut end = header_len;
-        for &(_, offset, len) in &entries {
-            if offset < end {
+        for e in &entries {
+            if e.offset < end {
                 return Ok(None);
             }
-            end = offset + len;
+            end = e.offset + e.size;
         }
         this.entries = entries;
         Ok(Some(this))
@@ -109,10 +104,25 @@ impl<'a> EntryStream<'a> {
         self.header.uncompressed_size
     }
 
+    /// The CCOB's header fields.
+    pub fn format(&self) -> BundleFormat {
+        BundleFormat::from(&self.header)
+    }
+
+    /// The bundle's entries in header order, as its header gives them (no data read yet).
+    pub fn entry_headers(&self) -> &[EntryHeader] {
+        &self.entries
+    }
+
     /// The next entry in header order; after the last, checks the payload's size and hash
     /// and gives `None`.
     pub fn next_entry(&mut self) -> Result<Option<StreamedEntry>, BundleError> {
-        let Some((triple, offset, len)) = self.entries.get(self.next).cloned() else {
+        let Some(EntryHeader {
+            triple,
+            offset,
+            size: len,
+        }) = self.entries.get(self.next).cloned()
+        else {
             self.finish()?;
             return Ok(None);
         };

@@ -30,6 +30,21 @@ pub enum SourceError {
         /// What is wrong with it.
         source: kpack_bundle::BundleError,
     },
+    /// A CCOB too large to decode whole cannot be read as a stream: its method is not zstd,
+    /// or its entries are not in header order without overlapping (what clang writes).
+    #[error(
+        "bundle {index} at file offset {file_offset:#x}: a CCOB decoding to {decoded_size} bytes (more than {limit}) must be read as a stream, which needs zstd and entries in header order without overlap"
+    )]
+    CannotStream {
+        /// Index of the bundle within the file (or `.hip_fatbin`).
+        index: usize,
+        /// Absolute offset of the bundle in the file.
+        file_offset: u64,
+        /// What its header claims it decodes to.
+        decoded_size: u64,
+        /// The most a bundle decoded whole may take.
+        limit: u64,
+    },
     /// The ELF file is malformed.
     #[error(transparent)]
     Elf(#[from] kpack_elf::ElfError),

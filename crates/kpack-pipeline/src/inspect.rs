@@ -528,13 +528,13 @@ impl Visitor for Collector {
     }
 
     fn bundle(&mut self, found: &FoundBundle<'_>) -> Result<(), SourceError> {
-        let (format, version, method, hash) = match found.decoded.format() {
+        let (format, version, method, hash) = match found.format {
             BundleFormat::Uncompressed => ("uncompressed", None, None, None),
             BundleFormat::Compressed {
                 version, method, ..
             } => (
                 "ccob",
-                Some(*version),
+                Some(version),
                 Some(match method {
                     CompressionMethod::Zstd => "zstd",
                     CompressionMethod::Zlib => "zlib",
@@ -543,17 +543,16 @@ impl Visitor for Collector {
             ),
         };
         let entries = found
-            .bundle
-            .entries()
+            .entries
             .iter()
             .map(|e| {
-                let target = kpack_target::BundleId::parse(e.triple)?.target().cloned();
+                let target = kpack_target::BundleId::parse(&e.triple)?.target().cloned();
                 Ok(EntryReport {
-                    bundle_id: e.triple.to_owned(),
+                    bundle_id: e.triple.clone(),
                     portable: target.as_ref().is_some_and(TargetId::is_spirv),
                     target: target.map(|t| t.to_string()),
                     offset: e.offset,
-                    size: e.data.len() as u64,
+                    size: e.size,
                 })
             })
             .collect::<Result<_, SourceError>>()?;
@@ -564,7 +563,7 @@ impl Visitor for Collector {
             format,
             version,
             method,
-            uncompressed_size: found.bundle.len(),
+            uncompressed_size: found.uncompressed_size,
             hash,
             wrappers: found.wrappers.to_vec(),
             entries,

@@ -102,11 +102,6 @@ impl Visitor for Collector {
         self.device_bundle(std::slice::from_ref(code))
     }
 
-    /// Nothing is published before the walk ends (the archive is renamed at the end).
-    fn takes_parts(&self) -> bool {
-        true
-    }
-
     /// A bundle's code objects (or a part of a large CCOB's) are one group (`unified` codes
     /// them together, in parallel), borrowed from the decoded bundle.
     fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {

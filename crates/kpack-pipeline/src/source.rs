@@ -9,12 +9,19 @@
 //! The walk hands each device code object to a visitor with the bytes borrowed from the
 //! input (or from the decompressed bundle) and, when the object is stored uncompressed in
 //! the file, its absolute byte range, so a caller can copy it without touching memory.
+//!
+//! A CCOB decoding to more than [`STREAM_ABOVE`] is never decoded whole, whatever the
+//! visitor: it is read one entry at a time from its compressed stream
+//! ([`kpack_bundle::EntryStream`]) and its device code handed over in parts of at most
+//! [`PART_BUDGET`] bytes, so memory follows the work in flight, not the largest bundle
+//! (real ones decode to 1.2 GB). Every visitor sees the same calls for either way: the
+//! bundle's header ([`FoundBundle`]: its entry table, no data), then its entries' data.
 
 use std::borrow::Cow;
 use std::ops::Range;
 
 use kpack_bundle::LocatedBundle;
-use kpack_bundle::{Bundle, BundleFormat, DecodedBundle, EntryStream, StreamedEntry};
+use kpack_bundle::{BundleFormat, DecodedBundle, EntryHeader, EntryStream};
 use kpack_elf::FatBinary;
 use kpack_offload::Image;
 use kpack_pe::PeFatBinary;
@@ -140,7 +147,9 @@ impl DeviceCode<'_> {
     }
 }
 
-/// A bundle found in a file, before its entries are visited.
+/// A bundle found in a file, before its entries are visited: what its headers say, without
+/// its entries' data, which arrive afterwards ([`Visitor::device_bundle`],
+/// [`Visitor::other_entry`]), read from the compressed stream when it is a large CCOB.
 #[derive(Debug)]
 pub struct FoundBundle<'a> {
     /// The `ar` member holding it.
@@ -153,10 +162,12 @@ pub struct FoundBundle<'a> {
     pub len: u64,
     /// The wrappers pointing at it.
     pub wrappers: &'a [usize],
-    /// The decoded bundle (decompressed when it was a CCOB).
-    pub decoded: &'a DecodedBundle<'a>,
-    /// Its parsed entries.
-    pub bundle: &'a Bundle<'a>,
+    /// How it is stored (for a CCOB, its header's fields).
+    pub format: BundleFormat,
+    /// Size of the uncompressed bundle (a CCOB's decompressed payload).
+    pub uncompressed_size: u64,
+    /// Its entries in header order: ids, offsets in the uncompressed bundle, sizes.
+    pub entries: &'a [EntryHeader],
 }
 
 /// An OffloadBinary image found in a file, before its device code (if any) is visited.
@@ -173,8 +184,13 @@ pub struct FoundImage<'a> {
 }
 
 /// Receives what a walk finds. Every method defaults to doing nothing.
+///
+/// A bundle's size and hash (a CCOB's) are checked when it is decoded; for a CCOB read as a
+/// stream (above [`STREAM_ABOVE`]), only after its last entry, so a visitor may have been
+/// given its entries before the walk fails: nothing made from them may be published before
+/// the walk ends.
 pub trait Visitor {
-    /// Called once per bundle, before its device entries.
+    /// Called once per bundle, before its entries.
     fn bundle(&mut self, _bundle: &FoundBundle<'_>) -> Result<(), SourceError> {
         Ok(())
     }
@@ -182,21 +198,20 @@ pub trait Visitor {
     fn device_code(&mut self, _code: &DeviceCode<'_>) -> Result<(), SourceError> {
         Ok(())
     }
-    /// Called once per bundle with all its device code objects, in entry order, while the
-    /// decoded bundle is alive; by default visits each with [`Visitor::device_code`]. A
-    /// visitor that works on a bundle's code objects together (`unified` coding) takes them
-    /// here, borrowed, rather than copying each as it comes.
+    /// Called with a bundle's device code objects in entry order, while their bytes are
+    /// alive; by default visits each with [`Visitor::device_code`]. A visitor that works on a
+    /// bundle's code objects together (`unified` coding) takes them here, borrowed, rather
+    /// than copying each as it comes. A bundle decoded whole gives them in one call (one
+    /// between each two entries without a target, if any); a CCOB above [`STREAM_ABOVE`]
+    /// in consecutive parts of at most [`PART_BUDGET`] bytes (a larger code object is a part
+    /// alone).
     fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
         codes.iter().try_for_each(|code| self.device_code(code))
     }
-    /// Whether this visitor takes the device code of a CCOB larger than [`STREAM_ABOVE`] in
-    /// consecutive parts of at most [`PART_BUDGET`] bytes, one [`Visitor::device_bundle`]
-    /// call each, read from the compressed stream one entry at a time, so that the
-    /// decompressed bundle is never held whole ([`kpack_bundle::EntryStream`]). Such a bundle
-    /// gets no [`Visitor::bundle`] call, and its size and hash are checked after its last
-    /// part: the visitor must not publish anything before the walk ends.
-    fn takes_parts(&self) -> bool {
-        false
+    /// Called with the data of each entry of a bundle without a GPU target (the host entry,
+    /// which clang writes empty), in entry order with the [`Visitor::device_bundle`] calls.
+    fn other_entry(&mut self, _entry: usize, _data: &[u8]) -> Result<(), SourceError> {
+        Ok(())
     }
     /// Called once per parsed ELF (file or `ar` member) with its fat-binary inspection.
     fn elf(&mut self, _member: Option<&str>, _fat: &FatBinary) -> Result<(), SourceError> {
@@ -336,16 +351,31 @@ fn slots(
 
 impl BundleSlot {
     /// The memory decoding the bundle takes while in flight, for
-    /// [`crate::ordered::for_each_ordered`]: its decompressed size for a CCOB, its stored
-    /// bytes (mapped pages) otherwise. `elf` is the file the slot is in.
+    /// [`crate::ordered::for_each_ordered`]: its decompressed size for a CCOB (at most
+    /// [`STREAM_ABOVE`], what reading one as a stream takes), its stored bytes (mapped
+    /// pages) otherwise. `elf` is the file the slot is in.
     pub fn decode_cost(&self, elf: &[u8]) -> u64 {
         let bytes = &elf[self.range.clone()];
-        match kpack_bundle::peek_format(bytes) {
-            Ok(BundleFormat::Compressed {
-                uncompressed_size, ..
-            }) => uncompressed_size.min(kpack_bundle::MAX_DECOMPRESSED),
-            _ => bytes.len() as u64,
+        match decoded_size(bytes) {
+            0 => bytes.len() as u64,
+            size => size.min(STREAM_ABOVE),
         }
+    }
+
+    /// Whether [`walk_bundle`] reads this bundle as a stream: a CCOB decoding to more than
+    /// [`STREAM_ABOVE`]. `elf` is the file the slot is in.
+    pub fn streams(&self, elf: &[u8]) -> bool {
+        decoded_size(&elf[self.range.clone()]) > STREAM_ABOVE
+    }
+}
+
+/// What the CCOB at `bytes[0]` claims to decode to; 0 for anything else.
+fn decoded_size(bytes: &[u8]) -> u64 {
+    match kpack_bundle::peek_format(bytes) {
+        Ok(BundleFormat::Compressed {
+            uncompressed_size, ..
+        }) => uncompressed_size,
+        _ => 0,
     }
 }
 
@@ -458,9 +488,10 @@ pub fn image_bundle_id(image: &Image<'_>) -> Result<Option<BundleId>, SourceErro
 }
 
 /// Decodes the bundle at `slot` of `elf` (an ELF, or a raw bundle file) and visits it and its
-/// device code objects; `base` is the absolute offset of `elf` in the file (an `ar` member's).
-/// A CCOB whose stored hash is not that of its decompressed bytes is an error, for every
-/// visitor ([`DecodedBundle::decode`]).
+/// entries; `base` is the absolute offset of `elf` in the file (an `ar` member's). A CCOB
+/// decoding to more than [`STREAM_ABOVE`] is read as a stream (see the module doc). A CCOB
+/// whose stored hash is not that of its decompressed bytes is an error, for every visitor
+/// ([`DecodedBundle::decode`], [`EntryStream::next_entry`]).
 pub fn walk_bundle(
     elf: &[u8],
     slot: &BundleSlot,
@@ -471,7 +502,6 @@ pub fn walk_bundle(
     let bytes = &elf[slot.range.clone()];
     let index = slot.index;
     let file_offset = base + slot.range.start as u64;
-    let wrappers = &slot.wrappers[..];
     let in_bundle = |in_payload: bool| {
         move |e: kpack_bundle::BundleError| SourceError::InBundle {
             index,
@@ -485,129 +515,132 @@ pub fn walk_bundle(
             },
         }
     };
-    let decoded_size = match kpack_bundle::peek_format(bytes) {
-        Ok(BundleFormat::Compressed {
-            uncompressed_size, ..
-        }) => uncompressed_size,
-        _ => 0,
-    };
-    if visitor.takes_parts()
-        && decoded_size > STREAM_ABOVE
-        && let Some(stream) = EntryStream::open(bytes).map_err(in_bundle(false))?
-    {
-        let _decoding = DECODING.reserve(PART_BUDGET);
-        return walk_stream(stream, slot, member, visitor).map_err(|e| match e {
-            StreamError::Bundle(e) => in_bundle(true)(e),
-            StreamError::Source(e) => e,
-        });
-    }
-    let _decoding = DECODING.reserve(decoded_size);
-    let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
-    let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
-    let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
-    visitor.bundle(&FoundBundle {
+    let decoded_size = decoded_size(bytes);
+    let found = |format, uncompressed_size, entries| FoundBundle {
         member,
         index,
         file_offset,
         len: bytes.len() as u64,
-        wrappers,
-        decoded: &decoded,
-        bundle: &bundle,
-    })?;
-    let stored_in_file = !compressed;
-    let mut ids = Vec::new();
-    for (entry_index, entry) in bundle.entries().iter().enumerate() {
-        let id = BundleId::parse(entry.triple)?;
-        if id.target().is_some() {
-            check_code_object_target(&id, entry.data, index, entry_index)?;
-            ids.push((entry_index, id));
-        }
+        wrappers: &slot.wrappers,
+        format,
+        uncompressed_size,
+        entries,
+    };
+    let place = Placed {
+        member,
+        slot,
+        stored_at: None,
+    };
+    let _decoding = DECODING.reserve(decoded_size.min(STREAM_ABOVE));
+    if decoded_size > STREAM_ABOVE {
+        let mut stream = EntryStream::open(bytes).map_err(in_bundle(false))?.ok_or(
+            SourceError::CannotStream {
+                index,
+                file_offset,
+                decoded_size,
+                limit: STREAM_ABOVE,
+            },
+        )?;
+        let entries = stream.entry_headers().to_vec();
+        visitor.bundle(&found(
+            stream.format(),
+            stream.uncompressed_size(),
+            &entries,
+        ))?;
+        let next = || {
+            let entry = stream.next_entry().map_err(in_bundle(true))?;
+            Ok(entry.map(|e| (e.index, Cow::Owned(e.data))))
+        };
+        return visit_entries(&place, &entries, PART_BUDGET, next, visitor);
     }
-    let codes: Vec<DeviceCode<'_>> = ids
-        .iter()
-        .map(|(entry_index, id)| {
-            let entry = &bundle.entries()[*entry_index];
-            DeviceCode {
-                member,
-                container: Container::Bundle,
-                bundle: index,
-                wrappers,
-                entry: *entry_index,
-                bundle_id: id,
-                data: entry.data,
-                file_range: stored_in_file.then(|| {
-                    let start = file_offset + entry.offset;
-                    start..start + entry.data.len() as u64
-                }),
-            }
-        })
-        .collect();
-    visitor.device_bundle(&codes)
+    let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
+    let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
+    let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
+    let entries = bundle.entry_headers();
+    visitor.bundle(&found(*decoded.format(), bundle.len(), &entries))?;
+    let place = Placed {
+        stored_at: (!compressed).then_some(file_offset),
+        ..place
+    };
+    let mut data = bundle.entries().iter().enumerate();
+    let next = || Ok(data.next().map(|(i, e)| (i, Cow::Borrowed(e.data))));
+    visit_entries(&place, &entries, u64::MAX, next, visitor)
 }
 
-/// A CCOB decoding to more than this is read in parts by visitors that take them
-/// ([`Visitor::takes_parts`]): streaming holds a part ([`PART_BUDGET`]) and zstd's window (up
-/// to 128 MiB, what clang's long-distance matching uses), so it saves memory only above
-/// their sum.
+/// A CCOB decoding to more than this is read as a stream, never decoded whole: streaming
+/// holds a part ([`PART_BUDGET`]) and zstd's window (up to 128 MiB, what clang's
+/// long-distance matching uses), so it saves memory only above their sum. Below it, a bundle
+/// decoded whole is within [`kpack_bundle::MAX_DECOMPRESSED`].
 pub const STREAM_ABOVE: u64 = 192 << 20;
 
 /// The most bytes of code objects one part of a streamed bundle holds (a code object larger
 /// than this is a part alone).
 pub const PART_BUDGET: u64 = 64 << 20;
 
-/// What can go wrong walking a streamed bundle: its bytes, or the visitor.
-enum StreamError {
-    Bundle(kpack_bundle::BundleError),
-    Source(SourceError),
+/// Where a bundle's entries are: its member and slot, and the file offset of the bundle
+/// when its entries are stored there uncompressed.
+struct Placed<'p> {
+    member: Option<&'p str>,
+    slot: &'p BundleSlot,
+    stored_at: Option<u64>,
 }
 
-/// [`walk_bundle`] of a large CCOB for a visitor that takes parts: its entries are read one
-/// at a time and handed over in parts of at most [`PART_BUDGET`] bytes.
-fn walk_stream(
-    mut stream: EntryStream<'_>,
-    slot: &BundleSlot,
-    member: Option<&str>,
+/// Hands the data of a bundle's `entries` to `visitor`, as `next` gives it (entry index and
+/// bytes, in header order): device code objects in parts of at most `part_budget` bytes
+/// ([`Visitor::device_bundle`]), each checked against its entry's target, and the other
+/// entries one by one ([`Visitor::other_entry`]), between the parts.
+fn visit_entries<'d>(
+    place: &Placed<'_>,
+    entries: &[EntryHeader],
+    part_budget: u64,
+    mut next: impl FnMut() -> Result<Option<(usize, Cow<'d, [u8]>)>, SourceError>,
     visitor: &mut dyn Visitor,
-) -> Result<(), StreamError> {
-    let mut part: Vec<(StreamedEntry, BundleId)> = Vec::new();
+) -> Result<(), SourceError> {
+    let mut part: Vec<(usize, BundleId, Cow<'d, [u8]>)> = Vec::new();
     let mut part_bytes = 0u64;
-    let mut hand_over = |part: &mut Vec<(StreamedEntry, BundleId)>| {
+    let hand_over = |part: &mut Vec<(usize, BundleId, Cow<'d, [u8]>)>,
+                     visitor: &mut dyn Visitor| {
+        if part.is_empty() {
+            return Ok(());
+        }
         let codes: Vec<DeviceCode<'_>> = part
             .iter()
-            .map(|(entry, id)| DeviceCode {
-                member,
+            .map(|(entry, id, data)| DeviceCode {
+                member: place.member,
                 container: Container::Bundle,
-                bundle: slot.index,
-                wrappers: &slot.wrappers,
-                entry: entry.index,
+                bundle: place.slot.index,
+                wrappers: &place.slot.wrappers,
+                entry: *entry,
                 bundle_id: id,
-                data: &entry.data,
-                file_range: None,
+                data,
+                file_range: place.stored_at.map(|at| {
+                    let start = at + entries[*entry].offset;
+                    start..start + data.len() as u64
+                }),
             })
             .collect();
         let result = visitor.device_bundle(&codes);
         part.clear();
-        result.map_err(StreamError::Source)
+        result
     };
-    while let Some(entry) = stream.next_entry().map_err(StreamError::Bundle)? {
-        let id = BundleId::parse(&entry.triple).map_err(|e| StreamError::Source(e.into()))?;
+    while let Some((entry, data)) = next()? {
+        let id = BundleId::parse(&entries[entry].triple)?;
         if id.target().is_none() {
+            hand_over(&mut part, visitor)?;
+            part_bytes = 0;
+            visitor.other_entry(entry, &data)?;
             continue;
         }
-        check_code_object_target(&id, &entry.data, slot.index, entry.index)
-            .map_err(StreamError::Source)?;
-        let len = entry.data.len() as u64;
-        if !part.is_empty() && part_bytes + len > PART_BUDGET {
-            hand_over(&mut part)?;
+        check_code_object_target(&id, &data, place.slot.index, entry)?;
+        let len = data.len() as u64;
+        if !part.is_empty() && part_bytes + len > part_budget {
+            hand_over(&mut part, visitor)?;
             part_bytes = 0;
         }
         part_bytes += len;
-        part.push((entry, id));
+        part.push((entry, id, data));
     }
-    if !part.is_empty() {
-        hand_over(&mut part)?;
-    }
-    Ok(())
+    hand_over(&mut part, visitor)
 }
 
 /// The bytes of decompressed bundles alive at once in this process, across every thread and

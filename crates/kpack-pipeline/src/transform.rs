@@ -276,9 +276,10 @@ impl Visitor for Prepare<'_, '_> {
     }
 }
 
-/// Codes the device code objects of each bundle into the archives of their targets
-/// (`unified`: see [`Plan::write_archives_into`]): each archive's share of a bundle is one
-/// group, borrowed from the decoded bundle, and the archives code theirs in parallel.
+/// Codes the device code objects of each bundle into the archives of their targets on the
+/// walking thread (`unified`, and any bundle read as a stream: see
+/// [`Plan::write_archives_into`]): each archive's share of a bundle (or of a part of it) is
+/// one group, borrowed from the decoded bundle, and the archives code theirs in parallel.
 struct CodeBundles<'w, 'a, F> {
     kernel_name: &'w str,
     writers: &'w mut BTreeMap<String, ArchiveFileWriter<'a>>,
@@ -292,11 +293,6 @@ where
 {
     fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
         self.device_bundle(std::slice::from_ref(code))
-    }
-
-    /// The archives are staged: nothing is published before the walk ends.
-    fn takes_parts(&self) -> bool {
-        true
     }
 
     fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
@@ -603,8 +599,10 @@ impl<'a> Plan<'a> {
     /// (its frames depend on the frames before), so this thread walks the bundles itself, one
     /// at a time, and each code object is coded as soon as it is met: a worker would hand
     /// over a copy of every code object of its bundle, twice the bundle's bytes alive at
-    /// once. The output is the same for any thread count. On failure no archive of this run
-    /// is left behind.
+    /// once. A CCOB read as a stream ([`source::STREAM_ABOVE`]) is coded on this thread the
+    /// same way, whatever the compression, so that only a part of it is held at a time. The
+    /// output is the same for any thread count. On failure no archive of this run is left
+    /// behind.
     pub fn write_archives_into(
         &self,
         dir_for: impl Fn(&str) -> PathBuf,
@@ -645,8 +643,25 @@ impl<'a> Plan<'a> {
                 ordered::DEFAULT_BUDGET,
                 |i| self.slots[i].decode_cost(self.input),
                 || KernelCompressor::new(compression),
-                |compressor, i| self.prepare_bundle(i, compressor),
+                |compressor, i| {
+                    if self.slots[i].streams(self.input) {
+                        return Ok(None);
+                    }
+                    self.prepare_bundle(i, compressor).map(Some)
+                },
                 |i, prepared| {
+                    let Some(prepared) = prepared else {
+                        // A bundle read as a stream is coded here, part by part as it is
+                        // read: prepared on a worker, all its code objects would be held.
+                        let mut visitor = CodeBundles {
+                            kernel_name: &self.kernel_name,
+                            writers: &mut writers,
+                            create: &create,
+                        };
+                        source::walk_bundle(self.input, &self.slots[i], 0, None, &mut visitor)?;
+                        release(i);
+                        return Ok(());
+                    };
                     for (target, keys, kernel) in prepared {
                         let writer = match writers.get_mut(&target) {
                             Some(w) => w,

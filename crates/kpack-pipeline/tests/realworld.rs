@@ -94,7 +94,7 @@ impl Visitor for Census {
         Ok(())
     }
     fn bundle(&mut self, b: &FoundBundle<'_>) -> Result<(), SourceError> {
-        match b.decoded.format() {
+        match b.format {
             BundleFormat::Compressed { version: 3, .. } => self.ccob_v3_bundles += 1,
             _ => self.other_bundles += 1,
         }

@@ -10,8 +10,11 @@
 //!    the code-object header checked against the entry's target. A CCOB is refused unless
 //!    its stored hash is that of its decompressed bytes (recompressed, a damaged payload
 //!    would get a new, valid hash); it stays a CCOB of the same version and method,
-//!    recompressed ([`kpack_bundle::write_compressed`]: zstd level [`ZSTD_LEVEL`], as
-//!    clang-offload-bundler; zlib level [`ZLIB_LEVEL`]). A bundle that
+//!    recompressed ([`kpack_bundle::CcobWriter`]: zstd level [`ZSTD_LEVEL`], as
+//!    clang-offload-bundler; zlib level [`ZLIB_LEVEL`]): its new entry table is made from
+//!    the input's, then the kept entries are compressed as they are decoded (a CCOB above
+//!    [`source::STREAM_ABOVE`] read as a stream), so neither bundle is ever held whole, and
+//!    the hash check, at the end of the input's stream, fails the prune. A bundle that
 //!    keeps every entry is copied as it is. Code objects are copied byte for byte.
 //! 2. The pruned bundles are laid out, in file order and at the alignment the input's
 //!    bundles have, as parts of the input, new headers and padding; recompressed CCOBs go to
@@ -30,7 +33,7 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::Path;
 
@@ -39,7 +42,7 @@ use kpack_elf::FatBinaryKind;
 use kpack_elf::rewrite::{FatbinEdit, RewriteError};
 use kpack_pipeline::error::{SourceError, io_error};
 use kpack_pipeline::ordered;
-use kpack_pipeline::source::{self, BundleSlot, FoundBundle, Visitor};
+use kpack_pipeline::source::{self, BundleSlot, DeviceCode, FoundBundle, Visitor};
 use kpack_target::{BundleId, TargetId};
 
 use crate::{PruneError, PrunedFile, Selection};
@@ -61,12 +64,14 @@ enum Part {
     Input(Range<usize>),
     /// Zero bytes (alignment).
     Zeros(u64),
-    /// These bytes: a rewritten uncompressed bundle's header, or a recompressed CCOB until
-    /// it is spooled.
+    /// These bytes: a rewritten bundle's header.
     Bytes(Vec<u8>),
-    /// Bytes of the spool: a recompressed CCOB.
-    Spooled {
-        /// Offset in the spool.
+    /// A recompressed CCOB's compressed stream: in its own temporary file (`file`) as its
+    /// worker wrote it, then in the spool (`None`), where the pruned bundles are gathered.
+    Compressed {
+        /// Its own file, until it is spooled.
+        file: Option<File>,
+        /// Offset in its file.
         at: u64,
         /// Length.
         len: u64,
@@ -79,7 +84,7 @@ impl Part {
             Part::Input(r) => (r.end - r.start) as u64,
             Part::Zeros(n) => *n,
             Part::Bytes(b) => b.len() as u64,
-            Part::Spooled { len, .. } => *len,
+            Part::Compressed { len, .. } => *len,
         }
     }
 }
@@ -94,86 +99,230 @@ struct PrunedBundle {
 }
 
 /// Prunes one bundle inside [`source::walk_bundle`], which decodes it (within the process's
-/// decode budget) and checks every code object against its entry's target.
+/// decode budget; a large CCOB as a stream) and checks every code object against its entry's
+/// target. The new bundle is planned from the input's entry table
+/// ([`PruneBundle::bundle`]); a CCOB's kept entries are then written, as they arrive, through
+/// a streaming compressor ([`kpack_bundle::CcobWriter`]) into a temporary file, so that
+/// neither the input's nor the output's uncompressed bundle is ever held.
 struct PruneBundle<'s> {
     selection: &'s Selection,
     /// Where the bundle is in the input.
     stored: Range<usize>,
-    out: Option<Result<PrunedBundle, PruneError>>,
+    /// Where recompressed bundles are written (the output's directory).
+    dir: &'s Path,
+    out: Option<Result<Pruning, PruneError>>,
 }
 
-impl Visitor for PruneBundle<'_> {
-    fn bundle(&mut self, found: &FoundBundle<'_>) -> Result<(), SourceError> {
-        let mut kept_entries: Vec<&kpack_bundle::Entry<'_>> = Vec::new();
+/// A bundle being pruned.
+enum Pruning {
+    /// Planned whole from its entry table.
+    Planned(PrunedBundle),
+    /// A CCOB whose kept entries are being written.
+    Recompressing(Box<Recompressing>),
+}
+
+/// A CCOB's kept entries written, in entry order, into a new uncompressed bundle that is
+/// compressed as it is written.
+struct Recompressing {
+    writer: kpack_bundle::CcobWriter<BufWriter<File>>,
+    /// The kept entries (index in the input bundle) and their offsets in the new bundle, in
+    /// entry order; `kept[next..]` are still to come.
+    kept: Vec<(usize, u64)>,
+    next: usize,
+    /// Bytes of the new bundle written.
+    written: u64,
+    /// Where the input bundle is in the file and which it is, for errors.
+    index: usize,
+    file_offset: u64,
+    bundle: PrunedBundle,
+}
+
+impl Recompressing {
+    /// Writes the data of the input's entry `entry` if it is kept (the next kept one).
+    fn entry(&mut self, entry: usize, data: &[u8]) -> Result<(), PruneError> {
+        let Some(&(kept, at)) = self.kept.get(self.next).filter(|(k, _)| *k <= entry) else {
+            return Ok(());
+        };
+        if kept != entry {
+            return Err(PruneError::Unexpected(format!(
+                "bundle {}: entry {entry} arrived before kept entry {kept}",
+                self.index
+            )));
+        }
+        static ZEROS: [u8; 4096] = [0; 4096];
+        while self.written < at {
+            let n = (at - self.written).min(ZEROS.len() as u64) as usize;
+            self.write(&ZEROS[..n])?;
+        }
+        self.write(data)?;
+        self.next += 1;
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), PruneError> {
+        self.writer
+            .write_all(bytes)
+            .map_err(|e| PruneError::WriteBundle {
+                index: self.index,
+                file_offset: self.file_offset,
+                source: self.writer.compress_error(e),
+            })?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The pruned bundle: the new CCOB's header and its compressed stream.
+    fn finish(self) -> Result<PrunedBundle, PruneError> {
+        let (index, file_offset) = (self.index, self.file_offset);
+        let write_error = |source| PruneError::WriteBundle {
+            index,
+            file_offset,
+            source,
+        };
+        if self.next != self.kept.len() {
+            return Err(PruneError::Unexpected(format!(
+                "bundle {index}: {} of its {} kept entries arrived",
+                self.next,
+                self.kept.len()
+            )));
+        }
+        let (header, compressed) = self.writer.finish().map_err(write_error)?;
+        let temp_error = |e| PruneError::Source(io_error("a recompressed bundle")(e));
+        let file = compressed
+            .into_inner()
+            .map_err(|e| temp_error(e.into_error()))?;
+        let len = file.metadata().map_err(temp_error)?.len();
+        let mut bundle = self.bundle;
+        let compressed = Part::Compressed {
+            file: Some(file),
+            at: 0,
+            len,
+        };
+        bundle.parts = vec![Part::Bytes(header), compressed];
+        Ok(bundle)
+    }
+}
+
+impl PruneBundle<'_> {
+    fn plan(&self, found: &FoundBundle<'_>) -> Result<Pruning, PruneError> {
+        let mut kept_entries: Vec<(usize, &kpack_bundle::EntryHeader)> = Vec::new();
         let (mut kept, mut dropped) = (BTreeSet::new(), BTreeSet::new());
-        for e in found.bundle.entries() {
-            let id = BundleId::parse(e.triple)?;
+        for (i, e) in found.entries.iter().enumerate() {
+            let id = BundleId::parse(&e.triple).map_err(SourceError::from)?;
             match id.target() {
                 Some(t) if !self.selection.keeps(t) => {
                     dropped.insert(t.clone());
                 }
                 target => {
                     kept.extend(target.cloned());
-                    kept_entries.push(e);
+                    kept_entries.push((i, e));
                 }
             }
         }
-        let write_error = |source| PruneError::WriteBundle {
-            index: found.index,
-            file_offset: found.file_offset,
-            source,
-        };
-        let align = entry_alignment(found.bundle.entries());
-        let parts = if dropped.is_empty() {
-            Ok(vec![Part::Input(self.stored.clone())])
-        } else {
-            match *found.decoded.format() {
-                // The kept entries are not copied here: the output reads them from the input.
-                BundleFormat::Uncompressed => {
-                    let sized: Vec<(&str, u64)> = kept_entries
-                        .iter()
-                        .map(|e| (e.triple, e.data.len() as u64))
-                        .collect();
-                    let (header, offsets) = kpack_bundle::uncompressed_layout(&sized, align);
-                    let mut end = header.len() as u64;
-                    let mut parts = vec![Part::Bytes(header)];
-                    for (e, at) in kept_entries.iter().zip(offsets) {
-                        parts.push(Part::Zeros(at - end));
-                        let start = self.stored.start + e.offset as usize;
-                        parts.push(Part::Input(start..start + e.data.len()));
-                        end = at + e.data.len() as u64;
-                    }
-                    Ok(parts)
-                }
-                BundleFormat::Compressed {
-                    version, method, ..
-                } => {
-                    let level = match method {
-                        CompressionMethod::Zstd => ZSTD_LEVEL,
-                        CompressionMethod::Zlib => ZLIB_LEVEL,
-                    };
-                    let entries: Vec<(&str, &[u8])> =
-                        kept_entries.iter().map(|e| (e.triple, e.data)).collect();
-                    let plain = kpack_bundle::write_uncompressed(&entries, align);
-                    kpack_bundle::write_compressed(&plain, version, method, level)
-                        .map(|ccob| vec![Part::Bytes(ccob)])
-                        .map_err(write_error)
-                }
-            }
-        };
-        self.out = Some(parts.map(|parts| PrunedBundle {
+        let mut bundle = PrunedBundle {
             rewritten: !dropped.is_empty(),
-            parts,
+            parts: Vec::new(),
             kept,
             dropped,
-        }));
+        };
+        if !bundle.rewritten {
+            bundle.parts = vec![Part::Input(self.stored.clone())];
+            return Ok(Pruning::Planned(bundle));
+        }
+        let align = entry_alignment(found.entries);
+        let sized: Vec<(&str, u64)> = kept_entries
+            .iter()
+            .map(|(_, e)| (e.triple.as_str(), e.size))
+            .collect();
+        let (header, offsets) = kpack_bundle::uncompressed_layout(&sized, align);
+        match found.format {
+            // The kept entries are not copied here: the output reads them from the input.
+            BundleFormat::Uncompressed => {
+                let mut end = header.len() as u64;
+                bundle.parts.push(Part::Bytes(header));
+                for ((_, e), at) in kept_entries.iter().zip(offsets) {
+                    bundle.parts.push(Part::Zeros(at - end));
+                    let start = self.stored.start + e.offset as usize;
+                    bundle
+                        .parts
+                        .push(Part::Input(start..start + e.size as usize));
+                    end = at + e.size;
+                }
+                Ok(Pruning::Planned(bundle))
+            }
+            BundleFormat::Compressed {
+                version, method, ..
+            } => {
+                let level = match method {
+                    CompressionMethod::Zstd => ZSTD_LEVEL,
+                    CompressionMethod::Zlib => ZLIB_LEVEL,
+                };
+                let size = match (offsets.last(), sized.last()) {
+                    (Some(at), Some((_, len))) => at + len,
+                    _ => header.len() as u64,
+                };
+                let file = tempfile::tempfile_in(self.dir).map_err(io_error(self.dir))?;
+                let out = BufWriter::with_capacity(1 << 20, file);
+                let writer = kpack_bundle::CcobWriter::new(out, version, method, level, size)
+                    .map_err(|source| PruneError::WriteBundle {
+                        index: found.index,
+                        file_offset: found.file_offset,
+                        source,
+                    })?;
+                let mut recompressing = Recompressing {
+                    writer,
+                    kept: kept_entries.iter().map(|(i, _)| *i).zip(offsets).collect(),
+                    next: 0,
+                    written: 0,
+                    index: found.index,
+                    file_offset: found.file_offset,
+                    bundle,
+                };
+                recompressing.write(&header)?;
+                Ok(Pruning::Recompressing(Box::new(recompressing)))
+            }
+        }
+    }
+
+    /// Hands the data of entry `entry` to the bundle being recompressed, if any.
+    fn entry(&mut self, entry: usize, data: &[u8]) -> Result<(), SourceError> {
+        if let Some(Ok(Pruning::Recompressing(r))) = &mut self.out
+            && let Err(e) = r.entry(entry, data)
+        {
+            self.out = Some(Err(e));
+        }
         Ok(())
+    }
+
+    /// The pruned bundle, once the walk has visited every entry.
+    fn finish(self, i: usize) -> Result<PrunedBundle, PruneError> {
+        match self.out {
+            Some(Ok(Pruning::Planned(bundle))) => Ok(bundle),
+            Some(Ok(Pruning::Recompressing(r))) => r.finish(),
+            Some(Err(e)) => Err(e),
+            None => Err(PruneError::Unexpected(format!("bundle {i} not visited"))),
+        }
+    }
+}
+
+impl Visitor for PruneBundle<'_> {
+    fn bundle(&mut self, found: &FoundBundle<'_>) -> Result<(), SourceError> {
+        self.out = Some(self.plan(found));
+        Ok(())
+    }
+
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        self.entry(code.entry, code.data)
+    }
+
+    fn other_entry(&mut self, entry: usize, data: &[u8]) -> Result<(), SourceError> {
+        self.entry(entry, data)
     }
 }
 
 /// The alignment clang-offload-bundler wrote the entries at: the largest power of two, up
 /// to its default 4096, dividing every entry's offset.
-fn entry_alignment(entries: &[kpack_bundle::Entry<'_>]) -> u64 {
+fn entry_alignment(entries: &[kpack_bundle::EntryHeader]) -> u64 {
     power_of_two_dividing(entries.iter().map(|e| e.offset))
 }
 
@@ -246,7 +395,7 @@ pub fn prune_elf(
 
     let dir = kpack_fs::parent_dir(output);
     let mut spool = tempfile::tempfile_in(dir).map_err(io_error(dir))?;
-    let packed = pack_pruned_bundles(input, mapping, &slots, selection, &mut spool)?;
+    let packed = pack_pruned_bundles(input, mapping, &slots, selection, &mut spool, dir)?;
     let bundle_offsets: Vec<u64> = fat
         .wrappers
         .iter()
@@ -310,6 +459,7 @@ fn pack_pruned_bundles(
     slots: &[BundleSlot],
     selection: &Selection,
     spool: &mut File,
+    dir: &Path,
 ) -> Result<Packed, PruneError> {
     let align = power_of_two_dividing(slots.iter().filter_map(|s| s.section_offset));
     let threads = kpack_pipeline::threads::count(0);
@@ -334,12 +484,11 @@ fn pack_pruned_bundles(
             let mut visitor = PruneBundle {
                 selection,
                 stored: slots[i].range.clone(),
+                dir,
                 out: None,
             };
             source::walk_bundle(input, &slots[i], 0, None, &mut visitor)?;
-            visitor
-                .out
-                .unwrap_or_else(|| Err(PruneError::Unexpected(format!("bundle {i} not visited"))))
+            visitor.finish(i)
         },
         |i, bundle| {
             let at = packed.len.next_multiple_of(align);
@@ -347,19 +496,29 @@ fn pack_pruned_bundles(
             packed.offsets.push(at);
             packed.len = at;
             for part in bundle.parts {
-                packed.len += part.len();
                 packed.parts.push(match part {
-                    // A header stays in memory; a whole CCOB goes to the spool.
-                    Part::Bytes(b) if b.len() > SPOOL_FROM => {
-                        out.write_all(&b).map_err(spool_error)?;
-                        spooled += b.len() as u64;
-                        Part::Spooled {
-                            at: spooled - b.len() as u64,
-                            len: b.len() as u64,
+                    // A header stays in memory; a compressed stream goes to the spool.
+                    Part::Compressed {
+                        file: Some(mut file),
+                        at,
+                        len,
+                    } => {
+                        file.seek(SeekFrom::Start(at)).map_err(spool_error)?;
+                        let copied = std::io::copy(&mut (&mut file).take(len), &mut out)
+                            .map_err(spool_error)?;
+                        if copied != len {
+                            return Err(spool_error(std::io::ErrorKind::UnexpectedEof.into()));
+                        }
+                        spooled += len;
+                        Part::Compressed {
+                            file: None,
+                            at: spooled - len,
+                            len,
                         }
                     }
                     part => part,
                 });
+                packed.len += packed.parts.last().map_or(0, Part::len);
             }
             packed.rewritten += usize::from(bundle.rewritten);
             packed.kept.extend(bundle.kept);
@@ -373,9 +532,6 @@ fn pack_pruned_bundles(
     out.flush().map_err(spool_error)?;
     Ok(packed)
 }
-
-/// Parts longer than this are spooled rather than held until the output is written.
-const SPOOL_FROM: usize = 64 << 10;
 
 /// The packed contents, handed to the output as slices of the input (whose pages are
 /// released once written), the parts' bytes and the spool.
@@ -431,11 +587,11 @@ impl kpack_elf::splice::Contents for PackedContents<'_> {
                     sink(&b[from..from + n])?;
                     n
                 }
-                Part::Spooled { at, .. } => {
+                Part::Compressed { file, at, .. } => {
                     let n = remaining.min(left).min(1 << 20) as usize;
                     spooled.resize(n, 0);
                     std::os::unix::fs::FileExt::read_exact_at(
-                        self.spool,
+                        file.as_ref().unwrap_or(self.spool),
                         &mut spooled,
                         at + self.done,
                     )?;

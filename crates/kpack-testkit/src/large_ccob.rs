@@ -4,6 +4,11 @@
 //! (692 MB in all; the CCOB itself is under 1 MB). Commands that take device code must handle
 //! it without holding the decoded bundle (issue 23); the test that asserts their peak and the
 //! bench that prints it at level 19 build it here.
+//!
+//! [`write_sparse`] writes one decoding to more than 1 GiB (issue 22: real CCOBs do), cheaply:
+//! the same code objects once each, 80 MiB apart (bundle entries lie at explicit offsets;
+//! the gaps are zeros), so it compresses to a few hundred KB and decodes at memory speed.
+//! [`host_binary`] puts a CCOB into a fat binary, for the commands that take those.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +36,89 @@ pub struct LargeCcob {
 /// high-water mark in a `vfork`ed child's `ru_maxrss`), so a test that held 692 MB could
 /// not measure a child's peak.
 pub fn write(kpack: &Path, dir: &Path) -> LargeCcob {
+    let objects = code_objects(kpack, dir);
+    // Each entry: copies of its code object, each followed by its 8-byte index.
+    let copies = |code_object: &[u8]| ENTRY_LEN.div_ceil(code_object.len() + 8);
+    let sizes: Vec<(&str, u64)> = objects
+        .iter()
+        .map(|(id, co)| (id.as_str(), (copies(co) * (co.len() + 8)) as u64))
+        .collect();
+    let (header, offsets) = kpack_bundle::uncompressed_layout(&sizes, 4096);
+    let decoded_len = offsets.last().unwrap() + sizes.last().unwrap().1;
+
+    let mut sink = Sink::new(1, true);
+    sink.put(&header);
+    let mut entries = Vec::new();
+    for ((id, code_object), offset) in objects.iter().zip(&offsets) {
+        sink.zeros_to(*offset);
+        let mut digest = Sha256::new();
+        for copy in 0..copies(code_object) as u64 {
+            for part in [&code_object[..], &copy.to_le_bytes()] {
+                digest.update(part);
+                sink.put(part);
+            }
+        }
+        entries.push((arch_of(id), crate::hex(&digest.finalize())));
+    }
+    assert_eq!(sink.written, decoded_len);
+    let path = dir.join("large.ccob");
+    sink.finish(&path);
+    LargeCcob {
+        path,
+        entries,
+        decoded_len,
+    }
+}
+
+/// Distance between the entries of [`write_sparse`]'s bundle.
+pub const SPARSE_SPACING: u64 = 80 << 20;
+
+/// Writes into `dir` a CCOB decoding to more than 1 GiB: the code objects of
+/// [`write`] once each, [`SPARSE_SPACING`] apart, zeros between them.
+pub fn write_sparse(kpack: &Path, dir: &Path) -> LargeCcob {
+    let objects = code_objects(kpack, dir);
+    let ids: Vec<(&str, u64)> = objects.iter().map(|(id, _)| (id.as_str(), 0)).collect();
+    let header_len = kpack_bundle::uncompressed_layout(&ids, 1).0.len() as u64;
+    let first = header_len.next_multiple_of(4096);
+    let offsets: Vec<u64> = (0..objects.len() as u64)
+        .map(|i| first + i * SPARSE_SPACING)
+        .collect();
+    let decoded_len = offsets.last().unwrap() + objects.last().unwrap().1.len() as u64;
+    assert!(decoded_len > 1 << 30, "{decoded_len}");
+    // The header of entries at these offsets: `uncompressed_layout` places them packed, so
+    // its offset fields are written here.
+    let mut header = Vec::new();
+    header.extend_from_slice(kpack_bundle::BUNDLE_MAGIC);
+    header.extend_from_slice(&(objects.len() as u64).to_le_bytes());
+    for ((id, co), offset) in objects.iter().zip(&offsets) {
+        for field in [*offset, co.len() as u64, id.len() as u64] {
+            header.extend_from_slice(&field.to_le_bytes());
+        }
+        header.extend_from_slice(id.as_bytes());
+    }
+    assert_eq!(header.len() as u64, header_len);
+    // No long-distance matching: zstd's window stays small, so decoding costs no memory.
+    let mut sink = Sink::new(1, false);
+    sink.put(&header);
+    let mut entries = Vec::new();
+    for ((id, code_object), offset) in objects.iter().zip(&offsets) {
+        sink.zeros_to(*offset);
+        sink.put(code_object);
+        entries.push((arch_of(id), crate::sha256_hex(code_object)));
+    }
+    assert_eq!(sink.written, decoded_len);
+    let path = dir.join("sparse.ccob");
+    sink.finish(&path);
+    LargeCcob {
+        path,
+        entries,
+        decoded_len,
+    }
+}
+
+/// The code objects of `fixtures/modern/libmodern_wide_v3.so` (15 targets), taken out by
+/// `kpack` (the binary under test) into `dir`: (bundle entry id, bytes), sorted.
+fn code_objects(kpack: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
     let unbundled = dir.join("large-ccob-objects");
     let status = Command::new(kpack)
         .arg("unbundle")
@@ -52,54 +140,49 @@ pub fn write(kpack: &Path, dir: &Path) -> LargeCcob {
         .collect();
     objects.sort();
     assert_eq!(objects.len(), 15, "the fixture's targets");
-    // Each entry: copies of its code object, each followed by its 8-byte index.
-    let copies = |code_object: &[u8]| ENTRY_LEN.div_ceil(code_object.len() + 8);
-    let sizes: Vec<(&str, u64)> = objects
-        .iter()
-        .map(|(id, co)| (id.as_str(), (copies(co) * (co.len() + 8)) as u64))
-        .collect();
-    let (header, offsets) = kpack_bundle::uncompressed_layout(&sizes, 4096);
-    let decoded_len = offsets.last().unwrap() + sizes.last().unwrap().1;
+    objects
+}
 
-    let mut sink = Sink {
-        md5: Md5::new(),
-        encoder: zstd::stream::Encoder::new(Vec::new(), 1).unwrap(),
-        written: 0,
+/// The target of a bundle entry id (`hipv4-amdgcn-amd-amdhsa--gfx90a` → `gfx90a`).
+fn arch_of(id: &str) -> String {
+    id.rsplit("--").next().unwrap().to_owned()
+}
+
+/// Writes `path`, a copy of the fixture `fixtures/bin/libone.so` (one bundle) whose
+/// `.hip_fatbin` holds `ccob` instead (by the host rewrite prune uses, moving the section
+/// into a new segment), so that every wrapper leads to it.
+#[cfg(feature = "transform")]
+pub fn host_binary(ccob: &[u8], path: &Path) {
+    use kpack_elf::rewrite::FatbinEdit;
+    let input = std::fs::read(crate::fixture("bin/libone.so")).unwrap();
+    let fat = kpack_elf::inspect(&input).unwrap();
+    let edit = FatbinEdit::Move {
+        contents_len: ccob.len() as u64,
+        bundle_offsets: vec![0; fat.wrappers.len()],
     };
-    sink.encoder.long_distance_matching(true).unwrap();
-    sink.put(&header);
-    let mut entries = Vec::new();
-    for ((id, code_object), offset) in objects.iter().zip(&offsets) {
-        sink.put(&vec![0; (offset - sink.written) as usize]);
-        let mut digest = Sha256::new();
-        for copy in 0..copies(code_object) as u64 {
-            for part in [&code_object[..], &copy.to_le_bytes()] {
-                digest.update(part);
-                sink.put(part);
-            }
-        }
-        let arch = id.rsplit("--").next().unwrap().to_owned();
-        entries.push((arch, crate::hex(&digest.finalize())));
-    }
-    assert_eq!(sink.written, decoded_len);
-    let compressed = sink.encoder.finish().unwrap();
-    let digest = sink.md5.finalize();
-    let hash = u64::from_le_bytes(digest[..8].try_into().unwrap());
-    let mut ccob = kpack_bundle::ccob_header(
-        3,
-        kpack_bundle::CompressionMethod::Zstd,
-        decoded_len,
-        compressed.len() as u64,
-        hash,
-    )
-    .unwrap();
-    ccob.extend_from_slice(&compressed);
-    let path = dir.join("large.ccob");
-    std::fs::write(&path, ccob).unwrap();
-    LargeCcob {
-        path,
-        entries,
-        decoded_len,
+    let rewrite = kpack_elf::rewrite::plan_edit(&input, &edit).unwrap();
+    let mut contents = Whole(ccob);
+    let mut out = Vec::new();
+    rewrite
+        .write_with_contents(&input, &mut contents, &mut out)
+        .unwrap();
+    std::fs::write(path, out).unwrap();
+}
+
+/// New `.hip_fatbin` contents given whole.
+#[cfg(feature = "transform")]
+struct Whole<'a>(&'a [u8]);
+
+#[cfg(feature = "transform")]
+impl kpack_elf::splice::Contents for Whole<'_> {
+    fn write_next(
+        &mut self,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let (now, rest) = self.0.split_at(len as usize);
+        self.0 = rest;
+        sink(now)
     }
 }
 
@@ -111,9 +194,47 @@ struct Sink {
 }
 
 impl Sink {
+    fn new(level: i32, long_distance_matching: bool) -> Sink {
+        let mut encoder = zstd::stream::Encoder::new(Vec::new(), level).unwrap();
+        encoder
+            .long_distance_matching(long_distance_matching)
+            .unwrap();
+        Sink {
+            md5: Md5::new(),
+            encoder,
+            written: 0,
+        }
+    }
+
     fn put(&mut self, bytes: &[u8]) {
         self.md5.update(bytes);
         self.encoder.write_all(bytes).unwrap();
         self.written += bytes.len() as u64;
+    }
+
+    /// Zeros up to `offset`.
+    fn zeros_to(&mut self, offset: u64) {
+        let zeros = vec![0; 1 << 20];
+        while self.written < offset {
+            let n = (offset - self.written).min(zeros.len() as u64) as usize;
+            self.put(&zeros[..n]);
+        }
+    }
+
+    /// Writes the CCOB (v3, zstd) to `path`.
+    fn finish(self, path: &Path) {
+        let compressed = self.encoder.finish().unwrap();
+        let digest = self.md5.finalize();
+        let hash = u64::from_le_bytes(digest[..8].try_into().unwrap());
+        let mut ccob = kpack_bundle::ccob_header(
+            3,
+            kpack_bundle::CompressionMethod::Zstd,
+            self.written,
+            compressed.len() as u64,
+            hash,
+        )
+        .unwrap();
+        ccob.extend_from_slice(&compressed);
+        std::fs::write(path, ccob).unwrap();
     }
 }
