@@ -8,9 +8,6 @@
 //!   header table (moved there, the old one zeroed: the rewrite's placement, old-kernel
 //!   `AT_PHDR` rule for executables included) and then the bundles, starting at an address
 //!   aligned to `.hip_fatbin`'s `sh_addralign` (4096 at least, as linkers place bundles).
-//!   A table with room after it in its segment grows there instead (a kpacked executable's,
-//!   whose table in `.hip_fatbin`'s freed pages is followed by a spare entry): moved above
-//!   every segment it would pad the file by the freed range.
 //!   The bundles are streamed into the output ([`crate::Rewrite::write_with_contents`]), never held.
 //! * `.hip_fatbin` becomes `SHT_PROGBITS` again at the bundles' address, offset and size.
 //!   The address range it had (zero-filled memory since the rewrite) stays reserved in its
@@ -116,7 +113,7 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
         cut,
         &kept,
         (payload.len, align),
-        (page, None),
+        page,
         &mut patches,
     )?;
     let fatbin_vaddr = segment.marker_vaddr();
@@ -136,7 +133,7 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
         &mut patches,
     )?;
 
-    let names_offset = segment.end;
+    let names_offset = segment.offset + segment.len;
     let table_offset = align_up(names_offset + kept.shstr.sh_size, 8);
     let mut headers: Vec<SectionHeader> = shdrs.to_vec();
     for s in &mut headers {

@@ -29,20 +29,7 @@
 //!   one is zeroed, so no dead copy remains (B1/B7). In executables (`ET_EXEC`
 //!   or with `PT_INTERP`) a moved table is placed so that `p_vaddr - p_offset` of its segment
 //!   equals that of the first `PT_LOAD`: kernels before 5.18 compute `AT_PHDR` from that (B8).
-//!   Above every segment that needs zero padding up to the address the first segment's offset
-//!   implies, about the device code removed; executables therefore place it as below, and
-//!   are refused when neither fits and the padding would exceed [`MAX_PADDING`].
-//!
-//! # Executables: the new segment in `.hip_fatbin`'s first pages
-//! When `.hip_fatbin`'s segment has the first `PT_LOAD`'s `p_vaddr - p_offset` (linkers lay
-//! read-only data out so) and its whole pages can hold the new segment (the table with room
-//! for one more entry, for a restore, then the payload; `S` bytes rounded up to pages), the
-//! first `S` bytes of `[AO, AO+Z)` stay in the file and hold it, at offset `AO` and address
-//! `A`, which keep that congruence: no padding, and the file shrinks by `Z - S`. Only
-//! `[AO+S, AO+Z)` is cut. Piece 1 ends at `A`; the new segment is file-backed over its `S`
-//! bytes (zeros after the payload) and spans memory up to where piece 1 would have ended
-//! (the section's end, or the segment's `.bss` tail), so `.hip_fatbin`'s `SHT_NOBITS` range
-//! lies in piece 1 and the new segment, the marker inside it. Segments stay sorted by address.
+//!   This may need zero padding up to the address the first segment's offset implies.
 //! * `.shstrtab` (with the new name) and the section header table (with the new
 //!   `.rocm_kpack_ref` entry) are re-emitted once at the end; their old bytes are dropped
 //!   when they ended the file and zeroed otherwise.
@@ -110,8 +97,7 @@ use kpack_hostbin::{
 };
 
 /// The most zero padding a rewrite may add to an executable to place its program header
-/// table above every segment, when `.hip_fatbin`'s freed pages cannot hold it (see the
-/// module doc); beyond it the input is refused rather than bloated.
+/// table (see [`plan`]); beyond it the input is refused rather than bloated.
 pub const MAX_PADDING: u64 = 64 << 20;
 
 /// Why a file cannot be rewritten. The input is never modified.
@@ -303,13 +289,9 @@ pub(crate) struct Cut {
 }
 
 impl Cut {
-    /// Nothing removed (a restore): the program header table grows in place only where it
-    /// has room in its segment (a kpacked executable's, see [`freed_pages_hole`]).
+    /// Nothing removed; the program header table never grows in place (it starts at or
+    /// after the cut).
     pub(crate) const NONE: Cut = Cut { at: 0, len: 0 };
-
-    fn is_none(&self) -> bool {
-        self.at == 0 && self.len == 0
-    }
 
     fn shift(&self, off: u64) -> u64 {
         if off >= self.at + self.len {
@@ -395,7 +377,7 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
     {
         check_move(&fat, *contents_len, bundle_offsets)?;
     }
-    let pages = cut_whole_pages(&elf, &fatbin)?;
+    let cut = cut_whole_pages(&elf, &fatbin)?;
     check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
     if let FatbinEdit::Replace {
         contents_len,
@@ -406,7 +388,9 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
     }
 
     let mut patches = Patches::default();
-    zero_kept_fatbin_bytes(&fatbin, pages, &mut patches)?;
+    zero_kept_fatbin_bytes(&fatbin, cut, &mut patches)?;
+    let phdrs = split_fatbin_segment(&elf, &fatbin, cut)?;
+    let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
     // The new contents keep `.hip_fatbin`'s alignment (bundles start 4096-aligned).
     let payload_align = match edit {
         FatbinEdit::Kpack { .. } => 1,
@@ -415,19 +399,15 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
             .sh_addralign
             .clamp(1, page),
     };
-    let payload = (edit.payload_len(), payload_align);
-    let hole = freed_pages_hole(&elf, &fatbin, pages, payload)?;
-    let cut = match &hole {
-        Some(h) => Cut {
-            at: pages.at + h.len,
-            len: pages.len - h.len,
-        },
-        None => pages,
-    };
-    let phdrs = split_fatbin_segment(&elf, &fatbin, cut, hole.as_ref())?;
-    let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
-    let segment =
-        place_marker_segment(&elf, phdrs, cut, &kept, payload, (page, hole), &mut patches)?;
+    let segment = place_marker_segment(
+        &elf,
+        phdrs,
+        cut,
+        &kept,
+        (edit.payload_len(), payload_align),
+        page,
+        &mut patches,
+    )?;
     let to = segment.marker_vaddr();
     match edit {
         FatbinEdit::Kpack { .. } => point_wrappers(
@@ -472,15 +452,7 @@ pub(crate) fn finish(
     let data = elf.data();
     patch_elf_header(data, segment, sections, &mut patches)?;
     let pieces = assemble(elf, cut, kept, segment, sections, payload)?;
-    // The input the output leaves out: the cut, and the freed pages the segment fills.
-    let dropped = match &segment.hole {
-        Some(h) => Cut {
-            at: h.at,
-            len: h.len + cut.len,
-        },
-        None => cut,
-    };
-    check_patches_in_kept_input(&patches, dropped, kept.end)?;
+    check_patches_in_kept_input(&patches, cut, kept.end)?;
     Ok(Rewrite {
         splice: Splice { pieces, patches },
         summary: RewriteSummary {
@@ -726,74 +698,15 @@ fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, Rewrit
     Ok(cut)
 }
 
-/// The first whole pages of `.hip_fatbin`, kept in the file to hold an executable's new
-/// segment (see "Executables" in the module doc).
-pub(crate) struct Hole {
-    /// Input (and output) offset of the first page: `AO`.
-    at: u64,
-    /// Its address: `A`.
-    vaddr: u64,
-    /// Bytes kept: whole pages, at most the whole pages of `.hip_fatbin`.
-    len: u64,
-    /// Where the memory of `.hip_fatbin`'s segment piece holding the hole ends: the new
-    /// segment spans it from `A`, its zero-filled tail the rest of the section's range.
-    end: u64,
-}
-
-/// The hole for an executable's new segment (table, spare entry, payload) in the whole
-/// pages of `.hip_fatbin`, if they hold it and its segment keeps the first `PT_LOAD`'s
-/// `p_vaddr - p_offset`: there the old-kernel `AT_PHDR` rule holds with no padding.
-/// Shared libraries, and executables where it does not fit, keep the segment above every
-/// other.
-fn freed_pages_hole(
-    elf: &ElfFile<'_>,
-    fatbin: &Fatbin<'_>,
-    pages: Cut,
-    (payload_len, payload_align): (u64, u64),
-) -> Result<Option<Hole>, RewriteError> {
-    if !elf.is_executable() || pages.len == 0 {
-        return Ok(None);
-    }
-    let first = elf
-        .program_headers()
-        .iter()
-        .find(|p| p.p_type == PT_LOAD)
-        .ok_or_else(|| layout("no PT_LOAD"))?;
-    let seg = fatbin.segment;
-    if first.p_vaddr.wrapping_sub(first.p_offset) != seg.p_vaddr.wrapping_sub(seg.p_offset) {
-        return Ok(None);
-    }
-    // Up to two entries more (the split piece and the new segment), and a spare one
-    // before the payload, so that a restore can grow the table where it is.
-    let table = (elf.program_headers().len() as u64 + 3) * PHDR_SIZE;
-    let need = align_up(align_up(table, 8), payload_align).saturating_add(payload_len);
-    let len = align_up(need, fatbin.page);
-    if len > pages.len {
-        return Ok(None);
-    }
-    let vaddr = align_up(fatbin.vaddr, fatbin.page);
-    let end = if seg.p_filesz == fatbin.end - seg.p_vaddr {
-        seg.p_vaddr + seg.p_memsz
-    } else {
-        fatbin.end
-    };
-    Ok(Some(Hole {
-        at: pages.at,
-        vaddr,
-        len,
-        end,
-    }))
-}
-
 /// Zeroes the bytes of `.hip_fatbin` that stay in the file (the partial pages at either
-/// end of its whole `pages`).
+/// end of the cut).
 fn zero_kept_fatbin_bytes(
     fatbin: &Fatbin<'_>,
-    pages: Cut,
+    cut: Cut,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
-    let prefix = fatbin.offset..pages.at;
-    let suffix = pages.at + pages.len..fatbin.offset + fatbin.size;
+    let prefix = fatbin.offset..cut.at;
+    let suffix = cut.at + cut.len..fatbin.offset + fatbin.size;
     for range in [prefix, suffix] {
         if !range.is_empty() {
             patches.zero(range)?;
@@ -803,36 +716,27 @@ fn zero_kept_fatbin_bytes(
 }
 
 /// The program headers with `.hip_fatbin`'s `PT_LOAD` split at `V+N` and every later
-/// offset moved down by the cut (the marker's segment is added later); with a `hole`,
-/// piece 1 ends at `A`, where the new segment takes over (and is left out when empty).
+/// offset moved down by the cut (the marker's segment is added later).
 fn split_fatbin_segment(
     elf: &ElfFile<'_>,
     fatbin: &Fatbin<'_>,
     cut: Cut,
-    hole: Option<&Hole>,
 ) -> Result<Vec<ProgramHeader>, RewriteError> {
     let phdrs = elf.program_headers();
     let shdrs = elf.section_headers();
     let seg = fatbin.segment;
     let mut new_phdrs: Vec<ProgramHeader> = Vec::with_capacity(phdrs.len() + 2);
     for p in phdrs {
-        if p.index == seg.index && (cut.len > 0 || hole.is_some()) {
+        if p.index == seg.index && cut.len > 0 {
             let head = fatbin.end - seg.p_vaddr;
-            let tail_filesz = seg.p_filesz - head;
             let mut piece1 = p.clone();
             piece1.p_filesz = align_up(fatbin.vaddr, fatbin.page) - seg.p_vaddr;
-            // Piece 1's memory: up to the hole's segment, else over the section and, when
-            // nothing of the segment follows it in the file, the segment's `.bss` tail (B6).
-            piece1.p_memsz = match hole {
-                Some(h) => h.vaddr - seg.p_vaddr,
-                None if tail_filesz == 0 => seg.p_memsz,
-                None => head,
-            };
+            let tail_filesz = seg.p_filesz - head;
             if tail_filesz == 0 {
-                if piece1.p_memsz > 0 {
-                    new_phdrs.push(piece1);
-                }
+                piece1.p_memsz = seg.p_memsz;
+                new_phdrs.push(piece1);
             } else {
+                piece1.p_memsz = head;
                 let piece2 = ProgramHeader {
                     index: 0,
                     p_type: PT_LOAD,
@@ -844,9 +748,7 @@ fn split_fatbin_segment(
                     p_memsz: seg.p_memsz - head,
                     p_align: p.p_align,
                 };
-                if piece1.p_memsz > 0 {
-                    new_phdrs.push(drop_exec_without_code(piece1, shdrs));
-                }
+                new_phdrs.push(drop_exec_without_code(piece1, shdrs));
                 new_phdrs.push(drop_exec_without_code(piece2, shdrs));
             }
         } else {
@@ -930,9 +832,8 @@ pub(crate) fn drop_trailing_tables(
     })
 }
 
-/// The new read-only `PT_LOAD` after the kept input (or, in an executable, in the `hole`
-/// of `.hip_fatbin`'s first pages): the moved program header table (if it cannot grow in
-/// place), then the marker or the new `.hip_fatbin` contents.
+/// The new read-only `PT_LOAD` after the kept input: the moved program header table (if
+/// it cannot grow in place), then the marker or the new `.hip_fatbin` contents.
 pub(crate) struct MarkerSegment {
     /// File offset of the segment in the output.
     pub(crate) offset: u64,
@@ -940,12 +841,8 @@ pub(crate) struct MarkerSegment {
     vaddr: u64,
     /// Offset of the marker (or new contents) inside the segment (after a moved table).
     marker_in_segment: u64,
-    /// Length of the table and payload (the hole's pages after them are zeros).
+    /// File size of the segment.
     pub(crate) len: u64,
-    /// The pages of `.hip_fatbin` the segment fills, if it is not after the kept input.
-    hole: Option<Hole>,
-    /// Output offset where the kept input and the segment end.
-    pub(crate) end: u64,
     /// The program header table, when it moved into this segment.
     moved_table: Option<Vec<u8>>,
     /// `e_phoff` of the output.
@@ -963,20 +860,23 @@ impl MarkerSegment {
     }
 }
 
-/// Places the marker's segment in the `hole` if there is one, else one free page above
-/// every segment (see Stripping in the module doc), adds it to `phdrs` in address order,
-/// and writes the program header table: grown in place when it fits, else moved to the
-/// segment's start (the old one zeroed).
+/// Places the marker's segment one free page above every segment (see Stripping in the
+/// module doc), adds it to `phdrs`, and writes the program header table: grown in place
+/// when it fits, else moved to the segment's start (the old one zeroed).
 pub(crate) fn place_marker_segment(
     elf: &ElfFile<'_>,
     mut phdrs: Vec<ProgramHeader>,
     cut: Cut,
     kept: &KeptInput,
     (payload_len, payload_align): (u64, u64),
-    (page, hole): (u64, Option<Hole>),
+    page: u64,
     patches: &mut Patches,
 ) -> Result<MarkerSegment, RewriteError> {
     let h = elf.header();
+    let last_load = phdrs
+        .iter()
+        .rposition(|q| q.p_type == PT_LOAD)
+        .ok_or_else(|| layout("no PT_LOAD"))?;
     let max_end = phdrs
         .iter()
         .filter(|q| q.p_type == PT_LOAD)
@@ -989,50 +889,18 @@ pub(crate) fn place_marker_segment(
 
     // The moved table comes first (where linkers put it, and where objcopy/strip expect a
     // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
-    let table_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
-    let (offset, vaddr, marker_in_segment, filesz, memsz, end) = match &hole {
-        // The hole starts on a page: the payload is aligned after the table and a spare
-        // entry, which a restore grows the table into (no padding there either).
-        Some(hole) => {
-            let spare = if in_place { 0 } else { PHDR_SIZE };
-            let marker_in_segment = align_up(table_in_segment + spare, payload_align);
-            if marker_in_segment + payload_len > hole.len {
-                return Err(layout("the segment does not fit the freed pages"));
-            }
-            (
-                hole.at,
-                hole.vaddr,
-                marker_in_segment,
-                hole.len,
-                hole.end - hole.vaddr,
-                kept.len,
-            )
-        }
-        None => {
-            let len = table_in_segment + payload_len;
-            let (offset, vaddr) = segment_position(
-                elf,
-                kept.len,
-                max_end,
-                in_place,
-                page,
-                (table_in_segment, payload_align),
-            )?;
-            (offset, vaddr, table_in_segment, len, len, offset + len)
-        }
-    };
-    let at = phdrs
-        .iter()
-        .position(|q| q.p_type == PT_LOAD && q.p_vaddr > vaddr)
-        .or_else(|| {
-            phdrs
-                .iter()
-                .rposition(|q| q.p_type == PT_LOAD)
-                .map(|i| i + 1)
-        })
-        .ok_or_else(|| layout("no PT_LOAD"))?;
+    let marker_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
+    let len = marker_in_segment + payload_len;
+    let (offset, vaddr) = segment_position(
+        elf,
+        kept.len,
+        max_end,
+        in_place,
+        page,
+        (marker_in_segment, payload_align),
+    )?;
     phdrs.insert(
-        at,
+        last_load + 1,
         ProgramHeader {
             index: 0,
             p_type: PT_LOAD,
@@ -1040,8 +908,8 @@ pub(crate) fn place_marker_segment(
             p_offset: offset,
             p_vaddr: vaddr,
             p_paddr: vaddr,
-            p_filesz: filesz,
-            p_memsz: memsz,
+            p_filesz: len,
+            p_memsz: len,
             p_align: page,
         },
     );
@@ -1074,9 +942,7 @@ pub(crate) fn place_marker_segment(
         offset,
         vaddr,
         marker_in_segment,
-        len: marker_in_segment + payload_len,
-        hole,
-        end,
+        len,
         moved_table,
         phoff,
         phnum,
@@ -1259,7 +1125,7 @@ fn rewrite_section_headers(
     if u32::try_from(shstr.sh_size + added_name).is_err() {
         return Err(layout(".shstrtab too large"));
     }
-    let names_offset = segment.end;
+    let names_offset = segment.offset + segment.len;
     let table_offset = align_up(names_offset + shstr.sh_size + added_name, 8);
     let mut headers: Vec<SectionHeader> = elf.section_headers().to_vec();
     for s in &mut headers {
@@ -1331,46 +1197,30 @@ fn assemble(
     sections: &SectionTable,
     payload: Piece,
 ) -> Result<Vec<Piece>, RewriteError> {
+    let mut pieces = Vec::new();
+    if cut.len > 0 {
+        pieces.push(Piece::Input {
+            start: 0,
+            end: cut.at,
+        });
+        pieces.push(Piece::Input {
+            start: cut.at + cut.len,
+            end: kept.end,
+        });
+    } else {
+        pieces.push(Piece::Input {
+            start: 0,
+            end: kept.end,
+        });
+    }
+    pieces.push(Piece::Zeros(segment.offset - kept.len));
     let mut segment_bytes = Vec::with_capacity(segment.len as usize);
     if let Some(table) = &segment.moved_table {
         segment_bytes.extend_from_slice(table);
     }
     segment_bytes.resize(segment.marker_in_segment as usize, 0);
-    let segment_pieces = [Piece::Bytes(segment_bytes), payload];
-    let mut pieces = Vec::new();
-    match &segment.hole {
-        Some(hole) => {
-            pieces.push(Piece::Input {
-                start: 0,
-                end: hole.at,
-            });
-            pieces.extend(segment_pieces);
-            pieces.push(Piece::Zeros(hole.len - segment.len));
-            pieces.push(Piece::Input {
-                start: cut.at + cut.len,
-                end: kept.end,
-            });
-        }
-        None => {
-            if cut.len > 0 {
-                pieces.push(Piece::Input {
-                    start: 0,
-                    end: cut.at,
-                });
-                pieces.push(Piece::Input {
-                    start: cut.at + cut.len,
-                    end: kept.end,
-                });
-            } else {
-                pieces.push(Piece::Input {
-                    start: 0,
-                    end: kept.end,
-                });
-            }
-            pieces.push(Piece::Zeros(segment.offset - kept.len));
-            pieces.extend(segment_pieces);
-        }
-    }
+    pieces.push(Piece::Bytes(segment_bytes));
+    pieces.push(payload);
     let mut names = elf.section_data(&kept.shstr)?.to_vec();
     if sections.marker_added {
         names.extend_from_slice(MARKER_SECTION.as_bytes());
@@ -1443,7 +1293,7 @@ fn phdr_fits_in_place(elf: &ElfFile<'_>, cut: Cut, need: u64) -> bool {
     let Some(end) = start.checked_add(need) else {
         return false;
     };
-    if cut.overlaps(start, need) || (start >= cut.at && !cut.is_none()) {
+    if cut.overlaps(start, need) || start >= cut.at {
         return false;
     }
     let old_end = start + u64::from(h.e_phnum) * PHDR_SIZE;
@@ -1465,7 +1315,7 @@ fn phdr_fits_in_place(elf: &ElfFile<'_>, cut: Cut, need: u64) -> bool {
             || p.p_type == PT_PHDR
             || clear(p.p_offset, p.p_filesz)
     });
-    sections && sht && covered && segments && (end <= cut.at || cut.is_none())
+    sections && sht && covered && segments && end <= cut.at
 }
 
 fn check_pointer_kind(machine: u16, r_type: u32) -> Result<(), String> {

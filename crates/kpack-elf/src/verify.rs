@@ -13,7 +13,7 @@
 //!   table's segment has the first `PT_LOAD`'s `p_vaddr - p_offset` (kernels before 5.18
 //!   compute `AT_PHDR` from it);
 //! * allocated sections: aligned addresses; contents file-backed by a `PT_LOAD` at the
-//!   matching address; `SHT_NOBITS` ones inside the memory of (adjacent) `PT_LOAD`s;
+//!   matching address; `SHT_NOBITS` ones inside a `PT_LOAD`'s memory;
 //! * the section header table overlaps neither the program header table nor any section;
 //!   section names lie inside the name table (checked by the parser);
 //! * kpacked files: every wrapper has magic HIPK, version 1, `reserved1` = its index, and a
@@ -246,33 +246,20 @@ fn check_sections(
                     ),
                 );
             }
-        } else if s.sh_type == SHT_NOBITS && !in_memory(loads, s.sh_addr..end) {
+        } else if s.sh_type == SHT_NOBITS
+            && !loads
+                .iter()
+                .any(|p| p.p_vaddr <= s.sh_addr && end <= p.p_vaddr.saturating_add(p.p_memsz))
+        {
             add(
                 Some(s.sh_offset),
                 format!(
-                    "NOBITS section [{}] {} is not inside the memory of PT_LOADs",
+                    "NOBITS section [{}] {} is not inside a PT_LOAD's memory",
                     s.index, s.name
                 ),
             );
         }
     }
-}
-
-/// Whether `range` lies in the memory of `loads` (sorted by address), one or several
-/// adjacent ones: a kpacked executable's `.hip_fatbin` spans the piece before its freed
-/// pages and the segment placed in them.
-fn in_memory(loads: &[&ProgramHeader], range: std::ops::Range<u64>) -> bool {
-    let mut at = range.start;
-    for p in loads {
-        let end = p.p_vaddr.saturating_add(p.p_memsz);
-        if p.p_vaddr <= at && at < end {
-            at = end;
-        }
-        if at >= range.end {
-            return true;
-        }
-    }
-    false
 }
 
 /// In a kpacked file: the `.rocm_kpack_ref` marker is allocated and decodes as HIPK
