@@ -270,21 +270,40 @@ impl KernelCompressor {
         // The bulk API writes the content size into the frame header, which the reference's
         // Python reader needs. It codes into `scratch`, sized for the worst case once, and the
         // frame is copied out at its size: a new worst-case buffer for every kernel cost a
-        // page fault and a zeroed page per 4 KiB of kernel, more than the copy.
+        // page fault and a zeroed page per 4 KiB of kernel, more than the copy. A kernel too
+        // large for the scratch gets a buffer of its own, whose pages beyond the frame are
+        // never touched: kept as scratch, each writer of a transform would hold a buffer the
+        // size of its largest kernel (RCCL's are 200 MB, one writer per target).
+        if data.len() > SCRATCH_MAX {
+            let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+            compressor
+                .compress_to_buffer(data, &mut frame)
+                .map_err(io)?;
+            frame.shrink_to_fit();
+            return checked_frame(frame);
+        }
         self.scratch.clear();
         self.scratch
             .reserve(zstd::zstd_safe::compress_bound(data.len()));
         compressor
             .compress_to_buffer(data, &mut self.scratch)
             .map_err(io)?;
-        if u32::try_from(self.scratch.len()).is_err() {
-            return Err(ArchiveError::InvalidArgument(format!(
-                "zstd frame of {} bytes exceeds the format's u32 frame size",
-                self.scratch.len()
-            )));
-        }
-        Ok(self.scratch.clone())
+        checked_frame(self.scratch.clone())
     }
+}
+
+/// The most bytes of kernel [`KernelCompressor`] codes into its reused scratch buffer.
+const SCRATCH_MAX: usize = 16 << 20;
+
+/// `frame`, if the format's u32 frame size can hold it.
+fn checked_frame(frame: Vec<u8>) -> Result<Vec<u8>, ArchiveError> {
+    if u32::try_from(frame.len()).is_err() {
+        return Err(ArchiveError::InvalidArgument(format!(
+            "zstd frame of {} bytes exceeds the format's u32 frame size",
+            frame.len()
+        )));
+    }
+    Ok(frame)
 }
 
 struct PendingBinary {
@@ -381,6 +400,18 @@ impl<'a> ArchiveWriter<'a> {
         kernel: PreparedKernel<'a>,
         metadata: &[(String, String)],
     ) -> Result<(), ArchiveError> {
+        self.add_prepared_at(binary_key, arch, kernel, metadata)
+            .map(|_| ())
+    }
+
+    /// [`ArchiveWriter::add_prepared`], giving the ordinal of the stored kernel.
+    fn add_prepared_at(
+        &mut self,
+        binary_key: &str,
+        arch: &str,
+        kernel: PreparedKernel<'a>,
+        metadata: &[(String, String)],
+    ) -> Result<u32, ArchiveError> {
         let slot = self.check_new_entry(binary_key, arch, metadata)?;
         if kernel.compression != self.compression {
             return Err(ArchiveError::InvalidArgument(format!(
@@ -396,7 +427,7 @@ impl<'a> ArchiveWriter<'a> {
             self.intern(kernel.stored, (digest, original_size))?
         };
         self.push_entry(slot, key, arch, ordinal, (digest, original_size), metadata);
-        Ok(())
+        Ok(ordinal)
     }
 
     /// Adds the code objects of one group (a bundle's, say) at once: each under each of its
@@ -409,9 +440,20 @@ impl<'a> ArchiveWriter<'a> {
     /// [`ArchiveWriter::add`] does.
     pub fn add_group(&mut self, members: &[GroupMember<'_>]) -> Result<(), ArchiveError> {
         if self.unified.is_none() {
+            // Compressed once per member, however many keys (wrappers) share it: RCCL's one
+            // bundle has 38 wrappers and 130 MB code objects.
             for m in members {
-                for key in m.keys {
-                    self.add(key, m.arch, m.data.to_vec(), &[])?;
+                let Some((first, others)) = m.keys.split_first() else {
+                    continue;
+                };
+                self.check_new_entry(first, m.arch, &[])?;
+                // Compressed from the borrowed bytes; only a kernel stored as it is is copied.
+                let kernel = self.compressor.prepare(m.data)?.into_owned();
+                let content = (kernel.digest, kernel.original_size);
+                let ordinal = self.add_prepared_at(first, m.arch, kernel, &[])?;
+                for key in others {
+                    let slot = self.check_new_entry(key, m.arch, &[])?;
+                    self.push_entry(slot, normalise_key(key), m.arch, ordinal, content, &[]);
                 }
             }
             return Ok(());

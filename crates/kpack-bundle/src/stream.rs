@@ -34,6 +34,8 @@ pub struct StreamedEntry {
 /// See the module doc.
 pub struct EntryStream<'a> {
     header: CcobHeader,
+    /// The compressed stream the decoder reads.
+    input: &'a [u8],
     decoder: zstd::stream::read::Decoder<'static, &'a [u8]>,
     /// Payload bytes read ahead while looking for the end of the bundle header, not yet
     /// consumed: `ahead[ahead_pos..]`.
@@ -45,6 +47,10 @@ pub struct EntryStream<'a> {
     entries: Vec<EntryHeader>,
     next: usize,
 }
+
+/// The most an entry's buffer is reserved for before its bytes arrive: an entry's size is
+/// a claim of the input, which the bytes must then bear out.
+const ENTRY_RESERVE_LIMIT: u64 = 256 << 20;
 
 /// How far the search for the end of the bundle header reads at first (it doubles).
 const FIRST_READ: u64 = 64 << 10;
@@ -70,6 +76,7 @@ impl<'a> EntryStream<'a> {
             .map_err(|e| header.decompress_error(0, e.to_string()))?;
         let mut this = EntryStream {
             header,
+            input: stream,
             decoder,
             ahead: Vec::new(),
             ahead_pos: 0,
@@ -114,6 +121,13 @@ impl<'a> EntryStream<'a> {
         &self.entries
     }
 
+    /// The prefix of the CCOB's compressed payload the decoder has read so far: a caller
+    /// reading the CCOB from a file mapping may drop those pages.
+    pub fn consumed_input(&self) -> &'a [u8] {
+        let rest: &[u8] = self.decoder.get_ref();
+        &self.input[..self.input.len() - rest.len()]
+    }
+
     /// The next entry in header order; after the last, checks the payload's size and hash
     /// and gives `None`.
     pub fn next_entry(&mut self) -> Result<Option<StreamedEntry>, BundleError> {
@@ -127,7 +141,9 @@ impl<'a> EntryStream<'a> {
             return Ok(None);
         };
         self.consume(offset - self.position, None)?;
-        let mut data = Vec::new();
+        // Sized up front so that a 130 MB code object is not grown by doubling (which touches
+        // up to twice its size); the size is the input's claim, so only up to a limit.
+        let mut data = Vec::with_capacity(len.min(ENTRY_RESERVE_LIMIT) as usize);
         self.consume(len, Some(&mut data))?;
         self.next += 1;
         Ok(Some(StreamedEntry {

@@ -263,3 +263,50 @@ fn a_damaged_ccob_decoding_to_more_than_1_gib_fails_naming_its_offset_and_leaves
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(err.contains("0x"), "{err}");
 }
+
+/// RCCL 7.2.4's bundle holds 9 code objects of 120-200 MB: streamed, each entry is a part
+/// alone. Before, a reader held the next entry beside the part it had not yet handed over
+/// (inspect of librccl peaked at 588 MiB), and transform copied each entry before compressing
+/// it and kept a scratch buffer of its size per target (1.05 GiB); now one entry at a time.
+/// What was written is checked by child processes (`verify --original` and the archives'
+/// tables), so that this process never holds an entry (its peak would pass to the children
+/// measured after it).
+#[test]
+fn a_ccob_of_entries_larger_than_a_part_is_read_one_entry_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let entry_len = 280u64 << 20;
+    let padded = kpack_testkit::large_ccob::write_padded(kpack_bin(), dir.path(), 4, entry_len);
+    assert!(padded.decoded_len > 1 << 30, "{}", padded.decoded_len);
+    let (host, artifact) = host_and_artifact(&padded.path, dir.path(), "padded");
+    let at = |name: &str| dir.path().join(name);
+    within_512_mib(&[Path::new("inspect"), &padded.path]);
+    let kpack_dir = at("kpack");
+    within_512_mib(&[
+        Path::new("transform"),
+        &host,
+        Path::new("-o"),
+        &at("libpadded.so"),
+        Path::new("--kpack-dir"),
+        &kpack_dir,
+    ]);
+    let archives = files_with_extension(&kpack_dir, "kpack");
+    assert_eq!(archives.len(), 4, "{archives:?}");
+    for archive in &archives {
+        let report = json(&["inspect", "--json", s(archive)]);
+        let entries = report[0]["details"]["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), 1, "{report}");
+        assert_eq!(entries[0]["size"], entry_len, "{report}");
+    }
+    let split = at("split");
+    within_512_mib(&[
+        Path::new("split"),
+        &artifact,
+        Path::new("-o"),
+        &split,
+        Path::new("--component"),
+        Path::new("padded_lib"),
+    ]);
+    let report = json(&["verify", s(&split), "--original", s(&artifact), "--json"]);
+    assert_eq!(report["code_objects"], padded.entries.len(), "{report}");
+    assert_eq!(report["failures"], serde_json::json!([]), "{report}");
+}

@@ -268,7 +268,7 @@ fn walk_with(
                 wrappers: Vec::new(),
                 section_offset: None,
             };
-            walk_bundle(bytes, &slot, 0, None, visitor)?;
+            walk_bundle(bytes, &slot, 0, None, None, visitor)?;
         }
         FileKind::OffloadBinary => walk_offload(&[(bytes, 0)], None, visitor)?,
         FileKind::CodeObject => {
@@ -410,7 +410,7 @@ fn walk_slots(
     visitor: &mut dyn Visitor,
 ) -> Result<(), SourceError> {
     for slot in slots {
-        walk_bundle(bytes, slot, base, member, visitor)?;
+        walk_bundle(bytes, slot, base, member, mapping, visitor)?;
         if let Some(map) = mapping {
             map.release(&bytes[slot.range.clone()]);
         }
@@ -491,12 +491,14 @@ pub fn image_bundle_id(image: &Image<'_>) -> Result<Option<BundleId>, SourceErro
 /// entries; `base` is the absolute offset of `elf` in the file (an `ar` member's). A CCOB
 /// decoding to more than [`STREAM_ABOVE`] is read as a stream (see the module doc). A CCOB
 /// whose stored hash is not that of its decompressed bytes is an error, for every visitor
-/// ([`DecodedBundle::decode`], [`EntryStream::next_entry`]).
+/// ([`DecodedBundle::decode`], [`EntryStream::next_entry`]). With `mapping` (the file mapping
+/// `elf` lies in), the pages of a streamed CCOB are dropped as its decoder reads past them.
 pub fn walk_bundle(
     elf: &[u8],
     slot: &BundleSlot,
     base: u64,
     member: Option<&str>,
+    mapping: Option<&FileBytes>,
     visitor: &mut dyn Visitor,
 ) -> Result<(), SourceError> {
     let bytes = &elf[slot.range.clone()];
@@ -549,6 +551,10 @@ pub fn walk_bundle(
         ))?;
         let next = || {
             let entry = stream.next_entry().map_err(in_bundle(true))?;
+            if let Some(map) = mapping {
+                // A 380 MB CCOB would otherwise stay resident as it is read.
+                map.release(stream.consumed_input());
+            }
             Ok(entry.map(|e| (e.index, Cow::Owned(e.data))))
         };
         return visit_entries(&place, &entries, PART_BUDGET, next, visitor);
@@ -623,21 +629,29 @@ fn visit_entries<'d>(
         part.clear();
         result
     };
-    while let Some((entry, data)) = next()? {
+    // The part is handed over before the entry that would not fit in it is read (its size is
+    // in the header): a streamed bundle then holds one part, not a part and the next entry
+    // (RCCL's entries are 120-200 MB each).
+    let mut coming = 0;
+    loop {
+        if let Some(header) = entries.get(coming) {
+            let device = BundleId::parse(&header.triple)?.target().is_some();
+            if !device || part_bytes + header.size > part_budget {
+                hand_over(&mut part, visitor)?;
+                part_bytes = 0;
+            }
+        }
+        let Some((entry, data)) = next()? else {
+            break;
+        };
+        coming = entry + 1;
         let id = BundleId::parse(&entries[entry].triple)?;
         if id.target().is_none() {
-            hand_over(&mut part, visitor)?;
-            part_bytes = 0;
             visitor.other_entry(entry, &data)?;
             continue;
         }
         check_code_object_target(&id, &data, place.slot.index, entry)?;
-        let len = data.len() as u64;
-        if !part.is_empty() && part_bytes + len > part_budget {
-            hand_over(&mut part, visitor)?;
-            part_bytes = 0;
-        }
-        part_bytes += len;
+        part_bytes += data.len() as u64;
         part.push((entry, id, data));
     }
     hand_over(&mut part, visitor)

@@ -632,7 +632,14 @@ impl<'a> Plan<'a> {
                     writers: &mut writers,
                     create: &create,
                 };
-                source::walk_bundle(self.input, &self.slots[i], 0, None, &mut visitor)?;
+                source::walk_bundle(
+                    self.input,
+                    &self.slots[i],
+                    0,
+                    None,
+                    self.mapping,
+                    &mut visitor,
+                )?;
                 release(i);
             }
         } else {
@@ -658,7 +665,14 @@ impl<'a> Plan<'a> {
                             writers: &mut writers,
                             create: &create,
                         };
-                        source::walk_bundle(self.input, &self.slots[i], 0, None, &mut visitor)?;
+                        source::walk_bundle(
+                            self.input,
+                            &self.slots[i],
+                            0,
+                            None,
+                            self.mapping,
+                            &mut visitor,
+                        )?;
                         release(i);
                         return Ok(());
                     };
@@ -713,7 +727,14 @@ impl<'a> Plan<'a> {
             compressor,
             out: Vec::new(),
         };
-        source::walk_bundle(self.input, &self.slots[i], 0, None, &mut prepare)?;
+        source::walk_bundle(
+            self.input,
+            &self.slots[i],
+            0,
+            None,
+            self.mapping,
+            &mut prepare,
+        )?;
         Ok(prepare.out)
     }
 

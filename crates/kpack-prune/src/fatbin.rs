@@ -487,7 +487,7 @@ fn pack_pruned_bundles(
                 dir,
                 out: None,
             };
-            source::walk_bundle(input, &slots[i], 0, None, &mut visitor)?;
+            source::walk_bundle(input, &slots[i], 0, None, None, &mut visitor)?;
             visitor.finish(i)
         },
         |i, bundle| {

@@ -116,6 +116,47 @@ pub fn write_sparse(kpack: &Path, dir: &Path) -> LargeCcob {
     }
 }
 
+/// Writes into `dir` a CCOB of `count` entries of `entry_len` bytes each, as RCCL 7.2.4's
+/// (one bundle of 120-200 MB code objects, 1.2 GB in all): the first `count` code objects of
+/// [`write`], each padded with zeros to `entry_len` (an ELF reader ignores what follows its
+/// section headers). A streamed entry is then larger than a part, and a reader holding two
+/// entries at once, or a copy of one, is over the memory standard.
+pub fn write_padded(kpack: &Path, dir: &Path, count: usize, entry_len: u64) -> LargeCcob {
+    let objects = code_objects(kpack, dir);
+    let objects = &objects[..count];
+    let ids: Vec<(&str, u64)> = objects
+        .iter()
+        .map(|(id, _)| (id.as_str(), entry_len))
+        .collect();
+    let (header, offsets) = kpack_bundle::uncompressed_layout(&ids, 4096);
+    let mut sink = Sink::new(1, false);
+    sink.put(&header);
+    let mut entries = Vec::new();
+    for ((id, code_object), offset) in objects.iter().zip(&offsets) {
+        sink.zeros_to(*offset);
+        let mut digest = Sha256::new();
+        sink.put(code_object);
+        digest.update(code_object);
+        let padding = vec![0; (entry_len as usize - code_object.len()).min(1 << 20)];
+        let mut left = entry_len - code_object.len() as u64;
+        while left > 0 {
+            let n = left.min(padding.len() as u64) as usize;
+            sink.put(&padding[..n]);
+            digest.update(&padding[..n]);
+            left -= n as u64;
+        }
+        entries.push((arch_of(id), crate::hex(&digest.finalize())));
+    }
+    let decoded_len = sink.written;
+    let path = dir.join("padded.ccob");
+    sink.finish(&path);
+    LargeCcob {
+        path,
+        entries,
+        decoded_len,
+    }
+}
+
 /// The code objects of `fixtures/modern/libmodern_wide_v3.so` (15 targets), taken out by
 /// `kpack` (the binary under test) into `dir`: (bundle entry id, bytes), sorted.
 fn code_objects(kpack: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
