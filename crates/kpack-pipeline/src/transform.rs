@@ -625,22 +625,30 @@ impl<'a> Plan<'a> {
                 map.release(&self.input[self.slots[i].range.clone()]);
             }
         };
+        // Codes bundle `i` on this thread as it is walked (read as a stream when large),
+        // each archive's share of it (or of a part of it) one group.
+        let code_walked = |i: usize,
+                           writers: &mut BTreeMap<String, ArchiveFileWriter<'a>>|
+         -> Result<(), TransformError> {
+            let mut visitor = CodeBundles {
+                kernel_name: &self.kernel_name,
+                writers,
+                create: &create,
+            };
+            source::walk_bundle(
+                self.input,
+                &self.slots[i],
+                0,
+                None,
+                self.mapping,
+                &mut visitor,
+            )?;
+            release(i);
+            Ok(())
+        };
         if let Compression::Unified { .. } = compression {
             for i in 0..self.slots.len() {
-                let mut visitor = CodeBundles {
-                    kernel_name: &self.kernel_name,
-                    writers: &mut writers,
-                    create: &create,
-                };
-                source::walk_bundle(
-                    self.input,
-                    &self.slots[i],
-                    0,
-                    None,
-                    self.mapping,
-                    &mut visitor,
-                )?;
-                release(i);
+                code_walked(i, &mut writers)?;
             }
         } else {
             let threads = crate::threads::count(0);
@@ -660,21 +668,7 @@ impl<'a> Plan<'a> {
                     let Some(prepared) = prepared else {
                         // A bundle read as a stream is coded here, part by part as it is
                         // read: prepared on a worker, all its code objects would be held.
-                        let mut visitor = CodeBundles {
-                            kernel_name: &self.kernel_name,
-                            writers: &mut writers,
-                            create: &create,
-                        };
-                        source::walk_bundle(
-                            self.input,
-                            &self.slots[i],
-                            0,
-                            None,
-                            self.mapping,
-                            &mut visitor,
-                        )?;
-                        release(i);
-                        return Ok(());
+                        return code_walked(i, &mut writers);
                     };
                     for (target, keys, kernel) in prepared {
                         let writer = match writers.get_mut(&target) {

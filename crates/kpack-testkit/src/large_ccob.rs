@@ -61,13 +61,7 @@ pub fn write(kpack: &Path, dir: &Path) -> LargeCcob {
         entries.push((arch_of(id), crate::hex(&digest.finalize())));
     }
     assert_eq!(sink.written, decoded_len);
-    let path = dir.join("large.ccob");
-    sink.finish(&path);
-    LargeCcob {
-        path,
-        entries,
-        decoded_len,
-    }
+    sink.finish(dir.join("large.ccob"), entries)
 }
 
 /// Distance between the entries of [`write_sparse`]'s bundle.
@@ -107,13 +101,7 @@ pub fn write_sparse(kpack: &Path, dir: &Path) -> LargeCcob {
         entries.push((arch_of(id), crate::sha256_hex(code_object)));
     }
     assert_eq!(sink.written, decoded_len);
-    let path = dir.join("sparse.ccob");
-    sink.finish(&path);
-    LargeCcob {
-        path,
-        entries,
-        decoded_len,
-    }
+    sink.finish(dir.join("sparse.ccob"), entries)
 }
 
 /// Writes into `dir` a CCOB of `count` entries of `entry_len` bytes each, as RCCL 7.2.4's
@@ -147,14 +135,7 @@ pub fn write_padded(kpack: &Path, dir: &Path, count: usize, entry_len: u64) -> L
         }
         entries.push((arch_of(id), crate::hex(&digest.finalize())));
     }
-    let decoded_len = sink.written;
-    let path = dir.join("padded.ccob");
-    sink.finish(&path);
-    LargeCcob {
-        path,
-        entries,
-        decoded_len,
-    }
+    sink.finish(dir.join("padded.ccob"), entries)
 }
 
 /// The code objects of `fixtures/modern/libmodern_wide_v3.so` (15 targets), taken out by
@@ -262,8 +243,9 @@ impl Sink {
         }
     }
 
-    /// Writes the CCOB (v3, zstd) to `path`.
-    fn finish(self, path: &Path) {
+    /// Writes the CCOB (v3, zstd) to `path`; `entries` are what it holds.
+    fn finish(self, path: PathBuf, entries: Vec<(String, String)>) -> LargeCcob {
+        let decoded_len = self.written;
         let compressed = self.encoder.finish().unwrap();
         let digest = self.md5.finalize();
         let hash = u64::from_le_bytes(digest[..8].try_into().unwrap());
@@ -276,6 +258,11 @@ impl Sink {
         )
         .unwrap();
         ccob.extend_from_slice(&compressed);
-        std::fs::write(path, ccob).unwrap();
+        std::fs::write(&path, ccob).unwrap();
+        LargeCcob {
+            path,
+            entries,
+            decoded_len,
+        }
     }
 }
