@@ -12,6 +12,11 @@ export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
 # still compiles about 120 crates of its own: kpack-python's feature set differs).
 CARGO_BUILD_TARGET=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_BUILD_TARGET
+# No debug info in these builds: the release profile keeps it for profiling by hand, which
+# nothing here does (a panic's message names its file and line without it), and generating
+# and linking it is a large part of compiling the tests, the benches, the wheel and the fuzz
+# targets. Every cargo command below sees the same setting, so they share what they build.
+export CARGO_PROFILE_RELEASE_DEBUG=0
 
 results=$(mktemp)
 stages=$(mktemp)

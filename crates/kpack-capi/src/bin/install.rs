@@ -28,7 +28,7 @@
 //!   long build with system development packages, for every CI machine and packager, where this
 //!   short program is part of the workspace and builds with it, offline;
 //! * it generates the header with cbindgen at install time; ours is checked in and
-//!   `tests/header.rs` keeps it equal to the sources, so the installed header is the reviewed
+//!   `tests/it/header.rs` keeps it equal to the sources, so the installed header is the reviewed
 //!   one.
 //!
 //! The layout (`lib/` with the SONAME link chain, `include/<library>/`, `lib/pkgconfig/`) is

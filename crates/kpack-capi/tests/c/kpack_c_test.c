@@ -1,5 +1,5 @@
 // The C API as a C program sees it: every function and every error code, through the
-// installed header and library. Run by tests/c_program.rs, which builds the archives in
+// installed header and library. Run by tests/it/c_program.rs, which builds the archives in
 // DATA_DIR (argv[1]) from the repo's fixtures:
 //   test_noop.kpack, test_zstd.kpack   the reference vectors
 //   real.kpack (none), real_zstd.kpack lib/libreal.so#0 for gfx1030 (gfx1030.co) and

@@ -1,0 +1,182 @@
+//! HIPK marker metadata: Python's exact bytes, and the runtime's tolerant decoding.
+
+use kpack_archive::ErrorKind;
+use kpack_archive::marker::MarkerMetadata;
+use rmpv::Value;
+
+use crate::common;
+use common::encode;
+
+fn concat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+#[test]
+fn encoding_is_python_packb_bytes_after_a_leading_digest_key() {
+    let m = MarkerMetadata {
+        kernel_name: "math-libs/rocRAND/stage/lib/librocrand.so.1.1".to_owned(),
+        search_paths: vec![".kpack/blas_lib_@GFXARCH@.kpack".to_owned()],
+    };
+    // msgpack.packb({"kpack_search_paths": [...], "kernel_name": ...}, use_bin_type=True):
+    // fixmap(2), fixstr(18) key, fixarray(1), fixstr(31) path, fixstr(11) key, str8(45) name.
+    let expected = concat(&[
+        &[0x82, 0xb2],
+        b"kpack_search_paths",
+        &[0x91, 0xbf],
+        b".kpack/blas_lib_@GFXARCH@.kpack",
+        &[0xab],
+        b"kernel_name",
+        &[0xd9, 45],
+        b"math-libs/rocRAND/stage/lib/librocrand.so.1.1",
+    ]);
+    let bytes = m.encode().unwrap();
+    // The same map with a first key: fixmap(3), `xxh3` and a bin 8 of the XXH3-64 of the map
+    // but for those 8 bytes.
+    let mut sealed = vec![0x83, 0xa4];
+    sealed.extend(b"xxh3");
+    sealed.extend([0xc4, 8]);
+    sealed.extend(&expected[1..]);
+    let digest = kpack_archive::digest::content_digest(&sealed);
+    sealed.splice(8..8, digest.to_be_bytes());
+    assert_eq!(bytes, sealed);
+    let mut padded = bytes.clone();
+    padded.extend([0u8; 7]);
+    assert_eq!(
+        MarkerMetadata::decode(&padded).unwrap(),
+        (m.clone(), bytes.len())
+    );
+    // Python's bytes, without the digest (the reference, or kpack before digests), read
+    // unchecked.
+    assert_eq!(
+        MarkerMetadata::decode(&expected).unwrap(),
+        (m, expected.len())
+    );
+}
+
+#[test]
+fn every_single_bit_flip_of_a_marker_fails_to_decode_or_decodes_the_same() {
+    let m = MarkerMetadata {
+        kernel_name: "lib/librocsparse.so.1".to_owned(),
+        search_paths: vec!["../.kpack/sparse_lib_@GFXARCH@.kpack".to_owned()],
+    };
+    let bytes = m.encode().unwrap();
+    let mut padded = bytes.clone();
+    padded.extend([0u8; 16]);
+    let (mut errors, mut same) = (0, 0);
+    for bit in 0..bytes.len() * 8 {
+        let mut flipped = padded.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        match MarkerMetadata::decode(&flipped) {
+            Err(e) => {
+                errors += 1;
+                assert!(
+                    matches!(
+                        ErrorKind::from(&e),
+                        ErrorKind::IntegrityCheckFailed | ErrorKind::InvalidMetadata
+                    ),
+                    "bit {bit}: {e}"
+                );
+            }
+            Ok((decoded, _)) => {
+                same += 1;
+                assert_eq!(decoded, m, "bit {bit} decoded to other metadata");
+            }
+        }
+    }
+    // A flip of the digest key's name leaves an unknown key and the metadata intact; every
+    // other flip is an error.
+    assert!(
+        errors > bytes.len() * 8 - 4 * 8,
+        "{errors} errors, {same} same"
+    );
+}
+
+#[test]
+fn a_marker_whose_kernel_name_was_flipped_is_refused_as_damaged_at_its_digest() {
+    let m = MarkerMetadata {
+        kernel_name: "lib/libfoo1.so".to_owned(),
+        search_paths: vec![".kpack/x_@GFXARCH@.kpack".to_owned()],
+    };
+    let mut bytes = m.encode().unwrap();
+    // "libfoo1" -> "libfoo3": one bit, another binary's name in the same package.
+    let at = bytes.windows(7).position(|w| w == b"libfoo1").unwrap() + 6;
+    bytes[at] ^= 0x02;
+    let e = MarkerMetadata::decode(&bytes).unwrap_err();
+    assert_eq!(ErrorKind::from(&e), ErrorKind::IntegrityCheckFailed, "{e}");
+    assert_eq!(e.offset(), Some(8), "{e}");
+}
+
+#[test]
+fn decoding_accepts_any_key_order_extra_keys_and_skips_non_str_paths() {
+    let doc = Value::Map(vec![
+        ("kernel_name".into(), "lib/libtest.so".into()),
+        (Value::from(7), Value::Nil),
+        ("extra".into(), Value::Boolean(true)),
+        (
+            "kpack_search_paths".into(),
+            Value::Array(vec![
+                Value::from(1),
+                "a.kpack".into(),
+                Value::Nil,
+                "b.kpack".into(),
+            ]),
+        ),
+    ]);
+    let (m, used) = MarkerMetadata::decode(&encode(&doc).unwrap()).unwrap();
+    assert_eq!(m.kernel_name, "lib/libtest.so");
+    assert_eq!(m.search_paths, ["a.kpack", "b.kpack"]);
+    assert_eq!(used, encode(&doc).unwrap().len());
+}
+
+#[test]
+fn decoding_rejects_what_the_runtime_rejects() {
+    let map = |entries: Vec<(&str, Value)>| {
+        encode(&Value::Map(
+            entries.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+        ))
+        .unwrap()
+    };
+    let paths = || Value::Array(vec!["p.kpack".into()]);
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            encode(&Value::Array(vec![])).unwrap(),
+            "root: expected map, found array",
+        ),
+        (
+            map(vec![("kpack_search_paths", paths())]),
+            "kernel_name: missing",
+        ),
+        (
+            map(vec![
+                ("kernel_name", Value::from(1)),
+                ("kpack_search_paths", paths()),
+            ]),
+            "kernel_name: expected str, found unsigned int",
+        ),
+        (
+            map(vec![("kernel_name", "k".into())]),
+            "kpack_search_paths: missing",
+        ),
+        (
+            map(vec![
+                ("kernel_name", "k".into()),
+                ("kpack_search_paths", "p".into()),
+            ]),
+            "kpack_search_paths: expected array, found str",
+        ),
+        (
+            map(vec![
+                ("kernel_name", "k".into()),
+                ("kpack_search_paths", Value::Array(vec![Value::Nil])),
+            ]),
+            "at least one str",
+        ),
+        (vec![0x82, 0xab], "msgpack: at byte 1: expected map entries"),
+        (vec![], "msgpack: at byte 0"),
+    ];
+    for (bytes, message) in cases {
+        let e = MarkerMetadata::decode(&bytes).unwrap_err();
+        assert_eq!(ErrorKind::from(&e), ErrorKind::InvalidMetadata);
+        assert!(e.to_string().contains(message), "{e} lacks {message:?}");
+    }
+}

@@ -1,0 +1,9 @@
+//! The kpack-artifact integration tests, one module per behaviour, linked into one test binary
+//! (one link of the dependency graph instead of one per file).
+
+mod artifact_realworld;
+mod handlers;
+mod pe;
+mod recombine;
+mod split;
+mod tarball;

@@ -1,0 +1,11 @@
+//! The kpack-elf integration tests, one module per behaviour, linked into one test binary
+//! (one link of the dependency graph instead of one per file).
+
+mod ar;
+mod debug_files;
+mod elf_parse;
+mod inspect_fixtures;
+mod malformed;
+mod platforms;
+mod rewrite;
+mod shrink;

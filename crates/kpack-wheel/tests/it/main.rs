@@ -1,0 +1,5 @@
+//! The kpack-wheel integration tests, one module per behaviour, linked into one test binary
+//! (one link of the dependency graph instead of one per file).
+
+mod realworld;
+mod split_wheel;
