@@ -136,10 +136,15 @@ fn every_fat_fixture_rewrites_to_a_verified_file() {
         }
         let fatbin = fat.fatbin.unwrap();
         assert!(fatbin.nobits, "{rel}");
-        // Device code bytes left in the file are zero.
+        // Device code bytes left in the file are zero. (In an executable the new segment,
+        // the program header table and the marker, may fill .hip_fatbin's first pages.)
         let old = before.fatbin.unwrap();
         let elf = ElfFile::parse(&out).unwrap();
+        let new_segment = elf.load_segment_for_vaddr(marker.vaddr).unwrap();
         for off in [old.vaddr, old.vaddr + old.size - 1] {
+            if new_segment.contains_vaddr(off) {
+                continue;
+            }
             if let Some(o) = elf.vaddr_to_offset(off) {
                 assert_eq!(
                     out[o as usize], 0,
@@ -183,14 +188,18 @@ fn elflint_new_problems(rel: &str, orig: &Path, path: &Path) -> Vec<String> {
         .iter()
         .find(|x| x.name == ".hip_fatbin")
         .unwrap();
+    // In an executable, the new segment (the program header table and the marker) may
+    // fill .hip_fatbin's first pages: the same message, about bytes that are not its.
+    let marker = b.section_by_name(".rocm_kpack_ref").unwrap();
     for p in b.program_headers().iter().filter(|p| p.p_type == PT_LOAD) {
         let file_end = p.p_offset + p.p_filesz;
         if p.p_offset <= fatbin.sh_offset && fatbin.sh_offset < file_end {
             let end = file_end.min(fatbin.sh_offset + fatbin.sh_size);
             assert!(
-                out[fatbin.sh_offset as usize..end as usize]
-                    .iter()
-                    .all(|&x| x == 0),
+                p.contains_vaddr(marker.sh_addr)
+                    || out[fatbin.sh_offset as usize..end as usize]
+                        .iter()
+                        .all(|&x| x == 0),
                 "{rel}: file bytes of .hip_fatbin's partial page are not zero"
             );
             let nobits_read = format!(
@@ -502,3 +511,77 @@ fn executables_needing_huge_padding_are_refused() {
         ),
     }
 }
+
+/// Executables keep their program header table where kernels before 5.18 compute `AT_PHDR`
+/// (the first `PT_LOAD`'s `p_vaddr - p_offset` plus `e_phoff`) without padding the file up
+/// to the address of a segment above all others: the new segment fills `.hip_fatbin`'s
+/// first freed page, so the file shrinks by the rest of its whole pages. The output
+/// verifies, and starts: the kernel maps it, ld.so accepts its program headers and the
+/// stand-in HIP runtime reads the marker through the wrapper.
+#[test]
+fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, m) = marker();
+    for rel in ["bin/exe_pie", "bin/exe_nopie"] {
+        let (path, input, out) = rewrite_fixture(rel, dir.path());
+        verify(&out).unwrap_or_else(|i| panic!("{rel}: {i:#?}"));
+        let page = 4096;
+        let fatbin = inspect(&input).unwrap().fatbin.unwrap();
+        let whole_pages =
+            (fatbin.vaddr + fatbin.size) / page * page - fatbin.vaddr.div_ceil(page) * page;
+        assert!(
+            whole_pages >= 2 * page,
+            "{rel}: the fixture's device code spans pages"
+        );
+        // One page holds the table and the marker; the marker's section header and name
+        // are added.
+        let added = page + 64 + ".rocm_kpack_ref\0".len() as u64;
+        assert!(
+            out.len() as u64 + whole_pages <= input.len() as u64 + added,
+            "{rel}: {} bytes in, {} out, {whole_pages} bytes of whole device-code pages",
+            input.len(),
+            out.len()
+        );
+
+        let elf = ElfFile::parse(&out).unwrap();
+        let h = elf.header();
+        let loads: Vec<_> = elf
+            .program_headers()
+            .iter()
+            .filter(|p| p.p_type == PT_LOAD)
+            .collect();
+        let at_phdr = loads[0].p_vaddr - loads[0].p_offset + h.e_phoff;
+        let phdr = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_PHDR)
+            .unwrap();
+        assert_eq!(
+            phdr.p_vaddr, at_phdr,
+            "{rel}: PT_PHDR is where old kernels look"
+        );
+        assert_eq!(phdr.p_offset, h.e_phoff, "{rel}");
+        // The table is mapped there, from the file, by the segment in the freed pages.
+        let table = elf.load_segment_for_vaddr(at_phdr).unwrap();
+        assert_eq!(table.p_vaddr, fatbin.vaddr.div_ceil(page) * page, "{rel}");
+        assert_eq!(elf.vaddr_to_offset(at_phdr), Some(h.e_phoff), "{rel}");
+        assert!(
+            elf.vaddr_to_offset(at_phdr + u64::from(h.e_phnum) * 56 - 1)
+                .is_some(),
+            "{rel}"
+        );
+        let marker = inspect(&out).unwrap().marker.unwrap();
+        assert!(table.contains_vaddr(marker.vaddr), "{rel}");
+
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let regs = kpack_testkit::standin(None).load(&path, &[], &dir.path().join("run"));
+        assert_eq!(regs.len(), 1, "{rel}");
+        assert_eq!(regs[0].magic, "HIPK", "{rel}");
+        assert!(
+            regs[0].bytes.starts_with(&m),
+            "{rel}: the wrapper leads to the marker"
+        );
+    }
+}
+
