@@ -585,3 +585,213 @@ fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
     }
 }
 
+/// Links a PIE executable whose `.hip_fatbin` holds `copies` page-aligned copies of
+/// `exe_pie`'s bundle, each registered by its own wrapper (an `R_X86_64_RELATIVE` pointer),
+/// and whose `main` prints the first 24 bytes its first wrapper's pointer leads to, in hex.
+/// Returns the executable's path and the bundle's slot size.
+fn link_large_pie(dir: &Path, copies: usize) -> (PathBuf, u64) {
+    let fixture = read_fixture("bin/exe_pie");
+    let fat = inspect(&fixture).unwrap();
+    let section = fat.fatbin.unwrap();
+    let bundle = &fixture[section.offset as usize..(section.offset + section.size) as usize];
+    let slot = section.size.div_ceil(4096) * 4096;
+    let bundle_path = dir.join("bundle.bin");
+    std::fs::write(&bundle_path, bundle).unwrap();
+    let mut asm = String::from(".section .hip_fatbin,\"a\",@progbits\n");
+    for i in 0..copies {
+        asm += &format!(
+            ".p2align 12\nkb{i}:\n.incbin \"{}\"\n",
+            bundle_path.display()
+        );
+    }
+    asm += ".section .hipFatBinSegment,\"aw\",@progbits\n.p2align 3\n.globl kpack_wrappers\nkpack_wrappers:\n";
+    for i in 0..copies {
+        asm += &format!(".long 0x48495046\n.long 1\n.quad kb{i}\n.quad 0\n");
+    }
+    asm += ".section .note.GNU-stack,\"\",@progbits\n";
+    std::fs::write(dir.join("fat.s"), asm).unwrap();
+    std::fs::write(
+        dir.join("main.c"),
+        "#include <stdio.h>\n\
+         struct wrapper { unsigned magic, version; const unsigned char *p; void *r; };\n\
+         extern const struct wrapper kpack_wrappers[];\n\
+         int main(void) {\n\
+           for (int i = 0; i < 24; i++) printf(\"%02x\", kpack_wrappers[0].p[i]);\n\
+           printf(\"\\n\");\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let exe = dir.join("large_pie");
+    let (ok, text) = tool(
+        "cc",
+        &[
+            "-O1",
+            "-fPIE",
+            "-pie",
+            "-o",
+            &exe.display().to_string(),
+            &dir.join("main.c").display().to_string(),
+            &dir.join("fat.s").display().to_string(),
+        ],
+    );
+    assert!(ok, "cc failed: {text}");
+    (exe, slot)
+}
+
+/// What `path` prints: the hex of the first 24 bytes its first wrapper leads to.
+fn run_printing_first_bytes(path: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (ok, text) = tool(
+        "/lib64/ld-linux-x86-64.so.2",
+        &["--list", &path.display().to_string()],
+    );
+    assert!(ok, "{}: ld.so --list: {text}", path.display());
+    let (ok, text) = tool(&path.display().to_string(), &[]);
+    assert!(ok, "{}: {text}", path.display());
+    text.trim().to_owned()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A PIE executable whose device code spans more than [`MAX_PADDING`]: above every segment,
+/// its moved program header table would need that much zero padding to stay where kernels
+/// before 5.18 look for it (refused before). The new segment (the table, a spare `PT_NULL`
+/// entry, the marker) fills `.hip_fatbin`'s first freed page instead, and GNU `strip`,
+/// `strip --strip-debug`, `objcopy` and `patchelf` keep it working: the marker keeps its
+/// address, the table stays where `PT_PHDR` and the old-kernel rule say, the verifier and
+/// readelf find nothing wrong, ld.so loads it and the wrapper leads to the marker. A restore
+/// puts the device code back byte for byte, growing the table into the spare entry.
+#[test]
+fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore() {
+    use kpack_elf::restore::{Payload, plan as plan_restore};
+    use kpack_elf::rewrite::MAX_PADDING;
+    let dir = tempfile::tempdir().unwrap();
+    let copies = 4200;
+    let (exe, slot) = link_large_pie(dir.path(), copies);
+    let input = std::fs::read(&exe).unwrap();
+    let before = inspect(&input).unwrap();
+    let original_fatbin = before.fatbin.clone().unwrap();
+    assert!(
+        original_fatbin.size > MAX_PADDING,
+        "{}",
+        original_fatbin.size
+    );
+    let bundle_magic = hex(b"__CLANG_OFFLOAD_BUNDLE__");
+    assert_eq!(run_printing_first_bytes(&exe), bundle_magic);
+
+    let (_, m) = marker();
+    let rw = plan(&input, &m).unwrap_or_else(|e| panic!("{e}"));
+    // Above every segment the table would have needed about the removed bytes of padding.
+    assert!(rw.summary.removed > MAX_PADDING, "{:?}", rw.summary);
+    let out = rw.to_vec(&input);
+    assert!(
+        out.len() as u64 + rw.summary.removed <= input.len() as u64 + 8192,
+        "{:?}",
+        rw.summary
+    );
+    verify(&out).unwrap_or_else(|i| panic!("{i:#?}"));
+    let kpacked = dir.path().join("kpacked");
+    std::fs::write(&kpacked, &out).unwrap();
+    assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
+
+    let elf = ElfFile::parse(&out).unwrap();
+    let marker_vaddr = rw.summary.marker_vaddr;
+    let table = elf.load_segment_for_vaddr(marker_vaddr).unwrap();
+    assert_eq!(table.p_vaddr, original_fatbin.vaddr, "the first freed page");
+    assert_eq!(table.p_offset, original_fatbin.offset);
+    assert!(
+        elf.program_headers().iter().any(|p| p.p_type == PT_NULL),
+        "the spare entry"
+    );
+    drop(elf);
+
+    for (name, program, args) in [
+        ("strip", "strip", &[][..]),
+        ("strip-debug", "strip", &["--strip-debug"][..]),
+        ("objcopy", "objcopy", &[][..]),
+        (
+            "patchelf",
+            "patchelf",
+            &["--add-rpath", "/opt/kpack-test"][..],
+        ),
+    ] {
+        let edited = dir.path().join(name);
+        std::fs::copy(&kpacked, &edited).unwrap();
+        let mut argv = args.to_vec();
+        let path = edited.display().to_string();
+        argv.push(&path);
+        let (ok, text) = tool(program, &argv);
+        assert!(ok, "{name}: {text}");
+        let bytes = std::fs::read(&edited).unwrap();
+        verify(&bytes).unwrap_or_else(|i| panic!("{name}: {i:#?}"));
+        assert!(
+            readelf(&edited).is_empty(),
+            "{name}: {:?}",
+            readelf(&edited)
+        );
+        let fat = inspect(&bytes).unwrap();
+        assert_eq!(fat.kind, FatBinaryKind::Kpacked, "{name}");
+        let marker = fat.marker.as_ref().unwrap();
+        assert_eq!(marker.vaddr, marker_vaddr, "{name}: the marker moved");
+        assert_eq!(marker.bytes(&bytes).unwrap(), &m[..], "{name}");
+        assert!(
+            fat.wrappers.iter().all(|w| w.target == Some(marker_vaddr)),
+            "{name}"
+        );
+        // The table is where PT_PHDR says, and where kernels before 5.18 look.
+        let elf = ElfFile::parse(&bytes).unwrap();
+        let h = elf.header();
+        let phdr = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_PHDR)
+            .unwrap();
+        assert_eq!(elf.vaddr_to_offset(phdr.p_vaddr), Some(h.e_phoff), "{name}");
+        let first = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_LOAD)
+            .unwrap();
+        assert_eq!(
+            first.p_vaddr - first.p_offset + h.e_phoff,
+            phdr.p_vaddr,
+            "{name}"
+        );
+        assert_eq!(run_printing_first_bytes(&edited), hex(&m[..24]), "{name}");
+    }
+
+    // The restore: the bundles back, byte for byte.
+    let contents = &input
+        [original_fatbin.offset as usize..(original_fatbin.offset + original_fatbin.size) as usize];
+    let payload = Payload {
+        len: original_fatbin.size,
+        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
+    };
+    let restored_plan = plan_restore(&out, &payload).unwrap_or_else(|e| panic!("{e}"));
+    let restored = restored_plan.rewrite.to_vec_with_contents(&out, contents);
+    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
+    let after = inspect(&restored).unwrap();
+    assert_eq!(after.kind, before.kind);
+    let fatbin = after.fatbin.unwrap();
+    assert_eq!(
+        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
+        contents
+    );
+    assert_eq!(after.wrappers.len(), copies);
+    for (w, o) in after.wrappers.iter().zip(&payload.wrapper_bundles) {
+        assert_eq!(w.target, Some(fatbin.vaddr + o));
+    }
+    // The table grew into the spare entry: the restore needed no padding.
+    assert!(
+        (restored.len() as u64) < out.len() as u64 + original_fatbin.size + 2 * 4096,
+        "{} bytes restored",
+        restored.len()
+    );
+    let restored_path = dir.path().join("restored");
+    std::fs::write(&restored_path, &restored).unwrap();
+    assert_eq!(run_printing_first_bytes(&restored_path), bundle_magic);
+}
