@@ -585,22 +585,25 @@ fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
     }
 }
 
-/// Links a PIE executable whose `.hip_fatbin` holds `copies` page-aligned copies of
-/// `exe_pie`'s bundle, each registered by its own wrapper (an `R_X86_64_RELATIVE` pointer),
-/// and whose `main` prints the first 24 bytes its first wrapper's pointer leads to, in hex.
-/// Returns the executable's path and the bundle's slot size.
-fn link_large_pie(dir: &Path, copies: usize) -> (PathBuf, u64) {
+/// Links a PIE executable whose `.hip_fatbin` holds `copies` copies of `exe_pie`'s bundle,
+/// each aligned to `1 << align_log2` (page-aligned ones start at a page; 16-byte-aligned
+/// ones after 300 bytes of `.rodata`, inside one), each registered by its own wrapper (an
+/// `R_X86_64_RELATIVE` pointer), and whose `main` prints the first 24 bytes its first
+/// wrapper's pointer leads to, in hex. Returns the executable's path and the bundle's
+/// slot size.
+fn link_large_pie(dir: &Path, copies: usize, align_log2: u32) -> (PathBuf, u64) {
     let fixture = read_fixture("bin/exe_pie");
     let fat = inspect(&fixture).unwrap();
     let section = fat.fatbin.unwrap();
     let bundle = &fixture[section.offset as usize..(section.offset + section.size) as usize];
-    let slot = section.size.div_ceil(4096) * 4096;
+    let slot = section.size.next_multiple_of(1 << align_log2);
     let bundle_path = dir.join("bundle.bin");
     std::fs::write(&bundle_path, bundle).unwrap();
-    let mut asm = String::from(".section .hip_fatbin,\"a\",@progbits\n");
+    let mut asm = String::from(".section .rodata\n.fill 300,1,7\n");
+    asm += ".section .hip_fatbin,\"a\",@progbits\n";
     for i in 0..copies {
         asm += &format!(
-            ".p2align 12\nkb{i}:\n.incbin \"{}\"\n",
+            ".p2align {align_log2}\nkb{i}:\n.incbin \"{}\"\n",
             bundle_path.display()
         );
     }
@@ -671,7 +674,7 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
     use kpack_elf::rewrite::MAX_PADDING;
     let dir = tempfile::tempdir().unwrap();
     let copies = 4200;
-    let (exe, slot) = link_large_pie(dir.path(), copies);
+    let (exe, slot) = link_large_pie(dir.path(), copies, 12);
     let input = std::fs::read(&exe).unwrap();
     let before = inspect(&input).unwrap();
     let original_fatbin = before.fatbin.clone().unwrap();
@@ -709,60 +712,7 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
     );
     drop(elf);
 
-    for (name, program, args) in [
-        ("strip", "strip", &[][..]),
-        ("strip-debug", "strip", &["--strip-debug"][..]),
-        ("objcopy", "objcopy", &[][..]),
-        (
-            "patchelf",
-            "patchelf",
-            &["--add-rpath", "/opt/kpack-test"][..],
-        ),
-    ] {
-        let edited = dir.path().join(name);
-        std::fs::copy(&kpacked, &edited).unwrap();
-        let mut argv = args.to_vec();
-        let path = edited.display().to_string();
-        argv.push(&path);
-        let (ok, text) = tool(program, &argv);
-        assert!(ok, "{name}: {text}");
-        let bytes = std::fs::read(&edited).unwrap();
-        verify(&bytes).unwrap_or_else(|i| panic!("{name}: {i:#?}"));
-        assert!(
-            readelf(&edited).is_empty(),
-            "{name}: {:?}",
-            readelf(&edited)
-        );
-        let fat = inspect(&bytes).unwrap();
-        assert_eq!(fat.kind, FatBinaryKind::Kpacked, "{name}");
-        let marker = fat.marker.as_ref().unwrap();
-        assert_eq!(marker.vaddr, marker_vaddr, "{name}: the marker moved");
-        assert_eq!(marker.bytes(&bytes).unwrap(), &m[..], "{name}");
-        assert!(
-            fat.wrappers.iter().all(|w| w.target == Some(marker_vaddr)),
-            "{name}"
-        );
-        // The table is where PT_PHDR says, and where kernels before 5.18 look.
-        let elf = ElfFile::parse(&bytes).unwrap();
-        let h = elf.header();
-        let phdr = elf
-            .program_headers()
-            .iter()
-            .find(|p| p.p_type == PT_PHDR)
-            .unwrap();
-        assert_eq!(elf.vaddr_to_offset(phdr.p_vaddr), Some(h.e_phoff), "{name}");
-        let first = elf
-            .program_headers()
-            .iter()
-            .find(|p| p.p_type == PT_LOAD)
-            .unwrap();
-        assert_eq!(
-            first.p_vaddr - first.p_offset + h.e_phoff,
-            phdr.p_vaddr,
-            "{name}"
-        );
-        assert_eq!(run_printing_first_bytes(&edited), hex(&m[..24]), "{name}");
-    }
+    assert_edits_keep_the_marker(dir.path(), &kpacked, marker_vaddr, &m);
 
     // The restore: the bundles back, byte for byte.
     let contents = &input
@@ -794,4 +744,90 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
     let restored_path = dir.path().join("restored");
     std::fs::write(&restored_path, &restored).unwrap();
     assert_eq!(run_printing_first_bytes(&restored_path), bundle_magic);
+}
+
+/// GNU `strip`, `strip --strip-debug`, `objcopy` and `patchelf --add-rpath` of the kpacked
+/// executable `kpacked` (see [`link_large_pie`]) leave a file the verifier and readelf find
+/// nothing wrong with, whose marker keeps `marker_vaddr` and bytes `m`, every wrapper
+/// leading to it, whose program header table is where `PT_PHDR` and kernels before 5.18 say,
+/// and which runs, printing the marker's first bytes.
+fn assert_edits_keep_the_marker(dir: &Path, kpacked: &Path, marker_vaddr: u64, m: &[u8]) {
+    for (name, program, args) in [
+        ("strip", "strip", &[][..]),
+        ("strip-debug", "strip", &["--strip-debug"][..]),
+        ("objcopy", "objcopy", &[][..]),
+        (
+            "patchelf",
+            "patchelf",
+            &["--add-rpath", "/opt/kpack-test"][..],
+        ),
+    ] {
+        let edited = dir.join(name);
+        std::fs::copy(kpacked, &edited).unwrap();
+        let mut argv = args.to_vec();
+        let path = edited.display().to_string();
+        argv.push(&path);
+        let (ok, text) = tool(program, &argv);
+        assert!(ok, "{name}: {text}");
+        let bytes = std::fs::read(&edited).unwrap();
+        verify(&bytes).unwrap_or_else(|i| panic!("{name}: {i:#?}"));
+        assert!(
+            readelf(&edited).is_empty(),
+            "{name}: {:?}",
+            readelf(&edited)
+        );
+        let fat = inspect(&bytes).unwrap();
+        assert_eq!(fat.kind, FatBinaryKind::Kpacked, "{name}");
+        let marker = fat.marker.as_ref().unwrap();
+        assert_eq!(marker.vaddr, marker_vaddr, "{name}: the marker moved");
+        assert_eq!(marker.bytes(&bytes).unwrap(), m, "{name}");
+        assert!(
+            fat.wrappers.iter().all(|w| w.target == Some(marker_vaddr)),
+            "{name}"
+        );
+        // The table is where PT_PHDR says, and where kernels before 5.18 look.
+        let elf = ElfFile::parse(&bytes).unwrap();
+        let h = elf.header();
+        let phdr = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_PHDR)
+            .unwrap();
+        assert_eq!(elf.vaddr_to_offset(phdr.p_vaddr), Some(h.e_phoff), "{name}");
+        let first = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_LOAD)
+            .unwrap();
+        assert_eq!(
+            first.p_vaddr - first.p_offset + h.e_phoff,
+            phdr.p_vaddr,
+            "{name}"
+        );
+        assert_eq!(run_printing_first_bytes(&edited), hex(&m[..24]), "{name}");
+    }
+}
+
+/// `.hip_fatbin` starting inside a page (`V < A`): piece 1 keeps its head as zero-filled
+/// memory, the new segment fills the first whole page, and strip, objcopy and patchelf
+/// keep the marker and `.rodata` before it.
+#[test]
+fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, _) = link_large_pie(dir.path(), 20, 4);
+    let input = std::fs::read(&exe).unwrap();
+    let fatbin = inspect(&input).unwrap().fatbin.unwrap();
+    assert_ne!(fatbin.vaddr % 4096, 0, "{:#x}", fatbin.vaddr);
+    let (_, m) = marker();
+    let rw = plan(&input, &m).unwrap_or_else(|e| panic!("{e}"));
+    let out = rw.to_vec(&input);
+    verify(&out).unwrap_or_else(|i| panic!("{i:#?}"));
+    let elf = ElfFile::parse(&out).unwrap();
+    let segment = elf.load_segment_for_vaddr(rw.summary.marker_vaddr).unwrap();
+    assert_eq!(segment.p_vaddr, fatbin.vaddr.next_multiple_of(4096));
+    drop(elf);
+    let kpacked = dir.path().join("kpacked");
+    std::fs::write(&kpacked, &out).unwrap();
+    assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
+    assert_edits_keep_the_marker(dir.path(), &kpacked, rw.summary.marker_vaddr, &m);
 }
