@@ -8,6 +8,9 @@
 //!   header table (moved there, the old one zeroed: the rewrite's placement, old-kernel
 //!   `AT_PHDR` rule for executables included) and then the bundles, starting at an address
 //!   aligned to `.hip_fatbin`'s `sh_addralign` (4096 at least, as linkers place bundles).
+//!   A kpacked executable's table in `.hip_fatbin`'s freed pages ends with a spare `PT_NULL`
+//!   entry: dropped, it makes room for the new segment and the table stays where it is
+//!   (moved above every segment it would pad the file by the freed range).
 //!   The bundles are streamed into the output ([`crate::Rewrite::write_with_contents`]), never held.
 //! * `.hip_fatbin` becomes `SHT_PROGBITS` again at the bundles' address, offset and size.
 //!   The address range it had (zero-filled memory since the rewrite) stays reserved in its
@@ -24,7 +27,7 @@
 //! sections) keeps its bytes and its offset: only the ELF header, the old program header
 //! table, the wrapper records, their relocation entries and the marker change in place.
 
-use object::elf::{ET_DYN, ET_EXEC, PN_XNUM, SHN_XINDEX, SHT_NULL, SHT_PROGBITS};
+use object::elf::{ET_DYN, ET_EXEC, PN_XNUM, PT_NULL, SHN_XINDEX, SHT_NULL, SHT_PROGBITS};
 
 use crate::elf::{ElfFile, SectionHeader};
 use crate::fatbin::inspect_elf;
@@ -106,14 +109,21 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
         patches.zero(marker.offset..marker.offset + bytes.len() as u64)?;
     }
     let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
-    let phdrs = elf.program_headers().to_vec();
+    // A spare `PT_NULL` entry (a kpacked executable's, see the rewrite's Executables) makes
+    // room for the new segment: the table keeps its size and place.
+    let phdrs: Vec<_> = elf
+        .program_headers()
+        .iter()
+        .filter(|p| p.p_type != PT_NULL)
+        .cloned()
+        .collect();
     let segment = place_marker_segment(
         &elf,
         phdrs,
         cut,
         &kept,
         (payload.len, align),
-        page,
+        (page, None),
         &mut patches,
     )?;
     let fatbin_vaddr = segment.marker_vaddr();
@@ -133,7 +143,7 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
         &mut patches,
     )?;
 
-    let names_offset = segment.offset + segment.len;
+    let names_offset = segment.end;
     let table_offset = align_up(names_offset + kept.shstr.sh_size, 8);
     let mut headers: Vec<SectionHeader> = shdrs.to_vec();
     for s in &mut headers {

@@ -13,7 +13,7 @@
 //! `E = floorP(V+N)`, `AO = O + (A - V)`, `Z = E - A` (0 when the section spans no whole page).
 //! * File bytes `[AO, AO+Z)` are removed; the bytes of the section that stay in the file (the
 //!   partial pages at either end) are zeroed. The section becomes `SHT_NOBITS`, keeping its
-//!   address, size and `sh_offset = O`.
+//!   address, size and `sh_offset = O` (but in executables, see Executables).
 //! * The `PT_LOAD` holding the section is split at `V+N`: piece 1 keeps its start, is
 //!   file-backed up to `A` and spans memory up to `V+N` (the removed pages become its
 //!   zero-filled `p_memsz` tail, like `.bss`); piece 2 starts at `V+N`, file-backed from the
@@ -29,7 +29,11 @@
 //!   one is zeroed, so no dead copy remains (B1/B7). In executables (`ET_EXEC`
 //!   or with `PT_INTERP`) a moved table is placed so that `p_vaddr - p_offset` of its segment
 //!   equals that of the first `PT_LOAD`: kernels before 5.18 compute `AT_PHDR` from that (B8).
-//!   This may need zero padding up to the address the first segment's offset implies.
+//!   Above every segment that needs zero padding up to the address the first segment's offset
+//!   implies, about the device code removed; executables therefore place it in
+//!   `.hip_fatbin`'s first freed pages (see Executables), and are refused when that does
+//!   not fit and the padding would exceed [`MAX_PADDING`].
+//!
 //! * `.shstrtab` (with the new name) and the section header table (with the new
 //!   `.rocm_kpack_ref` entry) are re-emitted once at the end; their old bytes are dropped
 //!   when they ended the file and zeroed otherwise.
@@ -42,13 +46,47 @@
 //! Two segments may share the page holding `V+N` (piece 1's zero fill, piece 2's file
 //! content); loaders map the later segment over it, as they do for `.data`/`.bss` pages.
 //!
+//! # Executables: the new segment in `.hip_fatbin`'s first pages
+//! When `.hip_fatbin`'s segment has the first `PT_LOAD`'s `p_vaddr - p_offset` (linkers lay
+//! read-only data out so), the segment's memory after the section is file content (no
+//! `.bss` tail), and whole pages of the section are left over after the new segment's
+//! `S` bytes (rounded up to pages: the moved table, ending with a spare `PT_NULL` entry,
+//! then the marker right after it), a `transform` puts the new segment at `A`, file offset
+//! `AO`, which keep that congruence: no padding, and the file shrinks by `Z - S`. Only
+//! `[AO+S, AO+Z)` is cut.
+//! * Piece 1 ends at `A` (and is left out when empty, `V = A`); the new segment takes
+//!   `.hip_fatbin`'s segment's flags, is file-backed over its `S` bytes (zeros after the
+//!   marker) and spans memory up to `V+N`, where piece 2 starts.
+//! * `.hip_fatbin` (`SHT_NOBITS`) keeps only the range from the marker's end to `V+N`
+//!   (`sh_addralign` 1): it lies in the new segment, after the marker. Its first bytes
+//!   (from `V`) are piece 1's zero-filled tail and the new segment's table and marker.
+//! * The spare entry is the room a restore needs: it drops `PT_NULL` entries and adds its
+//!   segment, so the table keeps its size and place.
+//!
+//! Shared libraries, `prune` and executables where this does not fit keep the segment
+//! above every other.
+//!
 //! # Stripping
 //! Splitting the segment adds a program header, and the table never has room to grow where
 //! it is, so it moves. GNU `strip`/`objcopy` (BFD) re-lay a stripped file out and place a
 //! moved table at the current file offset, not page-aligned, which slides its segment's
 //! start into the page below: the new segment therefore sits one page above the others, and
 //! a transformed file stays loadable after `strip` (in executables BFD's placement no longer
-//! keeps the old-kernel `AT_PHDR` rule; kernels since 5.18 do not need it). `eu-strip`
+//! keeps the old-kernel `AT_PHDR` rule; kernels since 5.18 do not need it).
+//!
+//! BFD (binutils 2.40, `assign_file_positions_for_load_sections`) lays a segment holding the
+//! table out as: the table at the current offset `off` (the end of the previous segment's
+//! last section), then its sections in `p_paddr` order from the next offset congruent to
+//! the first one's address; the segment's `p_vaddr` slides down by that padding `pad`
+//! while its `p_paddr` stays. A section keeps its address only if it directly follows the
+//! table (BFD then reports its lma "adjusted" by `pad`, harmlessly): so the marker follows
+//! the table with no gap, and no `SHT_NOBITS` section may precede it in the segment (BFD
+//! would give it file space first). A section after the marker is placed by its lma
+//! against the segment's `p_paddr`, `pad` short in memory, unless it too directly follows
+//! (lma "adjusted" again): hence `.hip_fatbin` starting at the marker's end. Executables'
+//! new segment and table then keep their addresses minus `pad` (< `P`): the old-kernel
+//! rule still holds when the previous segment's last section ends within the page below
+//! `A`. A payload aligned after the table (`prune`) does not keep its address. `eu-strip`
 //! (libelf) fills what no section covers between sections and so erases a moved table: strip
 //! with it before transforming. `patchelf` edits transformed files correctly.
 //!
@@ -73,9 +111,10 @@ use std::ops::Range;
 
 use object::LittleEndian as LE;
 use object::elf::{
-    ET_DYN, ET_EXEC, ET_REL, FileHeader64, PF_R, PF_X, PN_XNUM, PT_LOAD, PT_PHDR, ProgramHeader64,
-    Rel64, Rela64, SHF_ALLOC, SHF_EXECINSTR, SHN_LORESERVE, SHN_XINDEX, SHT_DYNSYM, SHT_NOBITS,
-    SHT_NULL, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_RELR, SHT_SYMTAB, SectionHeader64,
+    ET_DYN, ET_EXEC, ET_REL, FileHeader64, PF_R, PF_X, PN_XNUM, PT_LOAD, PT_NULL, PT_PHDR,
+    ProgramHeader64, Rel64, Rela64, SHF_ALLOC, SHF_EXECINSTR, SHN_LORESERVE, SHN_XINDEX,
+    SHT_DYNSYM, SHT_NOBITS, SHT_NULL, SHT_PROGBITS, SHT_REL, SHT_RELA, SHT_RELR, SHT_SYMTAB,
+    SectionHeader64,
 };
 use object::endian::{U32, U64};
 use object::pod::bytes_of;
@@ -97,7 +136,8 @@ use kpack_hostbin::{
 };
 
 /// The most zero padding a rewrite may add to an executable to place its program header
-/// table (see [`plan`]); beyond it the input is refused rather than bloated.
+/// table above every segment, when `.hip_fatbin`'s freed pages cannot hold it (see the
+/// module doc); beyond it the input is refused rather than bloated.
 pub const MAX_PADDING: u64 = 64 << 20;
 
 /// Why a file cannot be rewritten. The input is never modified.
@@ -289,9 +329,13 @@ pub(crate) struct Cut {
 }
 
 impl Cut {
-    /// Nothing removed; the program header table never grows in place (it starts at or
-    /// after the cut).
+    /// Nothing removed (a restore): the program header table grows in place only where it
+    /// has room in its segment (a kpacked executable's, see [`freed_pages_hole`]).
     pub(crate) const NONE: Cut = Cut { at: 0, len: 0 };
+
+    fn is_none(&self) -> bool {
+        self.at == 0 && self.len == 0
+    }
 
     fn shift(&self, off: u64) -> u64 {
         if off >= self.at + self.len {
@@ -377,7 +421,7 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
     {
         check_move(&fat, *contents_len, bundle_offsets)?;
     }
-    let cut = cut_whole_pages(&elf, &fatbin)?;
+    let pages = cut_whole_pages(&elf, &fatbin)?;
     check_relocations(&elf, &fat, fatbin.vaddr, fatbin.end, fatbin.section)?;
     if let FatbinEdit::Replace {
         contents_len,
@@ -388,9 +432,7 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
     }
 
     let mut patches = Patches::default();
-    zero_kept_fatbin_bytes(&fatbin, cut, &mut patches)?;
-    let phdrs = split_fatbin_segment(&elf, &fatbin, cut)?;
-    let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
+    zero_kept_fatbin_bytes(&fatbin, pages, &mut patches)?;
     // The new contents keep `.hip_fatbin`'s alignment (bundles start 4096-aligned).
     let payload_align = match edit {
         FatbinEdit::Kpack { .. } => 1,
@@ -399,15 +441,24 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
             .sh_addralign
             .clamp(1, page),
     };
-    let segment = place_marker_segment(
-        &elf,
-        phdrs,
-        cut,
-        &kept,
-        (edit.payload_len(), payload_align),
-        page,
-        &mut patches,
-    )?;
+    let payload = (edit.payload_len(), payload_align);
+    // Only a marker goes in the hole: a payload aligned after the table would not keep
+    // its address through strip (see Stripping).
+    let hole = match edit {
+        FatbinEdit::Kpack { .. } => freed_pages_hole(&elf, &fatbin, pages, payload)?,
+        _ => None,
+    };
+    let cut = match &hole {
+        Some(h) => Cut {
+            at: pages.at + h.len,
+            len: pages.len - h.len,
+        },
+        None => pages,
+    };
+    let phdrs = split_fatbin_segment(&elf, &fatbin, cut, hole.as_ref())?;
+    let kept = drop_trailing_tables(&elf, cut, &mut patches)?;
+    let segment =
+        place_marker_segment(&elf, phdrs, cut, &kept, payload, (page, hole), &mut patches)?;
     let to = segment.marker_vaddr();
     match edit {
         FatbinEdit::Kpack { .. } => point_wrappers(
@@ -452,7 +503,15 @@ pub(crate) fn finish(
     let data = elf.data();
     patch_elf_header(data, segment, sections, &mut patches)?;
     let pieces = assemble(elf, cut, kept, segment, sections, payload)?;
-    check_patches_in_kept_input(&patches, cut, kept.end)?;
+    // The input the output leaves out: the cut, and the freed pages the segment fills.
+    let dropped = match &segment.hole {
+        Some(h) => Cut {
+            at: h.at,
+            len: h.len + cut.len,
+        },
+        None => cut,
+    };
+    check_patches_in_kept_input(&patches, dropped, kept.end)?;
     Ok(Rewrite {
         splice: Splice { pieces, patches },
         summary: RewriteSummary {
@@ -698,15 +757,76 @@ fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, Rewrit
     Ok(cut)
 }
 
+/// The first whole pages of `.hip_fatbin`, kept in the file to hold an executable's new
+/// segment (see "Executables" in the module doc).
+pub(crate) struct Hole {
+    /// Input (and output) offset of the first page: `AO`.
+    at: u64,
+    /// Its address: `A`.
+    vaddr: u64,
+    /// Bytes kept: whole pages, fewer than the whole pages of `.hip_fatbin`.
+    len: u64,
+    /// The end of `.hip_fatbin`, where the new segment's memory ends.
+    end: u64,
+    /// The flags of `.hip_fatbin`'s segment, which the new segment takes.
+    flags: u32,
+}
+
+/// The hole for an executable's new segment (table with a spare `PT_NULL` entry, payload)
+/// in the whole pages of `.hip_fatbin`, if they hold it with pages to spare and its segment
+/// keeps the first `PT_LOAD`'s `p_vaddr - p_offset`: there the old-kernel `AT_PHDR` rule
+/// holds with no padding. Shared libraries, and executables where it does not fit, keep
+/// the segment above every other. The segment's memory after `.hip_fatbin` must be file
+/// content (piece 2), not a `.bss` tail.
+fn freed_pages_hole(
+    elf: &ElfFile<'_>,
+    fatbin: &Fatbin<'_>,
+    pages: Cut,
+    (payload_len, payload_align): (u64, u64),
+) -> Result<Option<Hole>, RewriteError> {
+    if !elf.is_executable() || pages.len == 0 {
+        return Ok(None);
+    }
+    let first = elf
+        .program_headers()
+        .iter()
+        .find(|p| p.p_type == PT_LOAD)
+        .ok_or_else(|| layout("no PT_LOAD"))?;
+    let seg = fatbin.segment;
+    if first.p_vaddr.wrapping_sub(first.p_offset) != seg.p_vaddr.wrapping_sub(seg.p_offset) {
+        return Ok(None);
+    }
+    let tail_filesz = seg.p_filesz - (fatbin.end - seg.p_vaddr);
+    if tail_filesz == 0 && seg.p_memsz != seg.p_filesz {
+        return Ok(None);
+    }
+    // Up to two entries more (the split piece and the new segment), and the spare
+    // `PT_NULL` one a restore turns into its segment, so that its table stays where it is.
+    let table = (elf.program_headers().len() as u64 + 3) * PHDR_SIZE;
+    let need = align_up(align_up(table, 8), payload_align).saturating_add(payload_len);
+    let len = align_up(need, fatbin.page);
+    // Some whole pages are left for the cut.
+    if len >= pages.len {
+        return Ok(None);
+    }
+    Ok(Some(Hole {
+        at: pages.at,
+        vaddr: align_up(fatbin.vaddr, fatbin.page),
+        len,
+        end: fatbin.end,
+        flags: seg.p_flags,
+    }))
+}
+
 /// Zeroes the bytes of `.hip_fatbin` that stay in the file (the partial pages at either
-/// end of the cut).
+/// end of its whole `pages`).
 fn zero_kept_fatbin_bytes(
     fatbin: &Fatbin<'_>,
-    cut: Cut,
+    pages: Cut,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
-    let prefix = fatbin.offset..cut.at;
-    let suffix = cut.at + cut.len..fatbin.offset + fatbin.size;
+    let prefix = fatbin.offset..pages.at;
+    let suffix = pages.at + pages.len..fatbin.offset + fatbin.size;
     for range in [prefix, suffix] {
         if !range.is_empty() {
             patches.zero(range)?;
@@ -716,27 +836,36 @@ fn zero_kept_fatbin_bytes(
 }
 
 /// The program headers with `.hip_fatbin`'s `PT_LOAD` split at `V+N` and every later
-/// offset moved down by the cut (the marker's segment is added later).
+/// offset moved down by the cut (the marker's segment is added later); with a `hole`,
+/// piece 1 ends at `A`, where the new segment takes over (and is left out when empty).
 fn split_fatbin_segment(
     elf: &ElfFile<'_>,
     fatbin: &Fatbin<'_>,
     cut: Cut,
+    hole: Option<&Hole>,
 ) -> Result<Vec<ProgramHeader>, RewriteError> {
     let phdrs = elf.program_headers();
     let shdrs = elf.section_headers();
     let seg = fatbin.segment;
     let mut new_phdrs: Vec<ProgramHeader> = Vec::with_capacity(phdrs.len() + 2);
     for p in phdrs {
-        if p.index == seg.index && cut.len > 0 {
+        if p.index == seg.index && (cut.len > 0 || hole.is_some()) {
             let head = fatbin.end - seg.p_vaddr;
+            let tail_filesz = seg.p_filesz - head;
             let mut piece1 = p.clone();
             piece1.p_filesz = align_up(fatbin.vaddr, fatbin.page) - seg.p_vaddr;
-            let tail_filesz = seg.p_filesz - head;
+            // Piece 1's memory: up to the hole's segment, else over the section and, when
+            // nothing of the segment follows it in the file, the segment's `.bss` tail (B6).
+            piece1.p_memsz = match hole {
+                Some(h) => h.vaddr - seg.p_vaddr,
+                None if tail_filesz == 0 => seg.p_memsz,
+                None => head,
+            };
             if tail_filesz == 0 {
-                piece1.p_memsz = seg.p_memsz;
-                new_phdrs.push(piece1);
+                if piece1.p_memsz > 0 {
+                    new_phdrs.push(piece1);
+                }
             } else {
-                piece1.p_memsz = head;
                 let piece2 = ProgramHeader {
                     index: 0,
                     p_type: PT_LOAD,
@@ -748,7 +877,9 @@ fn split_fatbin_segment(
                     p_memsz: seg.p_memsz - head,
                     p_align: p.p_align,
                 };
-                new_phdrs.push(drop_exec_without_code(piece1, shdrs));
+                if piece1.p_memsz > 0 {
+                    new_phdrs.push(drop_exec_without_code(piece1, shdrs));
+                }
                 new_phdrs.push(drop_exec_without_code(piece2, shdrs));
             }
         } else {
@@ -832,8 +963,9 @@ pub(crate) fn drop_trailing_tables(
     })
 }
 
-/// The new read-only `PT_LOAD` after the kept input: the moved program header table (if
-/// it cannot grow in place), then the marker or the new `.hip_fatbin` contents.
+/// The new read-only `PT_LOAD` after the kept input (or, in an executable, in the `hole`
+/// of `.hip_fatbin`'s first pages): the moved program header table (if it cannot grow in
+/// place), then the marker or the new `.hip_fatbin` contents.
 pub(crate) struct MarkerSegment {
     /// File offset of the segment in the output.
     pub(crate) offset: u64,
@@ -841,8 +973,12 @@ pub(crate) struct MarkerSegment {
     vaddr: u64,
     /// Offset of the marker (or new contents) inside the segment (after a moved table).
     marker_in_segment: u64,
-    /// File size of the segment.
+    /// Length of the table and payload (the hole's pages after them are zeros).
     pub(crate) len: u64,
+    /// The pages of `.hip_fatbin` the segment fills, if it is not after the kept input.
+    hole: Option<Hole>,
+    /// Output offset where the kept input and the segment end.
+    pub(crate) end: u64,
     /// The program header table, when it moved into this segment.
     moved_table: Option<Vec<u8>>,
     /// `e_phoff` of the output.
@@ -860,59 +996,102 @@ impl MarkerSegment {
     }
 }
 
-/// Places the marker's segment one free page above every segment (see Stripping in the
-/// module doc), adds it to `phdrs`, and writes the program header table: grown in place
-/// when it fits, else moved to the segment's start (the old one zeroed).
+/// Places the marker's segment in the `hole` if there is one, else one free page above
+/// every segment (see Stripping in the module doc), adds it to `phdrs` in address order,
+/// and writes the program header table: grown in place when it fits, else moved to the
+/// segment's start (the old one zeroed).
 pub(crate) fn place_marker_segment(
     elf: &ElfFile<'_>,
     mut phdrs: Vec<ProgramHeader>,
     cut: Cut,
     kept: &KeptInput,
     (payload_len, payload_align): (u64, u64),
-    page: u64,
+    (page, hole): (u64, Option<Hole>),
     patches: &mut Patches,
 ) -> Result<MarkerSegment, RewriteError> {
     let h = elf.header();
-    let last_load = phdrs
-        .iter()
-        .rposition(|q| q.p_type == PT_LOAD)
-        .ok_or_else(|| layout("no PT_LOAD"))?;
     let max_end = phdrs
         .iter()
         .filter(|q| q.p_type == PT_LOAD)
         .map(|q| q.p_vaddr.saturating_add(q.p_memsz))
         .max()
         .unwrap_or(0);
-    let phnum = phdrs.len() as u64 + 1;
+    let in_place = phdr_fits_in_place(elf, cut, (phdrs.len() as u64 + 1) * PHDR_SIZE);
+    // A table moved into the hole ends with a spare `PT_NULL` entry (see Executables).
+    let spare = hole.is_some() && !in_place;
+    let phnum = phdrs.len() as u64 + 1 + u64::from(spare);
     let table_len = phnum * PHDR_SIZE;
-    let in_place = phdr_fits_in_place(elf, cut, table_len);
 
     // The moved table comes first (where linkers put it, and where objcopy/strip expect a
     // segment's headers: elsewhere they re-lay the segment out wrongly), then the marker.
-    let marker_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
-    let len = marker_in_segment + payload_len;
-    let (offset, vaddr) = segment_position(
-        elf,
-        kept.len,
-        max_end,
-        in_place,
-        page,
-        (marker_in_segment, payload_align),
-    )?;
+    let table_in_segment = if in_place { 0 } else { align_up(table_len, 8) };
+    let (offset, vaddr, marker_in_segment, filesz, memsz, end) = match &hole {
+        // The hole starts on a page: the marker follows the table and its spare entry
+        // (with nothing between them, see Stripping).
+        Some(hole) => {
+            let marker_in_segment = align_up(table_in_segment, payload_align);
+            if marker_in_segment + payload_len > hole.len {
+                return Err(layout("the segment does not fit the freed pages"));
+            }
+            (
+                hole.at,
+                hole.vaddr,
+                marker_in_segment,
+                hole.len,
+                hole.end - hole.vaddr,
+                kept.len,
+            )
+        }
+        None => {
+            let len = table_in_segment + payload_len;
+            let (offset, vaddr) = segment_position(
+                elf,
+                kept.len,
+                max_end,
+                in_place,
+                page,
+                (table_in_segment, payload_align),
+            )?;
+            (offset, vaddr, table_in_segment, len, len, offset + len)
+        }
+    };
+    let at = phdrs
+        .iter()
+        .position(|q| q.p_type == PT_LOAD && q.p_vaddr > vaddr)
+        .or_else(|| {
+            phdrs
+                .iter()
+                .rposition(|q| q.p_type == PT_LOAD)
+                .map(|i| i + 1)
+        })
+        .ok_or_else(|| layout("no PT_LOAD"))?;
     phdrs.insert(
-        last_load + 1,
+        at,
         ProgramHeader {
             index: 0,
             p_type: PT_LOAD,
-            p_flags: PF_R,
+            p_flags: hole.as_ref().map_or(PF_R, |h| h.flags),
             p_offset: offset,
             p_vaddr: vaddr,
             p_paddr: vaddr,
-            p_filesz: len,
-            p_memsz: len,
+            p_filesz: filesz,
+            p_memsz: memsz,
             p_align: page,
         },
     );
+    if spare {
+        phdrs.push(ProgramHeader {
+            index: 0,
+            p_type: PT_NULL,
+            p_flags: 0,
+            p_offset: 0,
+            p_vaddr: 0,
+            p_paddr: 0,
+            p_filesz: 0,
+            p_memsz: 0,
+            p_align: 0,
+        });
+    }
     let phoff = if in_place {
         cut.shift(h.e_phoff)
     } else {
@@ -942,7 +1121,9 @@ pub(crate) fn place_marker_segment(
         offset,
         vaddr,
         marker_in_segment,
-        len,
+        len: marker_in_segment + payload_len,
+        hole,
+        end,
         moved_table,
         phoff,
         phnum,
@@ -1125,13 +1306,22 @@ fn rewrite_section_headers(
     if u32::try_from(shstr.sh_size + added_name).is_err() {
         return Err(layout(".shstrtab too large"));
     }
-    let names_offset = segment.offset + segment.len;
+    let names_offset = segment.end;
     let table_offset = align_up(names_offset + shstr.sh_size + added_name, 8);
     let mut headers: Vec<SectionHeader> = elf.section_headers().to_vec();
     for s in &mut headers {
         if s.index == fatbin.section {
             if marker {
                 s.sh_type = SHT_NOBITS;
+                // In the hole layout the section is the new segment's memory after the
+                // marker (see Stripping).
+                if let Some(hole) = &segment.hole {
+                    let from = segment.marker_vaddr() + edit.payload_len();
+                    s.sh_addr = from;
+                    s.sh_size = hole.end - from;
+                    s.sh_offset = segment.marker_offset() + edit.payload_len();
+                    s.sh_addralign = 1;
+                }
             } else {
                 s.sh_addr = segment.marker_vaddr();
                 s.sh_offset = segment.marker_offset();
@@ -1197,30 +1387,46 @@ fn assemble(
     sections: &SectionTable,
     payload: Piece,
 ) -> Result<Vec<Piece>, RewriteError> {
-    let mut pieces = Vec::new();
-    if cut.len > 0 {
-        pieces.push(Piece::Input {
-            start: 0,
-            end: cut.at,
-        });
-        pieces.push(Piece::Input {
-            start: cut.at + cut.len,
-            end: kept.end,
-        });
-    } else {
-        pieces.push(Piece::Input {
-            start: 0,
-            end: kept.end,
-        });
-    }
-    pieces.push(Piece::Zeros(segment.offset - kept.len));
     let mut segment_bytes = Vec::with_capacity(segment.len as usize);
     if let Some(table) = &segment.moved_table {
         segment_bytes.extend_from_slice(table);
     }
     segment_bytes.resize(segment.marker_in_segment as usize, 0);
-    pieces.push(Piece::Bytes(segment_bytes));
-    pieces.push(payload);
+    let segment_pieces = [Piece::Bytes(segment_bytes), payload];
+    let mut pieces = Vec::new();
+    match &segment.hole {
+        Some(hole) => {
+            pieces.push(Piece::Input {
+                start: 0,
+                end: hole.at,
+            });
+            pieces.extend(segment_pieces);
+            pieces.push(Piece::Zeros(hole.len - segment.len));
+            pieces.push(Piece::Input {
+                start: cut.at + cut.len,
+                end: kept.end,
+            });
+        }
+        None => {
+            if cut.len > 0 {
+                pieces.push(Piece::Input {
+                    start: 0,
+                    end: cut.at,
+                });
+                pieces.push(Piece::Input {
+                    start: cut.at + cut.len,
+                    end: kept.end,
+                });
+            } else {
+                pieces.push(Piece::Input {
+                    start: 0,
+                    end: kept.end,
+                });
+            }
+            pieces.push(Piece::Zeros(segment.offset - kept.len));
+            pieces.extend(segment_pieces);
+        }
+    }
     let mut names = elf.section_data(&kept.shstr)?.to_vec();
     if sections.marker_added {
         names.extend_from_slice(MARKER_SECTION.as_bytes());
@@ -1293,7 +1499,7 @@ fn phdr_fits_in_place(elf: &ElfFile<'_>, cut: Cut, need: u64) -> bool {
     let Some(end) = start.checked_add(need) else {
         return false;
     };
-    if cut.overlaps(start, need) || start >= cut.at {
+    if cut.overlaps(start, need) || (start >= cut.at && !cut.is_none()) {
         return false;
     }
     let old_end = start + u64::from(h.e_phnum) * PHDR_SIZE;
@@ -1315,7 +1521,7 @@ fn phdr_fits_in_place(elf: &ElfFile<'_>, cut: Cut, need: u64) -> bool {
             || p.p_type == PT_PHDR
             || clear(p.p_offset, p.p_filesz)
     });
-    sections && sht && covered && segments && end <= cut.at
+    sections && sht && covered && segments && (end <= cut.at || cut.is_none())
 }
 
 fn check_pointer_kind(machine: u16, r_type: u32) -> Result<(), String> {

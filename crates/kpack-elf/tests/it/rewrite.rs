@@ -136,10 +136,15 @@ fn every_fat_fixture_rewrites_to_a_verified_file() {
         }
         let fatbin = fat.fatbin.unwrap();
         assert!(fatbin.nobits, "{rel}");
-        // Device code bytes left in the file are zero.
+        // Device code bytes left in the file are zero. (In an executable the new segment,
+        // the program header table and the marker, may fill .hip_fatbin's first pages.)
         let old = before.fatbin.unwrap();
         let elf = ElfFile::parse(&out).unwrap();
+        let new_segment = elf.load_segment_for_vaddr(marker.vaddr).unwrap();
         for off in [old.vaddr, old.vaddr + old.size - 1] {
+            if new_segment.contains_vaddr(off) {
+                continue;
+            }
             if let Some(o) = elf.vaddr_to_offset(off) {
                 assert_eq!(
                     out[o as usize], 0,
@@ -183,14 +188,18 @@ fn elflint_new_problems(rel: &str, orig: &Path, path: &Path) -> Vec<String> {
         .iter()
         .find(|x| x.name == ".hip_fatbin")
         .unwrap();
+    // In an executable, the new segment (the program header table and the marker) may
+    // fill .hip_fatbin's first pages: the same message, about bytes that are not its.
+    let marker = b.section_by_name(".rocm_kpack_ref").unwrap();
     for p in b.program_headers().iter().filter(|p| p.p_type == PT_LOAD) {
         let file_end = p.p_offset + p.p_filesz;
         if p.p_offset <= fatbin.sh_offset && fatbin.sh_offset < file_end {
             let end = file_end.min(fatbin.sh_offset + fatbin.sh_size);
             assert!(
-                out[fatbin.sh_offset as usize..end as usize]
-                    .iter()
-                    .all(|&x| x == 0),
+                p.contains_vaddr(marker.sh_addr)
+                    || out[fatbin.sh_offset as usize..end as usize]
+                        .iter()
+                        .all(|&x| x == 0),
                 "{rel}: file bytes of .hip_fatbin's partial page are not zero"
             );
             let nobits_read = format!(
@@ -501,4 +510,324 @@ fn executables_needing_huge_padding_are_refused() {
             other.map(|r| r.summary.output_len)
         ),
     }
+}
+
+/// Executables keep their program header table where kernels before 5.18 compute `AT_PHDR`
+/// (the first `PT_LOAD`'s `p_vaddr - p_offset` plus `e_phoff`) without padding the file up
+/// to the address of a segment above all others: the new segment fills `.hip_fatbin`'s
+/// first freed page, so the file shrinks by the rest of its whole pages. The output
+/// verifies, and starts: the kernel maps it, ld.so accepts its program headers and the
+/// stand-in HIP runtime reads the marker through the wrapper.
+#[test]
+fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, m) = marker();
+    for rel in ["bin/exe_pie", "bin/exe_nopie"] {
+        let (path, input, out) = rewrite_fixture(rel, dir.path());
+        verify(&out).unwrap_or_else(|i| panic!("{rel}: {i:#?}"));
+        let page = 4096;
+        let fatbin = inspect(&input).unwrap().fatbin.unwrap();
+        let whole_pages =
+            (fatbin.vaddr + fatbin.size) / page * page - fatbin.vaddr.div_ceil(page) * page;
+        assert!(
+            whole_pages >= 2 * page,
+            "{rel}: the fixture's device code spans pages"
+        );
+        // One page holds the table and the marker; the marker's section header and name
+        // are added.
+        let added = page + 64 + ".rocm_kpack_ref\0".len() as u64;
+        assert!(
+            out.len() as u64 + whole_pages <= input.len() as u64 + added,
+            "{rel}: {} bytes in, {} out, {whole_pages} bytes of whole device-code pages",
+            input.len(),
+            out.len()
+        );
+
+        let elf = ElfFile::parse(&out).unwrap();
+        let h = elf.header();
+        let loads: Vec<_> = elf
+            .program_headers()
+            .iter()
+            .filter(|p| p.p_type == PT_LOAD)
+            .collect();
+        let at_phdr = loads[0].p_vaddr - loads[0].p_offset + h.e_phoff;
+        let phdr = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_PHDR)
+            .unwrap();
+        assert_eq!(
+            phdr.p_vaddr, at_phdr,
+            "{rel}: PT_PHDR is where old kernels look"
+        );
+        assert_eq!(phdr.p_offset, h.e_phoff, "{rel}");
+        // The table is mapped there, from the file, by the segment in the freed pages.
+        let table = elf.load_segment_for_vaddr(at_phdr).unwrap();
+        assert_eq!(table.p_vaddr, fatbin.vaddr.div_ceil(page) * page, "{rel}");
+        assert_eq!(elf.vaddr_to_offset(at_phdr), Some(h.e_phoff), "{rel}");
+        assert!(
+            elf.vaddr_to_offset(at_phdr + u64::from(h.e_phnum) * 56 - 1)
+                .is_some(),
+            "{rel}"
+        );
+        let marker = inspect(&out).unwrap().marker.unwrap();
+        assert!(table.contains_vaddr(marker.vaddr), "{rel}");
+
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let regs = kpack_testkit::standin(None).load(&path, &[], &dir.path().join("run"));
+        assert_eq!(regs.len(), 1, "{rel}");
+        assert_eq!(regs[0].magic, "HIPK", "{rel}");
+        assert!(
+            regs[0].bytes.starts_with(&m),
+            "{rel}: the wrapper leads to the marker"
+        );
+    }
+}
+
+/// Links a PIE executable whose `.hip_fatbin` holds `copies` copies of `exe_pie`'s bundle,
+/// each aligned to `1 << align_log2` (page-aligned ones start at a page; 16-byte-aligned
+/// ones after 300 bytes of `.rodata`, inside one), each registered by its own wrapper (an
+/// `R_X86_64_RELATIVE` pointer), and whose `main` prints the first 24 bytes its first
+/// wrapper's pointer leads to, in hex. Returns the executable's path and the bundle's
+/// slot size.
+fn link_large_pie(dir: &Path, copies: usize, align_log2: u32) -> (PathBuf, u64) {
+    let fixture = read_fixture("bin/exe_pie");
+    let fat = inspect(&fixture).unwrap();
+    let section = fat.fatbin.unwrap();
+    let bundle = &fixture[section.offset as usize..(section.offset + section.size) as usize];
+    let slot = section.size.next_multiple_of(1 << align_log2);
+    let bundle_path = dir.join("bundle.bin");
+    std::fs::write(&bundle_path, bundle).unwrap();
+    let mut asm = String::from(".section .rodata\n.fill 300,1,7\n");
+    asm += ".section .hip_fatbin,\"a\",@progbits\n";
+    for i in 0..copies {
+        asm += &format!(
+            ".p2align {align_log2}\nkb{i}:\n.incbin \"{}\"\n",
+            bundle_path.display()
+        );
+    }
+    asm += ".section .hipFatBinSegment,\"aw\",@progbits\n.p2align 3\n.globl kpack_wrappers\nkpack_wrappers:\n";
+    for i in 0..copies {
+        asm += &format!(".long 0x48495046\n.long 1\n.quad kb{i}\n.quad 0\n");
+    }
+    asm += ".section .note.GNU-stack,\"\",@progbits\n";
+    std::fs::write(dir.join("fat.s"), asm).unwrap();
+    std::fs::write(
+        dir.join("main.c"),
+        "#include <stdio.h>\n\
+         struct wrapper { unsigned magic, version; const unsigned char *p; void *r; };\n\
+         extern const struct wrapper kpack_wrappers[];\n\
+         int main(void) {\n\
+           for (int i = 0; i < 24; i++) printf(\"%02x\", kpack_wrappers[0].p[i]);\n\
+           printf(\"\\n\");\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let exe = dir.join("large_pie");
+    let (ok, text) = tool(
+        "cc",
+        &[
+            "-O1",
+            "-fPIE",
+            "-pie",
+            "-o",
+            &exe.display().to_string(),
+            &dir.join("main.c").display().to_string(),
+            &dir.join("fat.s").display().to_string(),
+        ],
+    );
+    assert!(ok, "cc failed: {text}");
+    (exe, slot)
+}
+
+/// What `path` prints: the hex of the first 24 bytes its first wrapper leads to.
+fn run_printing_first_bytes(path: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (ok, text) = tool(
+        "/lib64/ld-linux-x86-64.so.2",
+        &["--list", &path.display().to_string()],
+    );
+    assert!(ok, "{}: ld.so --list: {text}", path.display());
+    let (ok, text) = tool(&path.display().to_string(), &[]);
+    assert!(ok, "{}: {text}", path.display());
+    text.trim().to_owned()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A PIE executable whose device code spans more than [`MAX_PADDING`]: above every segment,
+/// its moved program header table would need that much zero padding to stay where kernels
+/// before 5.18 look for it (refused before). The new segment (the table, a spare `PT_NULL`
+/// entry, the marker) fills `.hip_fatbin`'s first freed page instead, and GNU `strip`,
+/// `strip --strip-debug`, `objcopy` and `patchelf` keep it working: the marker keeps its
+/// address, the table stays where `PT_PHDR` and the old-kernel rule say, the verifier and
+/// readelf find nothing wrong, ld.so loads it and the wrapper leads to the marker. A restore
+/// puts the device code back byte for byte, growing the table into the spare entry.
+#[test]
+fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore() {
+    use kpack_elf::restore::{Payload, plan as plan_restore};
+    use kpack_elf::rewrite::MAX_PADDING;
+    let dir = tempfile::tempdir().unwrap();
+    let copies = 4200;
+    let (exe, slot) = link_large_pie(dir.path(), copies, 12);
+    let input = std::fs::read(&exe).unwrap();
+    let before = inspect(&input).unwrap();
+    let original_fatbin = before.fatbin.clone().unwrap();
+    assert!(
+        original_fatbin.size > MAX_PADDING,
+        "{}",
+        original_fatbin.size
+    );
+    let bundle_magic = hex(b"__CLANG_OFFLOAD_BUNDLE__");
+    assert_eq!(run_printing_first_bytes(&exe), bundle_magic);
+
+    let (_, m) = marker();
+    let rw = plan(&input, &m).unwrap_or_else(|e| panic!("{e}"));
+    // Above every segment the table would have needed about the removed bytes of padding.
+    assert!(rw.summary.removed > MAX_PADDING, "{:?}", rw.summary);
+    let out = rw.to_vec(&input);
+    assert!(
+        out.len() as u64 + rw.summary.removed <= input.len() as u64 + 8192,
+        "{:?}",
+        rw.summary
+    );
+    verify(&out).unwrap_or_else(|i| panic!("{i:#?}"));
+    let kpacked = dir.path().join("kpacked");
+    std::fs::write(&kpacked, &out).unwrap();
+    assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
+
+    let elf = ElfFile::parse(&out).unwrap();
+    let marker_vaddr = rw.summary.marker_vaddr;
+    let table = elf.load_segment_for_vaddr(marker_vaddr).unwrap();
+    assert_eq!(table.p_vaddr, original_fatbin.vaddr, "the first freed page");
+    assert_eq!(table.p_offset, original_fatbin.offset);
+    assert!(
+        elf.program_headers().iter().any(|p| p.p_type == PT_NULL),
+        "the spare entry"
+    );
+    drop(elf);
+
+    assert_edits_keep_the_marker(dir.path(), &kpacked, marker_vaddr, &m);
+
+    // The restore: the bundles back, byte for byte.
+    let contents = &input
+        [original_fatbin.offset as usize..(original_fatbin.offset + original_fatbin.size) as usize];
+    let payload = Payload {
+        len: original_fatbin.size,
+        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
+    };
+    let restored_plan = plan_restore(&out, &payload).unwrap_or_else(|e| panic!("{e}"));
+    let restored = restored_plan.rewrite.to_vec_with_contents(&out, contents);
+    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
+    let after = inspect(&restored).unwrap();
+    assert_eq!(after.kind, before.kind);
+    let fatbin = after.fatbin.unwrap();
+    assert_eq!(
+        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
+        contents
+    );
+    assert_eq!(after.wrappers.len(), copies);
+    for (w, o) in after.wrappers.iter().zip(&payload.wrapper_bundles) {
+        assert_eq!(w.target, Some(fatbin.vaddr + o));
+    }
+    // The table grew into the spare entry: the restore needed no padding.
+    assert!(
+        (restored.len() as u64) < out.len() as u64 + original_fatbin.size + 2 * 4096,
+        "{} bytes restored",
+        restored.len()
+    );
+    let restored_path = dir.path().join("restored");
+    std::fs::write(&restored_path, &restored).unwrap();
+    assert_eq!(run_printing_first_bytes(&restored_path), bundle_magic);
+}
+
+/// GNU `strip`, `strip --strip-debug`, `objcopy` and `patchelf --add-rpath` of the kpacked
+/// executable `kpacked` (see [`link_large_pie`]) leave a file the verifier and readelf find
+/// nothing wrong with, whose marker keeps `marker_vaddr` and bytes `m`, every wrapper
+/// leading to it, whose program header table is where `PT_PHDR` and kernels before 5.18 say,
+/// and which runs, printing the marker's first bytes.
+fn assert_edits_keep_the_marker(dir: &Path, kpacked: &Path, marker_vaddr: u64, m: &[u8]) {
+    for (name, program, args) in [
+        ("strip", "strip", &[][..]),
+        ("strip-debug", "strip", &["--strip-debug"][..]),
+        ("objcopy", "objcopy", &[][..]),
+        (
+            "patchelf",
+            "patchelf",
+            &["--add-rpath", "/opt/kpack-test"][..],
+        ),
+    ] {
+        let edited = dir.join(name);
+        std::fs::copy(kpacked, &edited).unwrap();
+        let mut argv = args.to_vec();
+        let path = edited.display().to_string();
+        argv.push(&path);
+        let (ok, text) = tool(program, &argv);
+        assert!(ok, "{name}: {text}");
+        let bytes = std::fs::read(&edited).unwrap();
+        verify(&bytes).unwrap_or_else(|i| panic!("{name}: {i:#?}"));
+        assert!(
+            readelf(&edited).is_empty(),
+            "{name}: {:?}",
+            readelf(&edited)
+        );
+        let fat = inspect(&bytes).unwrap();
+        assert_eq!(fat.kind, FatBinaryKind::Kpacked, "{name}");
+        let marker = fat.marker.as_ref().unwrap();
+        assert_eq!(marker.vaddr, marker_vaddr, "{name}: the marker moved");
+        assert_eq!(marker.bytes(&bytes).unwrap(), m, "{name}");
+        assert!(
+            fat.wrappers.iter().all(|w| w.target == Some(marker_vaddr)),
+            "{name}"
+        );
+        // The table is where PT_PHDR says, and where kernels before 5.18 look.
+        let elf = ElfFile::parse(&bytes).unwrap();
+        let h = elf.header();
+        let phdr = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_PHDR)
+            .unwrap();
+        assert_eq!(elf.vaddr_to_offset(phdr.p_vaddr), Some(h.e_phoff), "{name}");
+        let first = elf
+            .program_headers()
+            .iter()
+            .find(|p| p.p_type == PT_LOAD)
+            .unwrap();
+        assert_eq!(
+            first.p_vaddr - first.p_offset + h.e_phoff,
+            phdr.p_vaddr,
+            "{name}"
+        );
+        assert_eq!(run_printing_first_bytes(&edited), hex(&m[..24]), "{name}");
+    }
+}
+
+/// `.hip_fatbin` starting inside a page (`V < A`): piece 1 keeps its head as zero-filled
+/// memory, the new segment fills the first whole page, and strip, objcopy and patchelf
+/// keep the marker and `.rodata` before it.
+#[test]
+fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, _) = link_large_pie(dir.path(), 20, 4);
+    let input = std::fs::read(&exe).unwrap();
+    let fatbin = inspect(&input).unwrap().fatbin.unwrap();
+    assert_ne!(fatbin.vaddr % 4096, 0, "{:#x}", fatbin.vaddr);
+    let (_, m) = marker();
+    let rw = plan(&input, &m).unwrap_or_else(|e| panic!("{e}"));
+    let out = rw.to_vec(&input);
+    verify(&out).unwrap_or_else(|i| panic!("{i:#?}"));
+    let elf = ElfFile::parse(&out).unwrap();
+    let segment = elf.load_segment_for_vaddr(rw.summary.marker_vaddr).unwrap();
+    assert_eq!(segment.p_vaddr, fatbin.vaddr.next_multiple_of(4096));
+    drop(elf);
+    let kpacked = dir.path().join("kpacked");
+    std::fs::write(&kpacked, &out).unwrap();
+    assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
+    assert_edits_keep_the_marker(dir.path(), &kpacked, rw.summary.marker_vaddr, &m);
 }
