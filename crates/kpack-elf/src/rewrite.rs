@@ -47,16 +47,20 @@
 //! content); loaders map the later segment over it, as they do for `.data`/`.bss` pages.
 //!
 //! # Executables: the new segment in `.hip_fatbin`'s first pages
-//! When `.hip_fatbin`'s segment has the first `PT_LOAD`'s `p_vaddr - p_offset` (linkers lay
-//! read-only data out so), the segment's memory after the section is file content (no
-//! `.bss` tail), and whole pages of the section are left over after the new segment's
-//! `S` bytes (rounded up to pages: the moved table, ending with a spare `PT_NULL` entry,
-//! then the marker right after it), a `transform` puts the new segment at `A`, file offset
-//! `AO`, which keep that congruence: no padding, and the file shrinks by `Z - S`. Only
-//! `[AO+S, AO+Z)` is cut.
-//! * Piece 1 ends at `A` (and is left out when empty, `V = A`); the new segment takes
-//!   `.hip_fatbin`'s segment's flags, is file-backed over its `S` bytes (zeros after the
-//!   marker) and spans memory up to `V+N`, where piece 2 starts.
+//! The new segment must keep the first `PT_LOAD`'s `p_vaddr - p_offset` (`d_first`);
+//! `.hip_fatbin`'s segment has `d_seg` (the same with GNU ld; lld shifts each segment by a
+//! partial page, so `d_seg` is a few pages more). When the segment's memory after the
+//! section is file content (no `.bss` tail), and whole pages of the section are left over
+//! after the new segment's `S` bytes (rounded up to pages: the moved table, ending with a
+//! spare `PT_NULL` entry, then the marker right after it) and `|d_first - d_seg|`, a
+//! `transform` puts the new segment at `V' = A + max(0, d_first - d_seg)`, file offset
+//! `V' - d_first = AO + max(0, d_seg - d_first)`: no padding, and the file shrinks by
+//! `Z - S - |d_first - d_seg|`. Only `[V' - d_first + S, AO+Z)` is cut.
+//! * Piece 1 ends in the file at `AO` and in memory at `V'` (zero-filled from `A`), and is
+//!   left out when empty; the file bytes from `AO` to the new segment (`d_seg - d_first`
+//!   when positive) are zeros no segment maps. The new segment takes `.hip_fatbin`'s
+//!   segment's flags, is file-backed over its `S` bytes (zeros after the marker) and spans
+//!   memory up to `V+N`, where piece 2 starts.
 //! * `.hip_fatbin` (`SHT_NOBITS`) keeps only the range from the marker's end to `V+N`
 //!   (`sh_addralign` 1): it lies in the new segment, after the marker. Its first bytes
 //!   (from `V`) are piece 1's zero-filled tail and the new segment's table and marker.
@@ -86,7 +90,11 @@
 //! (lma "adjusted" again): hence `.hip_fatbin` starting at the marker's end. Executables'
 //! new segment and table then keep their addresses minus `pad` (< `P`): the old-kernel
 //! rule still holds when the previous segment's last section ends within the page below
-//! `A`. A payload aligned after the table (`prune`) does not keep its address. `eu-strip`
+//! `A`, and `d_seg = d_first`: BFD gives the table's segment the previous one's
+//! `p_vaddr - p_offset`, so with lld's layout (`d_seg > d_first`) a stripped executable's table no
+//! longer keeps the rule whatever the rewrite does (the marker still keeps its address;
+//! the verifier reports the rule, and restore refuses such a file). A payload aligned after
+//! the table (`prune`) does not keep its address. `eu-strip`
 //! (libelf) fills what no section covers between sections and so erases a moved table: strip
 //! with it before transforming. `patchelf` edits transformed files correctly.
 //!
@@ -450,8 +458,8 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
     };
     let cut = match &hole {
         Some(h) => Cut {
-            at: pages.at + h.len,
-            len: pages.len - h.len,
+            at: h.at + h.len,
+            len: pages.at + pages.len - (h.at + h.len),
         },
         None => pages,
     };
@@ -506,8 +514,8 @@ pub(crate) fn finish(
     // The input the output leaves out: the cut, and the freed pages the segment fills.
     let dropped = match &segment.hole {
         Some(h) => Cut {
-            at: h.at,
-            len: h.len + cut.len,
+            at: h.at - h.gap,
+            len: h.gap + h.len + cut.len,
         },
         None => cut,
     };
@@ -760,11 +768,16 @@ fn cut_whole_pages(elf: &ElfFile<'_>, fatbin: &Fatbin<'_>) -> Result<Cut, Rewrit
 /// The first whole pages of `.hip_fatbin`, kept in the file to hold an executable's new
 /// segment (see "Executables" in the module doc).
 pub(crate) struct Hole {
-    /// Input (and output) offset of the first page: `AO`.
+    /// Input (and output) offset of the new segment: `AO` plus `gap`.
     at: u64,
-    /// Its address: `A`.
+    /// Its address: `A`, or above when `.hip_fatbin`'s segment's `p_vaddr - p_offset` is
+    /// below the first `PT_LOAD`'s.
     vaddr: u64,
-    /// Bytes kept: whole pages, fewer than the whole pages of `.hip_fatbin`.
+    /// Zero bytes kept in the file before the segment, from `AO`: as many as
+    /// `.hip_fatbin`'s segment's `p_vaddr - p_offset` exceeds the first `PT_LOAD`'s.
+    gap: u64,
+    /// Bytes of the segment: whole pages; with `gap` and the address shift, fewer than the
+    /// whole pages of `.hip_fatbin`.
     len: u64,
     /// The end of `.hip_fatbin`, where the new segment's memory ends.
     end: u64,
@@ -773,9 +786,10 @@ pub(crate) struct Hole {
 }
 
 /// The hole for an executable's new segment (table with a spare `PT_NULL` entry, payload)
-/// in the whole pages of `.hip_fatbin`, if they hold it with pages to spare and its segment
-/// keeps the first `PT_LOAD`'s `p_vaddr - p_offset`: there the old-kernel `AT_PHDR` rule
-/// holds with no padding. Shared libraries, and executables where it does not fit, keep
+/// in the whole pages of `.hip_fatbin`, if they hold it, the shift between the first
+/// `PT_LOAD`'s `p_vaddr - p_offset` and that of `.hip_fatbin`'s segment, and pages to
+/// spare: there the segment keeps the first one's, so the old-kernel `AT_PHDR` rule holds
+/// with no padding. Shared libraries, and executables where it does not fit, keep
 /// the segment above every other. The segment's memory after `.hip_fatbin` must be file
 /// content (piece 2), not a `.bss` tail.
 fn freed_pages_hole(
@@ -793,7 +807,19 @@ fn freed_pages_hole(
         .find(|p| p.p_type == PT_LOAD)
         .ok_or_else(|| layout("no PT_LOAD"))?;
     let seg = fatbin.segment;
-    if first.p_vaddr.wrapping_sub(first.p_offset) != seg.p_vaddr.wrapping_sub(seg.p_offset) {
+    // The new segment keeps the first `PT_LOAD`'s `p_vaddr - p_offset`; when `.hip_fatbin`'s
+    // segment has another one (lld shifts each segment by a partial page), the segment
+    // starts that much above `A` (in memory) or `AO` (in the file, after zeros).
+    let diff = first
+        .p_vaddr
+        .wrapping_sub(first.p_offset)
+        .wrapping_sub(seg.p_vaddr.wrapping_sub(seg.p_offset)) as i64;
+    let (shift, gap) = if diff >= 0 {
+        (diff.unsigned_abs(), 0)
+    } else {
+        (0, diff.unsigned_abs())
+    };
+    if !shift.is_multiple_of(fatbin.page) || !gap.is_multiple_of(fatbin.page) {
         return Ok(None);
     }
     let tail_filesz = seg.p_filesz - (fatbin.end - seg.p_vaddr);
@@ -806,12 +832,13 @@ fn freed_pages_hole(
     let need = align_up(align_up(table, 8), payload_align).saturating_add(payload_len);
     let len = align_up(need, fatbin.page);
     // Some whole pages are left for the cut.
-    if len >= pages.len {
+    if len.saturating_add(shift).saturating_add(gap) >= pages.len {
         return Ok(None);
     }
     Ok(Some(Hole {
-        at: pages.at,
-        vaddr: align_up(fatbin.vaddr, fatbin.page),
+        at: pages.at + gap,
+        vaddr: align_up(fatbin.vaddr, fatbin.page) + shift,
+        gap,
         len,
         end: fatbin.end,
         flags: seg.p_flags,
@@ -1398,8 +1425,11 @@ fn assemble(
         Some(hole) => {
             pieces.push(Piece::Input {
                 start: 0,
-                end: hole.at,
+                end: hole.at - hole.gap,
             });
+            if hole.gap > 0 {
+                pieces.push(Piece::Zeros(hole.gap));
+            }
             pieces.extend(segment_pieces);
             pieces.push(Piece::Zeros(hole.len - segment.len));
             pieces.push(Piece::Input {
