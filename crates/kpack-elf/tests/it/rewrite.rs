@@ -589,9 +589,11 @@ fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
 /// each aligned to `1 << align_log2` (page-aligned ones start at a page; 16-byte-aligned
 /// ones after 300 bytes of `.rodata`, inside one), each registered by its own wrapper (an
 /// `R_X86_64_RELATIVE` pointer), and whose `main` prints the first 24 bytes its first
-/// wrapper's pointer leads to, in hex. Returns the executable's path and the bundle's
-/// slot size.
-fn link_large_pie(dir: &Path, copies: usize, align_log2: u32) -> (PathBuf, u64) {
+/// wrapper's pointer leads to, in hex. `rodata_shift` bytes of address space (a page
+/// multiple) before `.rodata` give the `PT_LOAD` holding `.rodata` and `.hip_fatbin` that
+/// much more `p_vaddr - p_offset` than the first one (lld's layout). Returns the
+/// executable's path and the bundle's slot size.
+fn link_large_pie(dir: &Path, copies: usize, align_log2: u32, rodata_shift: u64) -> (PathBuf, u64) {
     let fixture = read_fixture("bin/exe_pie");
     let fat = inspect(&fixture).unwrap();
     let section = fat.fatbin.unwrap();
@@ -626,6 +628,12 @@ fn link_large_pie(dir: &Path, copies: usize, align_log2: u32) -> (PathBuf, u64) 
     )
     .unwrap();
     let exe = dir.join("large_pie");
+    let script = dir.join("shift.ld");
+    std::fs::write(
+        &script,
+        format!("SECTIONS {{ . = . + {rodata_shift:#x}; }} INSERT BEFORE .rodata;\n"),
+    )
+    .unwrap();
     let (ok, text) = tool(
         "cc",
         &[
@@ -636,6 +644,7 @@ fn link_large_pie(dir: &Path, copies: usize, align_log2: u32) -> (PathBuf, u64) 
             &exe.display().to_string(),
             &dir.join("main.c").display().to_string(),
             &dir.join("fat.s").display().to_string(),
+            &format!("-Wl,-T,{}", script.display()),
         ],
     );
     assert!(ok, "cc failed: {text}");
@@ -674,7 +683,7 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
     use kpack_elf::rewrite::MAX_PADDING;
     let dir = tempfile::tempdir().unwrap();
     let copies = 4200;
-    let (exe, slot) = link_large_pie(dir.path(), copies, 12);
+    let (exe, slot) = link_large_pie(dir.path(), copies, 12, 0);
     let input = std::fs::read(&exe).unwrap();
     let before = inspect(&input).unwrap();
     let original_fatbin = before.fatbin.clone().unwrap();
@@ -712,7 +721,7 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
     );
     drop(elf);
 
-    assert_edits_keep_the_marker(dir.path(), &kpacked, marker_vaddr, &m);
+    assert_edits_keep_the_marker(dir.path(), &kpacked, marker_vaddr, &m, false);
 
     // The restore: the bundles back, byte for byte.
     let contents = &input
@@ -750,8 +759,18 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
 /// executable `kpacked` (see [`link_large_pie`]) leave a file the verifier and readelf find
 /// nothing wrong with, whose marker keeps `marker_vaddr` and bytes `m`, every wrapper
 /// leading to it, whose program header table is where `PT_PHDR` and kernels before 5.18 say,
-/// and which runs, printing the marker's first bytes.
-fn assert_edits_keep_the_marker(dir: &Path, kpacked: &Path, marker_vaddr: u64, m: &[u8]) {
+/// and which runs, printing the marker's first bytes. With `shifted` (the table's segment
+/// follows one whose `p_vaddr - p_offset` differs from the first `PT_LOAD`'s, lld's layout),
+/// BFD's re-layout (strip, objcopy) gives the table that segment's `p_vaddr - p_offset`
+/// and the old-kernel rule cannot hold: the verifier's complaint about it is the only one
+/// allowed there.
+fn assert_edits_keep_the_marker(
+    dir: &Path,
+    kpacked: &Path,
+    marker_vaddr: u64,
+    m: &[u8],
+    shifted: bool,
+) {
     for (name, program, args) in [
         ("strip", "strip", &[][..]),
         ("strip-debug", "strip", &["--strip-debug"][..]),
@@ -770,7 +789,17 @@ fn assert_edits_keep_the_marker(dir: &Path, kpacked: &Path, marker_vaddr: u64, m
         let (ok, text) = tool(program, &argv);
         assert!(ok, "{name}: {text}");
         let bytes = std::fs::read(&edited).unwrap();
-        verify(&bytes).unwrap_or_else(|i| panic!("{name}: {i:#?}"));
+        let bfd = program != "patchelf";
+        let old_kernel_rule = !(shifted && bfd);
+        if let Err(issues) = verify(&bytes) {
+            assert!(
+                !old_kernel_rule
+                    && issues
+                        .iter()
+                        .all(|i| i.message.contains("kernels before 5.18")),
+                "{name}: {issues:#?}"
+            );
+        }
         assert!(
             readelf(&edited).is_empty(),
             "{name}: {:?}",
@@ -799,11 +828,13 @@ fn assert_edits_keep_the_marker(dir: &Path, kpacked: &Path, marker_vaddr: u64, m
             .iter()
             .find(|p| p.p_type == PT_LOAD)
             .unwrap();
-        assert_eq!(
-            first.p_vaddr - first.p_offset + h.e_phoff,
-            phdr.p_vaddr,
-            "{name}"
-        );
+        if old_kernel_rule {
+            assert_eq!(
+                first.p_vaddr - first.p_offset + h.e_phoff,
+                phdr.p_vaddr,
+                "{name}"
+            );
+        }
         assert_eq!(run_printing_first_bytes(&edited), hex(&m[..24]), "{name}");
     }
 }
@@ -814,7 +845,7 @@ fn assert_edits_keep_the_marker(dir: &Path, kpacked: &Path, marker_vaddr: u64, m
 #[test]
 fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
     let dir = tempfile::tempdir().unwrap();
-    let (exe, _) = link_large_pie(dir.path(), 20, 4);
+    let (exe, _) = link_large_pie(dir.path(), 20, 4, 0);
     let input = std::fs::read(&exe).unwrap();
     let fatbin = inspect(&input).unwrap().fatbin.unwrap();
     assert_ne!(fatbin.vaddr % 4096, 0, "{:#x}", fatbin.vaddr);
@@ -829,5 +860,80 @@ fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
     let kpacked = dir.path().join("kpacked");
     std::fs::write(&kpacked, &out).unwrap();
     assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
-    assert_edits_keep_the_marker(dir.path(), &kpacked, rw.summary.marker_vaddr, &m);
+    assert_edits_keep_the_marker(dir.path(), &kpacked, rw.summary.marker_vaddr, &m, false);
+}
+
+/// lld's layout: the `PT_LOAD` holding `.rodata` and `.hip_fatbin` has `p_vaddr -
+/// p_offset` two pages above the first `PT_LOAD`'s (Debian's ROCm test executables). The
+/// new segment keeps the first one's, at `.hip_fatbin`'s first whole page in memory and two
+/// pages further in the file (zeros before it), so the file is not padded by the device
+/// code; strip, objcopy and patchelf keep the marker, and a restore puts the device code
+/// back byte for byte.
+#[test]
+fn an_executable_whose_device_code_segment_is_shifted_from_the_first_is_transformed_in_place() {
+    use kpack_elf::restore::{Payload, plan as plan_restore};
+    let dir = tempfile::tempdir().unwrap();
+    let (copies, shift) = (600, 0x2000);
+    let (exe, slot) = link_large_pie(dir.path(), copies, 12, shift);
+    let input = std::fs::read(&exe).unwrap();
+    let before = inspect(&input).unwrap();
+    let original = before.fatbin.clone().unwrap();
+    let elf = ElfFile::parse(&input).unwrap();
+    let delta = |p: &kpack_elf::ProgramHeader| p.p_vaddr.wrapping_sub(p.p_offset);
+    let first = elf
+        .program_headers()
+        .iter()
+        .find(|p| p.p_type == PT_LOAD)
+        .unwrap();
+    let d_first = delta(first);
+    let seg = elf.load_segment_for_vaddr(original.vaddr).unwrap();
+    assert_eq!(delta(seg), d_first + shift, "the linker script's shift");
+    drop(elf);
+    let bundle_magic = hex(b"__CLANG_OFFLOAD_BUNDLE__");
+    assert_eq!(run_printing_first_bytes(&exe), bundle_magic);
+
+    let (_, m) = marker();
+    let rw = plan(&input, &m).unwrap_or_else(|e| panic!("{e}"));
+    let out = rw.to_vec(&input);
+    // Smaller by the device code, but for the new segment's page and the shift's zeros.
+    assert!(
+        out.len() as u64 + original.size <= input.len() as u64 + shift + 3 * 4096,
+        "{:?}",
+        rw.summary
+    );
+    verify(&out).unwrap_or_else(|i| panic!("{i:#?}"));
+    let elf = ElfFile::parse(&out).unwrap();
+    let segment = elf.load_segment_for_vaddr(rw.summary.marker_vaddr).unwrap();
+    let a = original.vaddr.next_multiple_of(4096);
+    assert_eq!(segment.p_vaddr, a, "the first freed page");
+    assert_eq!(delta(segment), d_first, "the old-kernel AT_PHDR rule");
+    assert_eq!(elf.header().e_phoff, segment.p_offset);
+    assert!(
+        out[(segment.p_offset - shift) as usize..segment.p_offset as usize]
+            .iter()
+            .all(|&b| b == 0),
+        "no device code is left before the segment"
+    );
+    drop(elf);
+    let kpacked = dir.path().join("kpacked");
+    std::fs::write(&kpacked, &out).unwrap();
+    assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
+    assert_edits_keep_the_marker(dir.path(), &kpacked, rw.summary.marker_vaddr, &m, true);
+
+    let contents = &input[original.offset as usize..(original.offset + original.size) as usize];
+    let payload = Payload {
+        len: original.size,
+        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
+    };
+    let restored_plan = plan_restore(&out, &payload).unwrap_or_else(|e| panic!("{e}"));
+    let restored = restored_plan.rewrite.to_vec_with_contents(&out, contents);
+    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
+    let fatbin = inspect(&restored).unwrap().fatbin.unwrap();
+    assert_eq!(
+        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
+        contents
+    );
+    let restored_path = dir.path().join("restored");
+    std::fs::write(&restored_path, &restored).unwrap();
+    assert_eq!(run_printing_first_bytes(&restored_path), bundle_magic);
 }
