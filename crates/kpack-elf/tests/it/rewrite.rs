@@ -589,11 +589,9 @@ fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
 /// each aligned to `1 << align_log2` (page-aligned ones start at a page; 16-byte-aligned
 /// ones after 300 bytes of `.rodata`, inside one), each registered by its own wrapper (an
 /// `R_X86_64_RELATIVE` pointer), and whose `main` prints the first 24 bytes its first
-/// wrapper's pointer leads to, in hex. `rodata_shift` bytes of address space (a page
-/// multiple) before `.rodata` give the `PT_LOAD` holding `.rodata` and `.hip_fatbin` that
-/// much more `p_vaddr - p_offset` than the first one (lld's layout). Returns the
+/// wrapper's pointer leads to, in hex. The [`Linker`] says how it is linked. Returns the
 /// executable's path and the bundle's slot size.
-fn link_large_pie(dir: &Path, copies: usize, align_log2: u32, rodata_shift: u64) -> (PathBuf, u64) {
+fn link_large_pie(dir: &Path, copies: usize, align_log2: u32, linker: Linker) -> (PathBuf, u64) {
     let fixture = read_fixture("bin/exe_pie");
     let fat = inspect(&fixture).unwrap();
     let section = fat.fatbin.unwrap();
@@ -628,27 +626,54 @@ fn link_large_pie(dir: &Path, copies: usize, align_log2: u32, rodata_shift: u64)
     )
     .unwrap();
     let exe = dir.join("large_pie");
-    let script = dir.join("shift.ld");
-    std::fs::write(
-        &script,
-        format!("SECTIONS {{ . = . + {rodata_shift:#x}; }} INSERT BEFORE .rodata;\n"),
-    )
-    .unwrap();
-    let (ok, text) = tool(
-        "cc",
-        &[
-            "-O1",
-            "-fPIE",
-            "-pie",
-            "-o",
-            &exe.display().to_string(),
-            &dir.join("main.c").display().to_string(),
-            &dir.join("fat.s").display().to_string(),
-            &format!("-Wl,-T,{}", script.display()),
-        ],
-    );
+    let script = dir.join("layout.ld");
+    let mut args: Vec<String> = ["-O1", "-fPIE", "-pie", "-o"]
+        .iter()
+        .map(|&a| a.to_owned())
+        .collect();
+    args.extend([&exe, &dir.join("main.c"), &dir.join("fat.s")].map(|p| p.display().to_string()));
+    args.push(format!("-Wl,-T,{}", script.display()));
+    match linker {
+        Linker::Gnu { rodata_shift } => std::fs::write(
+            &script,
+            format!("SECTIONS {{ . = . + {rodata_shift:#x}; }} INSERT BEFORE .rodata;\n"),
+        )
+        .unwrap(),
+        Linker::Lld => {
+            let bin = kpack_testkit::corpus().join("llvm22root/usr/lib/llvm-22/bin");
+            assert!(
+                bin.join("ld.lld").exists(),
+                "{}/ld.lld is missing: run scripts/setup.sh",
+                bin.display()
+            );
+            std::fs::write(
+                &script,
+                "SECTIONS { .rodata : { *(.rodata .rodata.*) } .hip_fatbin : { *(.hip_fatbin) } \
+                 .eh_frame_hdr : { *(.eh_frame_hdr) } .eh_frame : { KEEP(*(.eh_frame)) } } \
+                 INSERT AFTER .text;\n",
+            )
+            .unwrap();
+            args.push(format!("-B{}", bin.display()));
+            args.push("-fuse-ld=lld".to_owned());
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, text) = tool("cc", &args);
     assert!(ok, "cc failed: {text}");
     (exe, slot)
+}
+
+/// How [`link_large_pie`] links.
+#[derive(Clone, Copy)]
+enum Linker {
+    /// GNU ld, `rodata_shift` bytes of address space (a page multiple) before `.rodata`
+    /// giving the `PT_LOAD` holding `.rodata` and `.hip_fatbin` that much more `p_vaddr -
+    /// p_offset` than the first one (0: the default layout, one delta for all).
+    Gnu { rodata_shift: u64 },
+    /// lld 22 (`scripts/setup.sh` puts it in the corpus), `.rodata`, `.hip_fatbin` and
+    /// `.eh_frame` after `.text`: their `PT_LOAD` is shifted from the first by the partial
+    /// pages of the segments before it, as in Debian's ROCm test executables.
+    Lld,
 }
 
 /// What `path` prints: the hex of the first 24 bytes its first wrapper leads to.
@@ -683,7 +708,7 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
     use kpack_elf::rewrite::MAX_PADDING;
     let dir = tempfile::tempdir().unwrap();
     let copies = 4200;
-    let (exe, slot) = link_large_pie(dir.path(), copies, 12, 0);
+    let (exe, slot) = link_large_pie(dir.path(), copies, 12, Linker::Gnu { rodata_shift: 0 });
     let input = std::fs::read(&exe).unwrap();
     let before = inspect(&input).unwrap();
     let original_fatbin = before.fatbin.clone().unwrap();
@@ -845,7 +870,7 @@ fn assert_edits_keep_the_marker(
 #[test]
 fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
     let dir = tempfile::tempdir().unwrap();
-    let (exe, _) = link_large_pie(dir.path(), 20, 4, 0);
+    let (exe, _) = link_large_pie(dir.path(), 20, 4, Linker::Gnu { rodata_shift: 0 });
     let input = std::fs::read(&exe).unwrap();
     let fatbin = inspect(&input).unwrap().fatbin.unwrap();
     assert_ne!(fatbin.vaddr % 4096, 0, "{:#x}", fatbin.vaddr);
@@ -863,18 +888,32 @@ fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
     assert_edits_keep_the_marker(dir.path(), &kpacked, rw.summary.marker_vaddr, &m, false);
 }
 
-/// lld's layout: the `PT_LOAD` holding `.rodata` and `.hip_fatbin` has `p_vaddr -
-/// p_offset` two pages above the first `PT_LOAD`'s (Debian's ROCm test executables). The
-/// new segment keeps the first one's, at `.hip_fatbin`'s first whole page in memory and two
-/// pages further in the file (zeros before it), so the file is not padded by the device
-/// code; strip, objcopy and patchelf keep the marker, and a restore puts the device code
-/// back byte for byte.
+/// lld's layout, made by GNU ld: the `PT_LOAD` holding `.rodata` and `.hip_fatbin` has
+/// `p_vaddr - p_offset` two pages above the first `PT_LOAD`'s.
 #[test]
 fn an_executable_whose_device_code_segment_is_shifted_from_the_first_is_transformed_in_place() {
+    transform_shifted_pie(Linker::Gnu {
+        rodata_shift: 0x2000,
+    });
+}
+
+/// lld's own layout (Debian's ROCm test executables): `.hip_fatbin`'s `PT_LOAD` follows the
+/// code's, each shifted by a partial page.
+#[test]
+fn an_lld_linked_executable_is_transformed_in_place() {
+    transform_shifted_pie(Linker::Lld);
+}
+
+/// A PIE linked by `linker` so that `.hip_fatbin`'s `PT_LOAD` has a larger `p_vaddr -
+/// p_offset` than the first: the new segment keeps the first one's, at `.hip_fatbin`'s
+/// first whole page in memory and the shift further in the file (zeros before it), so the
+/// file is not padded by the device code; strip, objcopy and patchelf keep the marker, and
+/// a restore puts the device code back byte for byte.
+fn transform_shifted_pie(linker: Linker) {
     use kpack_elf::restore::{Payload, plan as plan_restore};
     let dir = tempfile::tempdir().unwrap();
-    let (copies, shift) = (600, 0x2000);
-    let (exe, slot) = link_large_pie(dir.path(), copies, 12, shift);
+    let copies = 600;
+    let (exe, slot) = link_large_pie(dir.path(), copies, 12, linker);
     let input = std::fs::read(&exe).unwrap();
     let before = inspect(&input).unwrap();
     let original = before.fatbin.clone().unwrap();
@@ -887,7 +926,14 @@ fn an_executable_whose_device_code_segment_is_shifted_from_the_first_is_transfor
         .unwrap();
     let d_first = delta(first);
     let seg = elf.load_segment_for_vaddr(original.vaddr).unwrap();
-    assert_eq!(delta(seg), d_first + shift, "the linker script's shift");
+    let shift = delta(seg).wrapping_sub(d_first);
+    assert!(
+        shift > 0 && shift < 1 << 20,
+        "the linker's shift: {shift:#x}"
+    );
+    if let Linker::Gnu { rodata_shift } = linker {
+        assert_eq!(shift, rodata_shift);
+    }
     drop(elf);
     let bundle_magic = hex(b"__CLANG_OFFLOAD_BUNDLE__");
     assert_eq!(run_printing_first_bytes(&exe), bundle_magic);
