@@ -276,7 +276,18 @@ impl Ctx {
                 continue;
             };
             for (a, e) in entries {
-                if self.artifacts[*a].kind == ArtifactKind::Generic {
+                let info = &self.artifacts[*a];
+                if info.kind == ArtifactKind::Generic {
+                    continue;
+                }
+                // What a runtime puts in place of @GFXARCH@ is a target (or, in a recombined
+                // artifact, its group's name): a longer name is another module's archive
+                // (`merge_@GFXARCH@.kpack` also matches `merge_sort_gfx1010.kpack`).
+                // Installed artifacts name their group archives otherwise (checked below).
+                if parse_target(target).is_none()
+                    && info.group.as_deref() != Some(target)
+                    && !info.installed
+                {
                     continue;
                 }
                 let file = match e {

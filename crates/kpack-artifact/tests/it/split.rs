@@ -298,3 +298,33 @@ fn two_fat_binaries_with_one_module_name_are_named_after_their_paths() {
         ]
     );
 }
+
+#[test]
+fn a_module_named_like_another_plus_a_suffix_does_not_claim_its_archives() {
+    // rocPRIM's tests: `test_device_merge` and `test_device_merge_sort` lay their archives out
+    // side by side, so `test_device_merge_@GFXARCH@.kpack` also matches
+    // `test_device_merge_sort_gfx1010.kpack`: that archive is another module's, not one named
+    // for a target `sort_gfx1010`.
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("prim_test_gfx90X");
+    let bin = a.join("prim/stage/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    manifest::write(&a, &["prim/stage".to_owned()]).unwrap();
+    std::fs::copy(fixture("bin/libone.so"), bin.join("libmerge.so")).unwrap();
+    std::fs::copy(fixture("bin/libtwo.so"), bin.join("libmerge_sort.so")).unwrap();
+    let out = tmp.path().join("out");
+    split(&a, &out, "prim_test", &SplitOptions::default(), &|_, _| {}).unwrap();
+    let k = out.join("prim_test_gfx1030/prim/stage/.kpack");
+    assert!(
+        k.join("merge_gfx1030.kpack").is_file() && k.join("merge_sort_gfx1030.kpack").is_file()
+    );
+    let report = verify(
+        &out,
+        &VerifyOptions {
+            original: Some(a.clone()),
+            threads: 0,
+        },
+    )
+    .unwrap();
+    assert_eq!(report.lines(), Vec::<String>::new());
+}
