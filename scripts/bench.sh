@@ -25,7 +25,7 @@ benches=$(cargo metadata --no-deps --format-version 1 |
 if [ $# -gt 0 ]; then
   wanted=" $* "
   benches=$(echo "$benches" | while read -r package bench; do
-    [[ $wanted == *" $bench "* ]] && echo "$package $bench"
+    if [[ $wanted == *" $bench "* ]]; then echo "$package $bench"; fi
   done)
 fi
 # Built once up front, with the workspace's features, as `cargo test --workspace` builds them.
