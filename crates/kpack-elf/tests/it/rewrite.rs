@@ -1043,6 +1043,14 @@ fn transform_with_many_sections(
     let input_elf = ElfFile::parse(&input).unwrap();
     let count = input_elf.section_headers().len();
     assert_eq!(numbering(&input), expect_input(count));
+    // Symbols of sections numbered from 0xff00 on have their index in `SHT_SYMTAB_SHNDX`.
+    assert_eq!(
+        input_elf
+            .section_headers()
+            .iter()
+            .any(|s| s.sh_type == SHT_SYMTAB_SHNDX),
+        count > usize::from(SHN_LORESERVE)
+    );
     let before = inspect(&input).unwrap();
     let original_fatbin = before.fatbin.clone().unwrap();
     let bundle_magic = hex(b"__CLANG_OFFLOAD_BUNDLE__");
@@ -1180,4 +1188,24 @@ fn a_transform_crossing_the_section_limit_switches_to_extended_numbering() {
         },
         |count| (0, count as u16 - 2, count as u64, 0),
     );
+}
+
+/// Extended segment numbering (`e_phnum` `PN_XNUM`, the count in section 0's `sh_info`)
+/// parses but is refused, with its own message: no real file needs it.
+#[test]
+fn extended_segment_numbering_is_refused() {
+    let mut data = read_fixture("bin/exe_pie");
+    let elf = ElfFile::parse(&data).unwrap();
+    let phnum = elf.program_headers().len() as u32;
+    let shoff = elf.header().e_shoff as usize;
+    drop(elf);
+    data[56..58].copy_from_slice(&PN_XNUM.to_le_bytes());
+    data[shoff + 44..shoff + 48].copy_from_slice(&phnum.to_le_bytes());
+    assert_eq!(
+        ElfFile::parse(&data).unwrap().program_headers().len(),
+        phnum as usize
+    );
+    let (_, m) = marker();
+    let err = plan(&data, &m).unwrap_err().to_string();
+    assert!(err.contains("extended segment numbering"), "{err}");
 }
