@@ -419,6 +419,9 @@ impl<'a> ElfFile<'a> {
         match sym.st_shndx {
             SHN_ABS => Ok(Some(sym.st_value)),
             SHN_UNDEF => Ok(None),
+            // Extended section index (the real one in `SHT_SYMTAB_SHNDX`): in linked files
+            // `st_value` is the address whatever the section.
+            SHN_XINDEX if self.header.e_type != ET_REL => Ok(Some(sym.st_value)),
             shndx if shndx >= SHN_LORESERVE => Ok(None),
             shndx if self.header.e_type == ET_REL => {
                 let section = self.section(u64::from(shndx), &format!("symbol {}", sym.name))?;

@@ -27,7 +27,7 @@
 //! sections) keeps its bytes and its offset: only the ELF header, the old program header
 //! table, the wrapper records, their relocation entries and the marker change in place.
 
-use object::elf::{ET_DYN, ET_EXEC, PN_XNUM, PT_NULL, SHN_XINDEX, SHT_NULL, SHT_PROGBITS};
+use object::elf::{ET_DYN, ET_EXEC, PN_XNUM, PT_NULL, SHT_NULL, SHT_PROGBITS};
 
 use crate::elf::{ElfFile, SectionHeader};
 use crate::fatbin::inspect_elf;
@@ -77,8 +77,8 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
     if fat.kind != FatBinaryKind::Kpacked {
         return Err(RewriteError::NotKpacked);
     }
-    if h.e_shnum == 0 || h.e_phnum == PN_XNUM || h.e_shstrndx == SHN_XINDEX {
-        return Err(layout("extended section or segment numbering"));
+    if h.e_phnum == PN_XNUM {
+        return Err(layout("extended segment numbering (e_phnum == PN_XNUM)"));
     }
     verify(data).map_err(|issues| RewriteError::MalformedInput { issues })?;
     let fatbin = fat
@@ -186,7 +186,7 @@ pub fn plan(data: &[u8], payload: &Payload) -> Result<RestoreLayout, RewriteErro
         cut,
         &kept,
         &segment,
-        &sections,
+        sections,
         patches,
         Piece::Contents(payload.len),
         fat.wrappers.len(),

@@ -36,7 +36,12 @@
 //!
 //! * `.shstrtab` (with the new name) and the section header table (with the new
 //!   `.rocm_kpack_ref` entry) are re-emitted once at the end; their old bytes are dropped
-//!   when they ended the file and zeroed otherwise.
+//!   when they ended the file and zeroed otherwise. Extended section numbering (more than
+//!   65,279 sections, as lld writes with `-ffunction-sections`) is kept: from
+//!   `SHN_LORESERVE` sections on, `e_shnum` is 0 and section 0's `sh_size` holds the count
+//!   (the added section may make a file cross that limit), and a name table index from
+//!   `SHN_LORESERVE` on is section 0's `sh_link` with `e_shstrndx` `SHN_XINDEX`; a restore
+//!   numbers its sections by the same rule, so a file below the limit gets its own back.
 //! * Each wrapper gets magic HIPK, version 1, `reserved1` = its index (all 8 bytes, B4) and
 //!   its pointer set to the marker, in the file and in whatever fills it at load time: a
 //!   `*_RELATIVE` addend, an absolute 64-bit one (`R_X86_64_64`, `R_AARCH64_ABS64`,
@@ -111,8 +116,9 @@
 //! Machines other than x86-64, aarch64 and ppc64 (little-endian), relocatable objects (their device code is linked later), files without a
 //! `.hip_fatbin` with content, separated debug files ([`RewriteError::DebugOnly`]), already
 //! kpacked files ([`RewriteError::AlreadyKpacked`]),
-//! wrappers whose pointer kind is not understood, and any other relocation that reads or
-//! writes `.hip_fatbin` (the code would see zero pages).
+//! wrappers whose pointer kind is not understood, any other relocation that reads or
+//! writes `.hip_fatbin` (the code would see zero pages), and extended segment numbering
+//! (`e_phnum == PN_XNUM`).
 
 use std::io::{self, Write};
 use std::ops::Range;
@@ -490,7 +496,7 @@ pub fn plan_edit(data: &[u8], edit: &FatbinEdit<'_>) -> Result<Rewrite, RewriteE
     };
     let wrappers = fat.wrappers.len();
     finish(
-        &elf, cut, &kept, &segment, &sections, patches, payload, wrappers,
+        &elf, cut, &kept, &segment, sections, patches, payload, wrappers,
     )
 }
 
@@ -503,13 +509,18 @@ pub(crate) fn finish(
     cut: Cut,
     kept: &KeptInput,
     segment: &MarkerSegment,
-    sections: &SectionTable,
+    mut sections: SectionTable,
     mut patches: Patches,
     payload: Piece,
     wrappers: usize,
 ) -> Result<Rewrite, RewriteError> {
     let data = elf.data();
-    patch_elf_header(data, segment, sections, &mut patches)?;
+    let numbering = SectionNumbering {
+        shoff: sections.table_offset,
+        ..number_sections(elf, kept, &mut sections.headers)?
+    };
+    let sections = &sections;
+    patch_elf_header(data, segment, numbering, &mut patches)?;
     let pieces = assemble(elf, cut, kept, segment, sections, payload)?;
     // The input the output leaves out: the cut, and the freed pages the segment fills.
     let dropped = match &segment.hole {
@@ -644,8 +655,8 @@ fn check_rewritable(
         FatBinaryKind::Rdc | FatBinaryKind::HostOnly => return Err(RewriteError::NotFat),
         FatBinaryKind::DebugOnly => return Err(RewriteError::DebugOnly),
     }
-    if h.e_shnum == 0 || h.e_phnum == PN_XNUM || h.e_shstrndx == SHN_XINDEX {
-        return Err(layout("extended section or segment numbering"));
+    if h.e_phnum == PN_XNUM {
+        return Err(layout("extended segment numbering (e_phnum == PN_XNUM)"));
     }
     // The plan reasons from the input's layout; one the verifier rejects (misaligned
     // sections, overlapping segments …) would make the output wrong in ways it cannot see.
@@ -1377,7 +1388,7 @@ fn rewrite_section_headers(
             sh_entsize: 0,
         });
     }
-    if headers.len() as u64 >= u64::from(SHN_LORESERVE) {
+    if u32::try_from(headers.len()).is_err() {
         return Err(layout("too many sections"));
     }
     Ok(SectionTable {
@@ -1388,18 +1399,78 @@ fn rewrite_section_headers(
     })
 }
 
+/// The output's `e_shoff`, `e_shnum` and `e_shstrndx`.
+#[derive(Debug, Clone, Copy)]
+struct SectionNumbering {
+    shoff: u64,
+    shnum: u16,
+    shstrndx: u16,
+}
+
+/// Numbers the output's sections (ELF gABI extended section numbering): a count of
+/// `SHN_LORESERVE` (0xff00) or more is stored in section 0's `sh_size` with `e_shnum` 0,
+/// a name table index of `SHN_LORESERVE` or more in section 0's `sh_link` with
+/// `e_shstrndx` `SHN_XINDEX`. Section 0's fields are cleared only when the input used
+/// them and the output no longer needs them (a restore back below the limit), so other
+/// files keep their bytes.
+fn number_sections(
+    elf: &ElfFile<'_>,
+    kept: &KeptInput,
+    headers: &mut [SectionHeader],
+) -> Result<SectionNumbering, RewriteError> {
+    let h = elf.header();
+    let count = headers.len() as u64;
+    let shstrndx = kept.shstr.index as u64;
+    let reserved = u64::from(SHN_LORESERVE);
+    let first = headers.first_mut().ok_or_else(|| layout("no section 0"))?;
+    let shnum = if count >= reserved {
+        if first.sh_type != SHT_NULL {
+            return Err(layout(
+                "extended section numbering without a null section 0",
+            ));
+        }
+        first.sh_size = count;
+        0
+    } else {
+        if h.e_shnum == 0 {
+            first.sh_size = 0;
+        }
+        count as u16
+    };
+    let e_shstrndx = if shstrndx >= reserved {
+        if first.sh_type != SHT_NULL {
+            return Err(layout(
+                "extended section numbering without a null section 0",
+            ));
+        }
+        first.sh_link = shstrndx as u32;
+        SHN_XINDEX
+    } else {
+        if h.e_shstrndx == SHN_XINDEX {
+            first.sh_link = 0;
+        }
+        shstrndx as u16
+    };
+    Ok(SectionNumbering {
+        shoff: 0,
+        shnum,
+        shstrndx: e_shstrndx,
+    })
+}
+
 /// The ELF header with the new program and section header tables.
 fn patch_elf_header(
     data: &[u8],
     segment: &MarkerSegment,
-    sections: &SectionTable,
+    sections: SectionNumbering,
     patches: &mut Patches,
 ) -> Result<(), RewriteError> {
     let mut header: FileHeader64<LE> = *record(data, 0, "ELF header").map_err(ElfError::from)?;
     header.e_phoff.set(LE, segment.phoff);
-    header.e_shoff.set(LE, sections.table_offset);
+    header.e_shoff.set(LE, sections.shoff);
     header.e_phnum.set(LE, segment.phnum as u16);
-    header.e_shnum.set(LE, sections.headers.len() as u16);
+    header.e_shnum.set(LE, sections.shnum);
+    header.e_shstrndx.set(LE, sections.shstrndx);
     Ok(patches.add(0, bytes_of(&header).to_vec())?)
 }
 

@@ -592,6 +592,17 @@ fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
 /// wrapper's pointer leads to, in hex. The [`Linker`] says how it is linked. Returns the
 /// executable's path and the bundle's slot size.
 fn link_large_pie(dir: &Path, copies: usize, align_log2: u32, linker: Linker) -> (PathBuf, u64) {
+    link_large_pie_with(dir, copies, align_log2, linker, &[])
+}
+
+/// [`link_large_pie`] with `extra` sources linked in too.
+fn link_large_pie_with(
+    dir: &Path,
+    copies: usize,
+    align_log2: u32,
+    linker: Linker,
+    extra: &[PathBuf],
+) -> (PathBuf, u64) {
     let fixture = read_fixture("bin/exe_pie");
     let fat = inspect(&fixture).unwrap();
     let section = fat.fatbin.unwrap();
@@ -632,6 +643,7 @@ fn link_large_pie(dir: &Path, copies: usize, align_log2: u32, linker: Linker) ->
         .map(|&a| a.to_owned())
         .collect();
     args.extend([&exe, &dir.join("main.c"), &dir.join("fat.s")].map(|p| p.display().to_string()));
+    args.extend(extra.iter().map(|p| p.display().to_string()));
     args.push(format!("-Wl,-T,{}", script.display()));
     match linker {
         Linker::Gnu { rodata_shift } => std::fs::write(
@@ -982,4 +994,218 @@ fn transform_shifted_pie(linker: Linker) {
     let restored_path = dir.path().join("restored");
     std::fs::write(&restored_path, &restored).unwrap();
     assert_eq!(run_printing_first_bytes(&restored_path), bundle_magic);
+}
+
+/// Assembly with `functions` one-instruction functions, each in its own section
+/// (`.ltext.fN`, as `-ffunction-sections` with the large code model names them): GNU ld
+/// keeps each such orphan a section of its own.
+fn many_sections_source(dir: &Path, functions: usize) -> PathBuf {
+    let mut asm = String::from(".section .note.GNU-stack,\"\",@progbits\n");
+    for i in 0..functions {
+        asm += &format!(".section .ltext.f{i},\"ax\",@progbits\n.globl kf{i}\nkf{i}:\nret\n");
+    }
+    let path = dir.join(format!("many{functions}.s"));
+    std::fs::write(&path, asm).unwrap();
+    path
+}
+
+/// `e_shnum`, `e_shstrndx` and section 0's `sh_size` and `sh_link` as stored.
+fn numbering(data: &[u8]) -> (u16, u16, u64, u32) {
+    let elf = ElfFile::parse(data).unwrap();
+    let h = elf.header();
+    let first = &elf.section_headers()[0];
+    (h.e_shnum, h.e_shstrndx, first.sh_size, first.sh_link)
+}
+
+/// A PIE executable with `functions` extra sections (see [`many_sections_source`]) and
+/// device code: transformed, it verifies, runs, keeps every section (its name and
+/// contents) with `.rocm_kpack_ref` added last, numbered as `expect_kpacked` says
+/// (`e_shnum`, `e_shstrndx`, section 0's `sh_size` and `sh_link`); GNU strip and objcopy
+/// keep it working; a restore puts the device code back byte for byte, and the section
+/// headers back as they were but for `.hip_fatbin`'s place.
+fn transform_with_many_sections(
+    functions: impl Fn(&Path) -> PathBuf,
+    expect_input: impl Fn(usize) -> (u16, u16, u64, u32),
+    expect_kpacked: impl Fn(usize) -> (u16, u16, u64, u32),
+) {
+    use kpack_elf::restore::{Payload, plan as plan_restore};
+    let dir = tempfile::tempdir().unwrap();
+    let copies = 20;
+    let extra = functions(dir.path());
+    let (exe, slot) = link_large_pie_with(
+        dir.path(),
+        copies,
+        12,
+        Linker::Gnu { rodata_shift: 0 },
+        &[extra],
+    );
+    let input = std::fs::read(&exe).unwrap();
+    let input_elf = ElfFile::parse(&input).unwrap();
+    let count = input_elf.section_headers().len();
+    assert_eq!(numbering(&input), expect_input(count));
+    // Symbols of sections numbered from 0xff00 on have their index in `SHT_SYMTAB_SHNDX`.
+    assert_eq!(
+        input_elf
+            .section_headers()
+            .iter()
+            .any(|s| s.sh_type == SHT_SYMTAB_SHNDX),
+        count > usize::from(SHN_LORESERVE)
+    );
+    let before = inspect(&input).unwrap();
+    let original_fatbin = before.fatbin.clone().unwrap();
+    let bundle_magic = hex(b"__CLANG_OFFLOAD_BUNDLE__");
+    assert_eq!(run_printing_first_bytes(&exe), bundle_magic);
+
+    let (_, m) = marker();
+    let rw = plan(&input, &m).unwrap_or_else(|e| panic!("{e}"));
+    let out = rw.to_vec(&input);
+    verify(&out).unwrap_or_else(|i| panic!("{i:#?}"));
+    assert_eq!(numbering(&out), expect_kpacked(count + 1));
+    let elf = ElfFile::parse(&out).unwrap();
+    let shdrs = elf.section_headers();
+    assert_eq!(shdrs.len(), count + 1);
+    assert_eq!(shdrs[count].name, ".rocm_kpack_ref");
+    for (a, b) in input_elf.section_headers().iter().zip(shdrs) {
+        assert_eq!(a.name, b.name);
+        // The functions' code keeps its bytes (wrappers, their relocations and the
+        // section name table change).
+        if a.name.starts_with(".ltext") || a.name == ".text" {
+            assert_eq!(
+                input_elf.section_data(a).unwrap(),
+                elf.section_data(b).unwrap(),
+                "{}",
+                a.name
+            );
+        }
+    }
+    drop(elf);
+    let kpacked = dir.path().join("kpacked");
+    std::fs::write(&kpacked, &out).unwrap();
+    assert!(readelf(&kpacked).is_empty(), "{:?}", readelf(&kpacked));
+    assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
+    let marker_vaddr = rw.summary.marker_vaddr;
+    for (name, program, args) in [
+        ("strip", "strip", &[][..]),
+        ("strip-debug", "strip", &["--strip-debug"][..]),
+        ("objcopy", "objcopy", &[][..]),
+    ] {
+        let edited = dir.path().join(name);
+        std::fs::copy(&kpacked, &edited).unwrap();
+        let path = edited.display().to_string();
+        let mut argv = args.to_vec();
+        argv.push(&path);
+        let (ok, text) = tool(program, &argv);
+        assert!(ok, "{name}: {text}");
+        let bytes = std::fs::read(&edited).unwrap();
+        verify(&bytes).unwrap_or_else(|i| panic!("{name}: {i:#?}"));
+        assert!(
+            readelf(&edited).is_empty(),
+            "{name}: {:?}",
+            readelf(&edited)
+        );
+        let fat = inspect(&bytes).unwrap();
+        assert_eq!(fat.kind, FatBinaryKind::Kpacked, "{name}");
+        let marker = fat.marker.as_ref().unwrap();
+        assert_eq!(marker.vaddr, marker_vaddr, "{name}");
+        assert_eq!(marker.bytes(&bytes).unwrap(), m, "{name}");
+        assert_eq!(run_printing_first_bytes(&edited), hex(&m[..24]), "{name}");
+    }
+
+    let contents = &input
+        [original_fatbin.offset as usize..(original_fatbin.offset + original_fatbin.size) as usize];
+    let payload = Payload {
+        len: original_fatbin.size,
+        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
+    };
+    let restored = plan_restore(&out, &payload)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .rewrite
+        .to_vec_with_contents(&out, contents);
+    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
+    assert_eq!(numbering(&restored), numbering(&input));
+    let after = inspect(&restored).unwrap();
+    assert_eq!(after.kind, before.kind);
+    let fatbin = after.fatbin.unwrap();
+    assert_eq!(
+        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
+        contents
+    );
+    let restored_elf = ElfFile::parse(&restored).unwrap();
+    assert_eq!(restored_elf.section_headers().len(), count);
+    for (a, b) in input_elf
+        .section_headers()
+        .iter()
+        .zip(restored_elf.section_headers())
+    {
+        if a.index != original_fatbin.section_index {
+            assert_eq!(
+                (&a.name, a.sh_type, a.sh_addr),
+                (&b.name, b.sh_type, b.sh_addr)
+            );
+        }
+    }
+    let restored_path = dir.path().join("restored");
+    std::fs::write(&restored_path, &restored).unwrap();
+    assert!(readelf(&restored_path).is_empty());
+    assert_eq!(run_printing_first_bytes(&restored_path), bundle_magic);
+}
+
+/// More than 65,280 sections (Debian's `librocwmma-tests-validate` executables): `e_shnum`
+/// is 0 with the count in section 0's `sh_size`, `e_shstrndx` is `SHN_XINDEX` with the
+/// index in its `sh_link`; the transform and the restore keep that numbering, counting the
+/// marker's section.
+#[test]
+fn an_executable_with_extended_section_numbering_is_transformed_and_restored() {
+    transform_with_many_sections(
+        |dir| many_sections_source(dir, 66_000),
+        |count| (0, SHN_XINDEX, count as u64, count as u32 - 1),
+        // `.shstrtab` stays where it was, before the marker's section.
+        |count| (0, SHN_XINDEX, count as u64, count as u32 - 2),
+    );
+}
+
+/// 65,279 sections (`e_shnum` holds the count): the marker's section makes 65,280
+/// (`SHN_LORESERVE`), so the output switches to extended numbering (`e_shnum` 0, the count
+/// in section 0's `sh_size`; `.shstrtab`'s index still fits `e_shstrndx`), and the restore
+/// switches back.
+#[test]
+fn a_transform_crossing_the_section_limit_switches_to_extended_numbering() {
+    transform_with_many_sections(
+        |dir| {
+            // Find how many sections the link adds besides the functions'.
+            let probe = many_sections_source(dir, 0);
+            let (exe, _) =
+                link_large_pie_with(dir, 20, 12, Linker::Gnu { rodata_shift: 0 }, &[probe]);
+            let base = ElfFile::parse(&std::fs::read(exe).unwrap())
+                .unwrap()
+                .section_headers()
+                .len();
+            many_sections_source(dir, usize::from(SHN_LORESERVE) - 1 - base)
+        },
+        |count| {
+            assert_eq!(count, usize::from(SHN_LORESERVE) - 1);
+            (count as u16, count as u16 - 1, 0, 0)
+        },
+        |count| (0, count as u16 - 2, count as u64, 0),
+    );
+}
+
+/// Extended segment numbering (`e_phnum` `PN_XNUM`, the count in section 0's `sh_info`)
+/// parses but is refused, with its own message: no real file needs it.
+#[test]
+fn extended_segment_numbering_is_refused() {
+    let mut data = read_fixture("bin/exe_pie");
+    let elf = ElfFile::parse(&data).unwrap();
+    let phnum = elf.program_headers().len() as u32;
+    let shoff = elf.header().e_shoff as usize;
+    drop(elf);
+    data[56..58].copy_from_slice(&PN_XNUM.to_le_bytes());
+    data[shoff + 44..shoff + 48].copy_from_slice(&phnum.to_le_bytes());
+    assert_eq!(
+        ElfFile::parse(&data).unwrap().program_headers().len(),
+        phnum as usize
+    );
+    let (_, m) = marker();
+    let err = plan(&data, &m).unwrap_err().to_string();
+    assert!(err.contains("extended segment numbering"), "{err}");
 }
