@@ -808,16 +808,27 @@ fn assert_edits_keep_the_marker(
     m: &[u8],
     shifted: bool,
 ) {
-    for (name, program, args) in [
-        ("strip", "strip", &[][..]),
-        ("strip-debug", "strip", &["--strip-debug"][..]),
-        ("objcopy", "objcopy", &[][..]),
-        (
-            "patchelf",
-            "patchelf",
-            &["--add-rpath", "/opt/kpack-test"][..],
-        ),
-    ] {
+    assert_these_edits_keep_the_marker(dir, kpacked, marker_vaddr, m, shifted, EDITS);
+}
+
+/// The edits a packager applies after a transform: `(name, program, arguments)`.
+const EDITS: &[(&str, &str, &[&str])] = &[
+    ("strip", "strip", &[]),
+    ("strip-debug", "strip", &["--strip-debug"]),
+    ("objcopy", "objcopy", &[]),
+    ("patchelf", "patchelf", &["--add-rpath", "/opt/kpack-test"]),
+];
+
+/// [`assert_edits_keep_the_marker`] with only `edits`.
+fn assert_these_edits_keep_the_marker(
+    dir: &Path,
+    kpacked: &Path,
+    marker_vaddr: u64,
+    m: &[u8],
+    shifted: bool,
+    edits: &[(&str, &str, &[&str])],
+) {
+    for &(name, program, args) in edits {
         let edited = dir.join(name);
         std::fs::copy(kpacked, &edited).unwrap();
         let mut argv = args.to_vec();
@@ -1083,33 +1094,15 @@ fn transform_with_many_sections(
     std::fs::write(&kpacked, &out).unwrap();
     assert!(readelf(&kpacked).is_empty(), "{:?}", readelf(&kpacked));
     assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
-    let marker_vaddr = rw.summary.marker_vaddr;
-    for (name, program, args) in [
-        ("strip", "strip", &[][..]),
-        ("strip-debug", "strip", &["--strip-debug"][..]),
-        ("objcopy", "objcopy", &[][..]),
-    ] {
-        let edited = dir.path().join(name);
-        std::fs::copy(&kpacked, &edited).unwrap();
-        let path = edited.display().to_string();
-        let mut argv = args.to_vec();
-        argv.push(&path);
-        let (ok, text) = tool(program, &argv);
-        assert!(ok, "{name}: {text}");
-        let bytes = std::fs::read(&edited).unwrap();
-        verify(&bytes).unwrap_or_else(|i| panic!("{name}: {i:#?}"));
-        assert!(
-            readelf(&edited).is_empty(),
-            "{name}: {:?}",
-            readelf(&edited)
-        );
-        let fat = inspect(&bytes).unwrap();
-        assert_eq!(fat.kind, FatBinaryKind::Kpacked, "{name}");
-        let marker = fat.marker.as_ref().unwrap();
-        assert_eq!(marker.vaddr, marker_vaddr, "{name}");
-        assert_eq!(marker.bytes(&bytes).unwrap(), m, "{name}");
-        assert_eq!(run_printing_first_bytes(&edited), hex(&m[..24]), "{name}");
-    }
+    // patchelf does not read files with extended section numbering at all (nor the input).
+    assert_these_edits_keep_the_marker(
+        dir.path(),
+        &kpacked,
+        rw.summary.marker_vaddr,
+        &m,
+        false,
+        &EDITS[..3],
+    );
 
     let contents = &input
         [original_fatbin.offset as usize..(original_fatbin.offset + original_fatbin.size) as usize];
