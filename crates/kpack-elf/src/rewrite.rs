@@ -1423,12 +1423,12 @@ fn number_sections(
     let shstrndx = kept.shstr.index as u64;
     let reserved = u64::from(SHN_LORESERVE);
     let first = headers.first_mut().ok_or_else(|| layout("no section 0"))?;
+    if (count >= reserved || shstrndx >= reserved) && first.sh_type != SHT_NULL {
+        return Err(layout(
+            "extended section numbering without a null section 0",
+        ));
+    }
     let shnum = if count >= reserved {
-        if first.sh_type != SHT_NULL {
-            return Err(layout(
-                "extended section numbering without a null section 0",
-            ));
-        }
         first.sh_size = count;
         0
     } else {
@@ -1438,11 +1438,6 @@ fn number_sections(
         count as u16
     };
     let e_shstrndx = if shstrndx >= reserved {
-        if first.sh_type != SHT_NULL {
-            return Err(layout(
-                "extended section numbering without a null section 0",
-            ));
-        }
         first.sh_link = shstrndx as u32;
         SHN_XINDEX
     } else {
