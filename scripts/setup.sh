@@ -7,6 +7,46 @@ set -euo pipefail
 CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
 SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
 
+# The tools that build (cargo's, maturin and zig) come first: test.sh builds the fuzz targets
+# and the wheel as soon as they are there (KPACK_SETUP_TOOLS_READY names a file touched then),
+# while the packages and the corpus below are still downloading.
+#
+# cargo's tools, built unoptimized into one target directory: they drive builds and read a
+# few hundred source files, so their speed does not matter, and an optimized build of both
+# took 230 s of CPU against 116 s (CI runs this beside the test build, on the same cores).
+tools_target=$(mktemp -d)
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz"
+  cargo install -q cargo-fuzz --locked --debug --target-dir "$tools_target"
+fi
+# Unused dependencies fail CI (docs/CONTRIBUTING.md); cargo-machete reads sources, offline.
+if ! command -v cargo-machete >/dev/null 2>&1; then
+  echo "setup: installing cargo-machete"
+  cargo install -q cargo-machete --version 0.9.2 --locked --debug --target-dir "$tools_target"
+fi
+rm -rf "$tools_target"
+
+# --- Python package (issue 8) ---------------------------------------------------------------
+# A venv of the tools that build and test the wheel: maturin, ziglang (zig links the wheel
+# against glibc 2.28's symbols, so it is manylinux_2_28 without a manylinux container) and
+# pytest. The test venv itself is made fresh by test.sh.
+PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
+PY_TOOL_PKGS="maturin==1.16.0 ziglang==0.17.1 pytest==9.2.0"
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "setup: installing python3-venv"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+fi
+if [ "$(cat "$PY_TOOLS/.kpack-tools" 2>/dev/null)" != "$PY_TOOL_PKGS" ]; then
+  echo "setup: installing $PY_TOOL_PKGS into $PY_TOOLS"
+  rm -rf "$PY_TOOLS"
+  python3 -m venv "$PY_TOOLS"
+  "$PY_TOOLS/bin/pip" install -q $PY_TOOL_PKGS
+  echo "$PY_TOOL_PKGS" > "$PY_TOOLS/.kpack-tools"
+fi
+# ----------------------------------------------------------------------------------------------
+[ -z "${KPACK_SETUP_TOOLS_READY:-}" ] || touch "$KPACK_SETUP_TOOLS_READY"
+
 # clang-tools-15: clang-offload-bundler-15, the independent witness for unbundling.
 # binutils/elfutils/patchelf: readelf, objcopy, eu-elflint, patchelf as witnesses for ELF output.
 # gcc, cmake, pkg-config: the C stand-ins and the C API's CMake package test.
@@ -44,41 +84,6 @@ if [ ! -x "$CI_VENV/bin/check-jsonschema" ] || ! "$CI_VENV/bin/python" -c 'impor
   $SUDO "$CI_VENV/bin/pip" install -q check-jsonschema pyyaml
 fi
 command -v check-jsonschema >/dev/null 2>&1 || $SUDO ln -sf "$CI_VENV/bin/check-jsonschema" /usr/local/bin/check-jsonschema
-
-# cargo's tools, built unoptimized into one target directory: they drive builds and read a
-# few hundred source files, so their speed does not matter, and an optimized build of both
-# took 230 s of CPU against 116 s (CI runs this beside the test build, on the same cores).
-tools_target=$(mktemp -d)
-if ! command -v cargo-fuzz >/dev/null 2>&1; then
-  echo "setup: installing cargo-fuzz"
-  cargo install -q cargo-fuzz --locked --debug --target-dir "$tools_target"
-fi
-# Unused dependencies fail CI (docs/CONTRIBUTING.md); cargo-machete reads sources, offline.
-if ! command -v cargo-machete >/dev/null 2>&1; then
-  echo "setup: installing cargo-machete"
-  cargo install -q cargo-machete --version 0.9.2 --locked --debug --target-dir "$tools_target"
-fi
-rm -rf "$tools_target"
-
-# --- Python package (issue 8) ---------------------------------------------------------------
-# A venv of the tools that build and test the wheel: maturin, ziglang (zig links the wheel
-# against glibc 2.28's symbols, so it is manylinux_2_28 without a manylinux container) and
-# pytest. The test venv itself is made fresh by test.sh.
-PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
-PY_TOOL_PKGS="maturin==1.16.0 ziglang==0.17.1 pytest==9.2.0"
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  echo "setup: installing python3-venv"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-fi
-if [ "$(cat "$PY_TOOLS/.kpack-tools" 2>/dev/null)" != "$PY_TOOL_PKGS" ]; then
-  echo "setup: installing $PY_TOOL_PKGS into $PY_TOOLS"
-  rm -rf "$PY_TOOLS"
-  python3 -m venv "$PY_TOOLS"
-  "$PY_TOOLS/bin/pip" install -q $PY_TOOL_PKGS
-  echo "$PY_TOOL_PKGS" > "$PY_TOOLS/.kpack-tools"
-fi
-# ----------------------------------------------------------------------------------------------
 
 mkdir -p "$CORPUS/debs" "$CORPUS/x" "$CORPUS/wheels" "$CORPUS/wx"
 # Real-world tier inputs: bookworm librocsparse0 5.3 (1.31 GB library, 111 bundles, 7 targets).

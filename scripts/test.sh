@@ -6,10 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
-# One target directory for the tests, the benches and the wheel: maturin builds the wheel
-# (linked by zig) for an explicit target triple, so every cargo command here names the same
-# triple, and the wheel's build reuses what the tests built where its features agree (it
-# still compiles about 120 crates of its own: kpack-python's feature set differs).
+# One target directory for the tests and the benches, which share every crate they have in
+# common, and one of its own for the wheel (target/wheel): maturin links through zig, and
+# cargo's fingerprint includes the linker, so in a shared directory the wheel's build
+# recompiled 82 crates and the next bench build recompiled 88 of them back. Every cargo
+# command names the host triple explicitly, as maturin does (the scripts below find the
+# kpack binary under target/<triple>/).
 CARGO_BUILD_TARGET=$(rustc -vV | sed -n 's/^host: //p')
 export CARGO_BUILD_TARGET
 # No debug info in these builds: the release profile keeps it for profiling by hand, which
@@ -28,7 +30,7 @@ print_stages() {
   [ -z "$setup_pid" ] || kill "$setup_pid" 2>/dev/null || true
   echo "stage times (wall seconds):"
   cat "$stages"
-  rm -f "$results" "$stages" "$setup_log"
+  rm -f "$results" "$stages" "$setup_log" "$tools_ready"
   [ -z "$pyenv_dir" ] || rm -rf "$pyenv_dir"
 }
 trap print_stages EXIT
@@ -47,12 +49,18 @@ tests() { "$@" 2>&1 | tee -a "$results"; }
 # for it: on a fresh machine that overlaps minutes of network with minutes of CPU. Only a
 # machine without a C compiler (the build needs one) waits for it first.
 command -v cc >/dev/null 2>&1 || stage "set-up (for a C compiler)" scripts/setup.sh
+tools_ready=$(mktemp -u)
 (
   start=$SECONDS
-  scripts/setup.sh
+  KPACK_SETUP_TOOLS_READY=$tools_ready scripts/setup.sh
   printf '  %-28s %6d\n' "set-up (in the background)" $((SECONDS - start)) >>"$stages"
 ) >"$setup_log" 2>&1 &
 setup_pid=$!
+# Waits for the set-up's build tools (cargo-fuzz, maturin, zig), or for the set-up to end.
+build_tools() {
+  while [ ! -e "$tools_ready" ] && kill -0 "$setup_pid" 2>/dev/null; do sleep 1; done
+  [ -e "$tools_ready" ] || set_up
+}
 # Waits for the set-up and prints what it printed.
 set_up() {
   local status=0
@@ -66,6 +74,21 @@ stage "clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
 # The archive reader as librocm_kpack links it: kpack-archive without its `write` feature.
 stage "clippy, reader only" cargo clippy -p kpack-archive --no-default-features --lib --quiet -- -D warnings
 stage "build tests" cargo test --workspace --release --no-run --quiet
+# Everything else that compiles, while the set-up may still be downloading: the benches (as
+# scripts/bench.sh builds them) and the loom model (as run below), then, once the set-up has
+# installed their tools, the wheel and the fuzz targets. On a fresh machine the set-up took
+# about 11.5 minutes, longer than the checks and the test build: these builds fill that time
+# instead of running after it.
+stage "build benches" cargo bench --workspace --benches --no-run --quiet
+stage "build loom model" cargo test -p kpack-runtime --features loom-model --release --test loom_cache --no-run --quiet
+stage "waiting for the build tools" build_tools
+PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
+rm -f target/wheels/kpack-*.whl
+# The wheel as users get it (manylinux_2_28, abi3); it is installed and tested below.
+stage "python wheel" env PATH="$PY_TOOLS/bin:$PATH" \
+  maturin build --release --zig --compatibility manylinux_2_28 --target-dir target/wheel \
+  --out target/wheels
+stage "build fuzz targets" scripts/fuzz-smoke.sh --build
 stage "waiting for the set-up" set_up
 # Every dependency a crate declares is used (the layering itself is a test of kpack-testkit).
 stage "unused dependencies" cargo machete
@@ -77,13 +100,9 @@ stage "real-world tests" tests cargo test --workspace --release -- --ignored
 stage "loom model" tests cargo test -p kpack-runtime --features loom-model --release --test loom_cache
 
 # --- Python package (issue 8) ---------------------------------------------------------------
-# The wheel as users get it (manylinux_2_28, abi3), installed into a fresh venv, whose `kpack`
-# command and package the pytest suite then exercise on the fixtures. pytest's exit status
-# fails the run, 5 (no test collected) included.
-PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
-rm -f target/wheels/kpack-*.whl
-stage "python wheel" env PATH="$PY_TOOLS/bin:$PATH" \
-  maturin build --release --zig --compatibility manylinux_2_28
+# The wheel built above, installed into a fresh venv, whose `kpack` command and package the
+# pytest suite then exercise on the fixtures. pytest's exit status fails the run, 5 (no test
+# collected) included.
 wheel=$(ls target/wheels/kpack-*.whl)
 echo "wheel: $wheel"
 pyenv_dir=$(mktemp -d)
