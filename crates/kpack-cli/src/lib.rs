@@ -74,26 +74,6 @@ enum Command {
 
 pub use output::error_message;
 
-/// Serves every allocation of 1 MiB or more with its own mapping, so that freeing it returns
-/// it to the system (glibc only).
-///
-/// glibc raises its mmap threshold to the size of each mapped block freed, up to 32 MiB, so
-/// after the first code objects of a run most buffers of a few MB come from the heaps of
-/// the worker threads, which keep them when freed. Over a package of a hundred fat
-/// executables that retention grew `kpack split`'s peak (librocprim-tests) to 653 MiB, where
-/// its hungriest member alone peaks at 442 MiB; with the threshold fixed at 1 MiB (which
-/// also stops the raising) the package peaks at 449 MiB, at the same CPU time
-/// (docs/distribution.md).
-fn return_large_buffers_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[allow(unsafe_code)]
-    // SAFETY: mallopt only changes glibc's allocation policy, for allocations made after it;
-    // M_MMAP_THRESHOLD takes any value up to 32 MiB.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-    }
-}
-
 /// Runs `kpack` with the command line `args` (the program name first, as in
 /// [`std::env::args_os`]) and returns its exit status: 0 on success, 1 when an input failed,
 /// 2 for a usage error. `--help` and `--version` print and return 0.
@@ -107,7 +87,6 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
         }
     };
     kpack_pipeline::threads::set_limit(cli.threads);
-    return_large_buffers_to_the_system();
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Unbundle(args) => cmd::unbundle::run(args),

@@ -25,6 +25,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
+    super::return_large_buffers_to_the_system();
     let opts = VerifyOptions {
         original: args.original.clone(),
         threads: 0,
