@@ -86,10 +86,10 @@ impl From<OutputFormat> for kpack_artifact::tarball::OutputFormat {
 /// the worker threads, which keep them when freed. Over a package of a hundred fat
 /// executables that retention grew `kpack split`'s peak (librocprim-tests) to 653 MiB, where
 /// its hungriest member alone peaks at 442 MiB; with the threshold fixed at 1 MiB (which
-/// also stops the raising) the package peaks at 449 MiB, at the same CPU time
+/// also stops the raising) the package peaks at 449 MiB, at the same user CPU time
 /// (docs/distribution.md). Not for every command: the `unified` coder creates a zstd context
 /// and a frame buffer of a few MB per trial, and mapping each afresh took `pack --compression
-/// unified --level 3` of librocsparse.so.1.0 from 60 s to 136 s.
+/// unified --level 3` of librocsparse.so.1.0 from 66 s to 111 s (88 s of page faults).
 pub fn return_large_buffers_to_the_system() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code)]
