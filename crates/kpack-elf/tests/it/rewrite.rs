@@ -585,6 +585,38 @@ fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
     }
 }
 
+/// Restores `out` (the transform of the large PIE `input`, whose `copies` wrappers point at
+/// bundles `slot` bytes apart) with `input`'s own `.hip_fatbin` bytes, as `kpack restore`
+/// does: the result passes `verify`, is of the input's kind, holds those bytes at its
+/// `.hip_fatbin`, and each wrapper points at its bundle. Returns the restored file.
+fn restore_large_pie(input: &[u8], out: &[u8], copies: usize, slot: u64) -> Vec<u8> {
+    use kpack_elf::restore::{Payload, plan as plan_restore};
+    let before = inspect(input).unwrap();
+    let original = before.fatbin.unwrap();
+    let contents = &input[original.offset as usize..(original.offset + original.size) as usize];
+    let payload = Payload {
+        len: original.size,
+        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
+    };
+    let restored = plan_restore(out, &payload)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .rewrite
+        .to_vec_with_contents(out, contents);
+    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
+    let after = inspect(&restored).unwrap();
+    assert_eq!(after.kind, before.kind);
+    let fatbin = after.fatbin.unwrap();
+    assert_eq!(
+        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
+        contents
+    );
+    assert_eq!(after.wrappers.len(), copies);
+    for (w, o) in after.wrappers.iter().zip(&payload.wrapper_bundles) {
+        assert_eq!(w.target, Some(fatbin.vaddr + o));
+    }
+    restored
+}
+
 /// Links a PIE executable whose `.hip_fatbin` holds `copies` copies of `exe_pie`'s bundle,
 /// each aligned to `1 << align_log2` (page-aligned ones start at a page; 16-byte-aligned
 /// ones after 300 bytes of `.rodata`, inside one), each registered by its own wrapper (an
@@ -716,7 +748,6 @@ fn hex(bytes: &[u8]) -> String {
 /// puts the device code back byte for byte, growing the table into the spare entry.
 #[test]
 fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore() {
-    use kpack_elf::restore::{Payload, plan as plan_restore};
     use kpack_elf::rewrite::MAX_PADDING;
     let dir = tempfile::tempdir().unwrap();
     let copies = 4200;
@@ -761,26 +792,7 @@ fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore
     assert_edits_keep_the_marker(dir.path(), &kpacked, marker_vaddr, &m, false);
 
     // The restore: the bundles back, byte for byte.
-    let contents = &input
-        [original_fatbin.offset as usize..(original_fatbin.offset + original_fatbin.size) as usize];
-    let payload = Payload {
-        len: original_fatbin.size,
-        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
-    };
-    let restored_plan = plan_restore(&out, &payload).unwrap_or_else(|e| panic!("{e}"));
-    let restored = restored_plan.rewrite.to_vec_with_contents(&out, contents);
-    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
-    let after = inspect(&restored).unwrap();
-    assert_eq!(after.kind, before.kind);
-    let fatbin = after.fatbin.unwrap();
-    assert_eq!(
-        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
-        contents
-    );
-    assert_eq!(after.wrappers.len(), copies);
-    for (w, o) in after.wrappers.iter().zip(&payload.wrapper_bundles) {
-        assert_eq!(w.target, Some(fatbin.vaddr + o));
-    }
+    let restored = restore_large_pie(&input, &out, copies, slot);
     // The table grew into the spare entry: the restore needed no padding.
     assert!(
         (restored.len() as u64) < out.len() as u64 + original_fatbin.size + 2 * 4096,
@@ -933,7 +945,6 @@ fn an_lld_linked_executable_is_transformed_in_place() {
 /// file is not padded by the device code; strip, objcopy and patchelf keep the marker, and
 /// a restore puts the device code back byte for byte.
 fn transform_shifted_pie(linker: Linker) {
-    use kpack_elf::restore::{Payload, plan as plan_restore};
     let dir = tempfile::tempdir().unwrap();
     let copies = 600;
     let (exe, slot) = link_large_pie(dir.path(), copies, 12, linker);
@@ -989,19 +1000,7 @@ fn transform_shifted_pie(linker: Linker) {
     assert_eq!(run_printing_first_bytes(&kpacked), hex(&m[..24]));
     assert_edits_keep_the_marker(dir.path(), &kpacked, rw.summary.marker_vaddr, &m, true);
 
-    let contents = &input[original.offset as usize..(original.offset + original.size) as usize];
-    let payload = Payload {
-        len: original.size,
-        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
-    };
-    let restored_plan = plan_restore(&out, &payload).unwrap_or_else(|e| panic!("{e}"));
-    let restored = restored_plan.rewrite.to_vec_with_contents(&out, contents);
-    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
-    let fatbin = inspect(&restored).unwrap().fatbin.unwrap();
-    assert_eq!(
-        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
-        contents
-    );
+    let restored = restore_large_pie(&input, &out, copies, slot);
     let restored_path = dir.path().join("restored");
     std::fs::write(&restored_path, &restored).unwrap();
     assert_eq!(run_printing_first_bytes(&restored_path), bundle_magic);
@@ -1039,7 +1038,6 @@ fn transform_with_many_sections(
     expect_input: impl Fn(usize) -> (u16, u16, u64, u32),
     expect_kpacked: impl Fn(usize) -> (u16, u16, u64, u32),
 ) {
-    use kpack_elf::restore::{Payload, plan as plan_restore};
     let dir = tempfile::tempdir().unwrap();
     let copies = 20;
     let extra = functions(dir.path());
@@ -1104,25 +1102,8 @@ fn transform_with_many_sections(
         &EDITS[..3],
     );
 
-    let contents = &input
-        [original_fatbin.offset as usize..(original_fatbin.offset + original_fatbin.size) as usize];
-    let payload = Payload {
-        len: original_fatbin.size,
-        wrapper_bundles: (0..copies as u64).map(|i| i * slot).collect(),
-    };
-    let restored = plan_restore(&out, &payload)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .rewrite
-        .to_vec_with_contents(&out, contents);
-    verify(&restored).unwrap_or_else(|i| panic!("restored: {i:#?}"));
+    let restored = restore_large_pie(&input, &out, copies, slot);
     assert_eq!(numbering(&restored), numbering(&input));
-    let after = inspect(&restored).unwrap();
-    assert_eq!(after.kind, before.kind);
-    let fatbin = after.fatbin.unwrap();
-    assert_eq!(
-        &restored[fatbin.offset as usize..(fatbin.offset + fatbin.size) as usize],
-        contents
-    );
     let restored_elf = ElfFile::parse(&restored).unwrap();
     assert_eq!(restored_elf.section_headers().len(), count);
     for (a, b) in input_elf
