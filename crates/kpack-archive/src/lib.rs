@@ -97,6 +97,8 @@ mod coder;
 pub mod digest;
 mod error;
 pub mod kpm;
+#[cfg(feature = "write")]
+mod prefix_template;
 mod reader;
 #[cfg(feature = "write")]
 mod recompress;

@@ -1,0 +1,191 @@
+//! A reference loaded once into a zstd compression context and copied for every kernel coded
+//! against it: the part of zstd's API that the `zstd` crate does not wrap, so written here over
+//! `zstd-sys` (`ZSTD_getCParams`, `ZSTD_compressBegin_advanced`, `ZSTD_copyCCtx`,
+//! `ZSTD_compressEnd`).
+//!
+//! At levels 13 and over, zstd's binary-tree match finder inserts every position of a prefix
+//! into its tree before it codes the first byte against it; on librocblas that loading was a
+//! quarter of a level-19 `unified` pack on one core, paid again by every kernel coded against
+//! the same reference (a group's root is the reference of up to 13 others). A
+//! [`PrefixTemplate`] pays it once: `ZSTD_copyCCtx` duplicates the loaded tables (a memory
+//! copy) into a fresh context for each kernel.
+//!
+//! The frames are the bytes `ZSTD_CCtx_refPrefix` and `ZSTD_compress2` make with the same
+//! parameters (`templated_frames_are_the_bytes_of_a_prefix_compression` checks it on real
+//! kernels), so whether a kernel is coded through a template never shows in the archive. Two
+//! things make that so:
+//! * the parameters are the ones `ZSTD_compress2` derives for the kernel's size and the
+//!   prefix's (level, then the window set by the coder, then zstd's adjustment), and a template
+//!   serves only kernels whose derived parameters are the template's;
+//! * `ZSTD_copyCCtx` begins a frame without a checksum, so the frame's descriptor gets its
+//!   checksum bit and the checksum (the low 32 bits of the content's XXH64, RFC 8878 §3.1.1)
+//!   is appended here. Neither changes the blocks, nor the frame header's size.
+//!
+//! Long-distance matching cannot be carried this way (`ZSTD_copyCCtx` leaves the copy's
+//! long-distance table empty), so the coder codes a kernel that needs it with its own context.
+#![allow(unsafe_code)]
+
+use std::ptr::NonNull;
+
+use zstd_sys as sys;
+
+/// The compression parameters `ZSTD_compress2` applies to `len` bytes at `level` against a
+/// prefix of `prefix_len` bytes with the window log `window_log`.
+pub(crate) fn parameters(
+    level: i32,
+    len: usize,
+    prefix_len: usize,
+    window_log: u32,
+) -> sys::ZSTD_compressionParameters {
+    // SAFETY: both functions take and return plain values.
+    unsafe {
+        let mut params = sys::ZSTD_getCParams(level, len as u64, prefix_len);
+        params.windowLog = window_log;
+        sys::ZSTD_adjustCParams(params, len as u64, prefix_len)
+    }
+}
+
+/// Whether `a` and `b` are the same parameters.
+pub(crate) fn same_parameters(
+    a: &sys::ZSTD_compressionParameters,
+    b: &sys::ZSTD_compressionParameters,
+) -> bool {
+    let fields = |p: &sys::ZSTD_compressionParameters| {
+        (
+            p.windowLog,
+            p.chainLog,
+            p.hashLog,
+            p.searchLog,
+            p.minMatch,
+            p.targetLength,
+            p.strategy,
+        )
+    };
+    fields(a) == fields(b)
+}
+
+/// Whether `params` use a binary-tree match finder (levels 13 and over on large inputs): the
+/// finder whose prefix loading is worth sharing, and the one a template serves.
+/// (`ZSTD_copyCCtx` does not copy the row match finder's tag table, so a copied lazy-level
+/// context codes differently.)
+pub(crate) fn uses_tree(params: &sys::ZSTD_compressionParameters) -> bool {
+    params.strategy as u32 >= sys::ZSTD_strategy::ZSTD_btlazy2 as u32
+}
+
+/// Whether zstd's match finder with `params` reaches back over the whole of a prefix of
+/// `prefix_len` bytes without long-distance matching: a binary tree holds the last
+/// 2^(chainLog-1) positions. The other finders keep only as many positions as their tables
+/// hold, so a large prefix needs long-distance matching there.
+pub(crate) fn tree_reaches(params: &sys::ZSTD_compressionParameters, prefix_len: usize) -> bool {
+    uses_tree(params) && prefix_len < 1usize << (params.chainLog - 1)
+}
+
+/// A zstd context with a prefix loaded, ready to begin a frame; see the module doc.
+pub(crate) struct PrefixTemplate<'p> {
+    cctx: NonNull<sys::ZSTD_CCtx>,
+    /// The context reads the prefix in place until it is dropped.
+    _prefix: std::marker::PhantomData<&'p [u8]>,
+}
+
+// SAFETY: the context is only read once begun (`ZSTD_copyCCtx` takes it as `const`), and zstd
+// contexts hold no thread-local state.
+unsafe impl Send for PrefixTemplate<'_> {}
+unsafe impl Sync for PrefixTemplate<'_> {}
+
+impl<'p> PrefixTemplate<'p> {
+    /// `prefix` loaded with `params`, for frames that record their content size and checksum;
+    /// an error is zstd's code, or 0 if no context could be allocated.
+    pub(crate) fn new(
+        prefix: &'p [u8],
+        params: sys::ZSTD_compressionParameters,
+    ) -> Result<Self, usize> {
+        let template = PrefixTemplate {
+            // SAFETY: creates a context, freed on drop.
+            cctx: NonNull::new(unsafe { sys::ZSTD_createCCtx() }).ok_or(0usize)?,
+            _prefix: std::marker::PhantomData,
+        };
+        let frame = sys::ZSTD_frameParameters {
+            contentSizeFlag: 1,
+            checksumFlag: 1,
+            noDictIDFlag: 0,
+        };
+        // SAFETY: the context is valid, and the prefix outlives it ('p); the pledged size is
+        // replaced by each copy's.
+        let code = unsafe {
+            sys::ZSTD_compressBegin_advanced(
+                template.cctx.as_ptr(),
+                prefix.as_ptr().cast(),
+                prefix.len(),
+                sys::ZSTD_parameters {
+                    cParams: params,
+                    fParams: frame,
+                },
+                sys::ZSTD_CONTENTSIZE_UNKNOWN as u64,
+            )
+        };
+        check(code)?;
+        Ok(template)
+    }
+
+    /// One frame of `data` (not empty) coded against the prefix: the bytes `ZSTD_compress2`
+    /// makes with the template's parameters and the prefix referenced.
+    pub(crate) fn compress(&self, data: &[u8]) -> Result<Vec<u8>, usize> {
+        assert!(
+            !data.is_empty(),
+            "a copied context takes 0 bytes for an unknown size"
+        );
+        // SAFETY: creates a context, freed below on every path.
+        let copy = NonNull::new(unsafe { sys::ZSTD_createCCtx() }).ok_or(0usize)?;
+        let frame = self.compress_with(copy, data);
+        // SAFETY: `copy` was created above and is not used after this.
+        unsafe { sys::ZSTD_freeCCtx(copy.as_ptr()) };
+        frame
+    }
+
+    /// The memory the template's context holds.
+    #[cfg(test)]
+    pub(crate) fn sizeof(&self) -> usize {
+        // SAFETY: the context is valid.
+        unsafe { sys::ZSTD_sizeof_CCtx(self.cctx.as_ptr()) }
+    }
+
+    fn compress_with(&self, copy: NonNull<sys::ZSTD_CCtx>, data: &[u8]) -> Result<Vec<u8>, usize> {
+        // SAFETY: both contexts are valid; the template was begun and is only read.
+        check(unsafe { sys::ZSTD_copyCCtx(copy.as_ptr(), self.cctx.as_ptr(), data.len() as u64) })?;
+        let mut frame = vec![0u8; zstd::zstd_safe::compress_bound(data.len()) + 4];
+        // SAFETY: `frame` and `data` are valid for the lengths given; the copy reads the
+        // prefix, which outlives the template.
+        let len = check(unsafe {
+            sys::ZSTD_compressEnd(
+                copy.as_ptr(),
+                frame.as_mut_ptr().cast(),
+                frame.len() - 4,
+                data.as_ptr().cast(),
+                data.len(),
+            )
+        })?;
+        frame.truncate(len);
+        // The frame header descriptor follows the 4-byte magic; bit 2 is the checksum flag.
+        frame[4] |= 0x04;
+        let checksum = twox_hash::XxHash64::oneshot(0, data) as u32;
+        frame.extend_from_slice(&checksum.to_le_bytes());
+        Ok(frame)
+    }
+}
+
+impl Drop for PrefixTemplate<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the context was created by `new` and is not used after this.
+        unsafe { sys::ZSTD_freeCCtx(self.cctx.as_ptr()) };
+    }
+}
+
+/// `code`, or the error zstd's function returned.
+fn check(code: usize) -> Result<usize, usize> {
+    // SAFETY: takes and returns plain values.
+    if unsafe { sys::ZSTD_isError(code) } != 0 {
+        Err(code)
+    } else {
+        Ok(code)
+    }
+}
