@@ -3,7 +3,6 @@
 //! The format and the method are described in [`crate::unified`]'s module doc.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 use zstd::zstd_safe::{self, CCtx, CParameter};
@@ -137,8 +136,8 @@ impl Coder {
             Parent::Earlier => earlier[i].expect("an earlier root was tried"),
         };
         let level = self.level;
-        // Kernels coded against the same member share one loaded reference where that keeps
-        // every core busy (`templated_children`). The others are coded one task each, the
+        // Kernels coded against the same member share one loaded reference on one thread
+        // (`templated_children`). The others are coded one task each, the
         // longest first (roots, then the largest), so that no core is left idle at the end
         // of the group on a root started last; each frame is then put back at its place in
         // the writing order.
@@ -373,14 +372,21 @@ struct TemplatedChildren {
 /// The kernels of `plan` worth coding through a template: two or more kernels against one
 /// member with the same parameters, at a level whose match finder is a binary tree (the
 /// costly load), without long-distance matching (a copied context does not carry its table),
-/// where the template and a copy per core fit [`CONTEXT_BUDGET`] at once, so
-/// that sharing the load never takes a core away. Which kernels go this way never changes a
-/// frame's bytes (see [`prefix_template`]), so it may depend on the thread count.
+/// on a pool of one thread, where the template and its copy fit [`CONTEXT_BUDGET`]. With
+/// more threads the kernels are coded in parallel, each loading its reference: a template
+/// shared by two threads needs three contexts at once, which for 8 MB kernels do not fit the
+/// gate, and on 2 cores it saved CPU but no time (librocsparse level 19: 333 s before, 338 s
+/// with it), while the copies coded on threads of their own raised librocblas's peak from
+/// 475 to 503-526 MiB. Which kernels go this way never changes a frame's bytes (see
+/// [`prefix_template`]), so it may depend on the thread count.
 fn templated_children(
     plan: &[(usize, Option<Parent>)],
     members: &[(&str, &[u8])],
     level: i32,
 ) -> Vec<TemplatedChildren> {
+    if rayon::current_num_threads() > 1 {
+        return Vec::new();
+    }
     let mut groups: Vec<TemplatedChildren> = Vec::new();
     for (p, &(member, reference)) in plan.iter().enumerate() {
         let Some(Parent::Member(parent)) = reference else {
@@ -412,50 +418,30 @@ fn templated_children(
             }),
         }
     }
-    let threads = rayon::current_num_threads();
-    groups.retain(|g| {
-        let lanes = g.children.len().min(threads) as u64;
-        g.children.len() >= 2 && (1 + lanes) * g.estimate <= CONTEXT_BUDGET
-    });
+    groups.retain(|g| g.children.len() >= 2 && 2 * g.estimate <= CONTEXT_BUDGET);
     groups
 }
 
 impl TemplatedChildren {
     /// The children's frames, by plan position: the template loaded once, then one copy of
-    /// it per kernel, on as many threads as there are cores (at most one per child). The
-    /// contexts are reserved together, before any is made, and the threads are plain ones:
-    /// a rayon worker holding a reservation could otherwise steal a task that waits on the
-    /// gate for memory only this one would release.
+    /// it per kernel, one after the other on this thread (the pool has one). The template and
+    /// the copy are reserved together, before either is made.
     fn code(
         &self,
         plan: &[(usize, Option<Parent>)],
         members: &[(&str, &[u8])],
     ) -> Result<Vec<(usize, Vec<u8>)>, ArchiveError> {
-        let lanes = self.children.len().min(rayon::current_num_threads());
-        let _contexts = CONTEXTS.reserve((1 + lanes as u64) * self.estimate);
+        let _contexts = CONTEXTS.reserve(2 * self.estimate);
         let template =
             PrefixTemplate::new(members[self.parent].1, self.params).map_err(zstd_failure)?;
-        let next = AtomicUsize::new(0);
-        let lane = || -> Result<Vec<(usize, Vec<u8>)>, ArchiveError> {
-            let mut frames = Vec::new();
-            while let Some(&p) = self.children.get(next.fetch_add(1, Ordering::Relaxed)) {
+        self.children
+            .iter()
+            .map(|&p| {
                 let data = members[plan[p].0].1;
                 let frame = template.compress(data).map_err(zstd_failure)?;
-                frames.push((p, within_frame_size(frame)?));
-            }
-            Ok(frames)
-        };
-        std::thread::scope(|scope| {
-            let others: Vec<_> = (1..lanes).map(|_| scope.spawn(lane)).collect();
-            let mut frames = lane()?;
-            for other in others {
-                let more = other
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-                frames.extend(more);
-            }
-            Ok(frames)
-        })
+                Ok((p, within_frame_size(frame)?))
+            })
+            .collect()
     }
 }
 
