@@ -87,11 +87,6 @@ pub(crate) struct PrefixTemplate<'p> {
     _prefix: std::marker::PhantomData<&'p [u8]>,
 }
 
-// SAFETY: the context is only read once begun (`ZSTD_copyCCtx` takes it as `const`), and zstd
-// contexts hold no thread-local state.
-unsafe impl Send for PrefixTemplate<'_> {}
-unsafe impl Sync for PrefixTemplate<'_> {}
-
 impl<'p> PrefixTemplate<'p> {
     /// `prefix` loaded with `params`, for frames that record their content size and checksum;
     /// an error is zstd's code, or 0 if no context could be allocated.
