@@ -28,7 +28,9 @@ mkdir -p corpus/archive_v2
 # KPACK_BIN: a kpack binary already built (test.sh passes the one its tests built).
 kpack=${KPACK_BIN:-}
 if [ -z "$kpack" ]; then
-  cargo build --release -q --manifest-path ../Cargo.toml -p kpack-cli --bin kpack
+  # The workspace's own release profile, not the smoke build's opt-level.
+  env -u CARGO_PROFILE_RELEASE_OPT_LEVEL \
+    cargo build --release -q --manifest-path ../Cargo.toml -p kpack-cli --bin kpack
   kpack=../target/${CARGO_BUILD_TARGET:+$CARGO_BUILD_TARGET/}release/kpack
 fi
 for lib in libtwo.so librdc.so; do
