@@ -13,6 +13,8 @@
 //! first target of the whole library, its single-target v2 archive against v1 and the same
 //! lower bound over that target's code objects (the floor of a single-target archive). For a
 //! sampled input the full-library v2 size is projected from the sample's v2/v1 ratio.
+//! The figures that are sizes only are measured for every input at once, which keeps both
+//! cores busy; the two pack times are measured one after the other with nothing else running.
 //! Needs the corpus from `scripts/setup.sh` and `zstd` on PATH. Arguments (after `--`) that
 //! are not options keep only the inputs whose name contains one of them
 //! (`cargo bench -p kpack-cli --bench compression -- _linalg`).
@@ -134,6 +136,62 @@ fn mb(n: u64) -> String {
     format!("{:.3} MB", n as f64 / 1e6)
 }
 
+/// An input walked: its name, what [`Collect`] gathered and its `.hip_fatbin` size.
+struct Walked {
+    name: &'static str,
+    collect: Collect,
+    fatbin: u64,
+}
+
+impl Walked {
+    fn sample(&self) -> Vec<&Kernel> {
+        self.collect.sample.iter().collect()
+    }
+    fn first_target(&self) -> Vec<&Kernel> {
+        self.collect.first_target.iter().collect()
+    }
+}
+
+/// The figures of one input that are sizes only: per target of the sample (target, v1
+/// zstd-3, v2), the sample's lower bound, and the first target of the whole library (v2, v1,
+/// lower bound).
+struct Sizes {
+    per_target: Vec<(String, u64, u64)>,
+    bound: u64,
+    one: (u64, u64, u64),
+}
+
+/// [`Sizes`] but the single-target v2 archive (the caller codes it beside): the per-target
+/// archives are coded side by side, a single-target archive's groups holding one kernel each
+/// and being coded one after the other, on one core.
+fn sizes_but_one_v2(input: &Walked) -> (Vec<(String, u64, u64)>, u64, u64, u64) {
+    let all = input.sample();
+    let mut targets: Vec<&str> = all.iter().map(|k| k.1.as_str()).collect();
+    targets.sort();
+    targets.dedup();
+    let per_target = std::thread::scope(|s| {
+        let coders: Vec<_> = targets
+            .iter()
+            .map(|t| {
+                let of: Vec<&Kernel> = all.iter().copied().filter(|k| k.1 == *t).collect();
+                s.spawn(move || {
+                    (
+                        t.to_string(),
+                        archive(&of, Compression::zstd()).0,
+                        archive(&of, Compression::unified()).0,
+                    )
+                })
+            })
+            .collect();
+        coders.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let (bound, _) = zstd(&["-19", "--long=27", "-T2"], &all);
+    let one = input.first_target();
+    let one_v1 = archive(&one, Compression::zstd()).0;
+    let one_bound = zstd(&["-19", "--long=27", "-T2"], &one).0;
+    (per_target, bound, one_v1, one_bound)
+}
+
 fn main() {
     let c = corpus();
     let jax = std::fs::read_dir(c.join("wx"))
@@ -170,137 +228,152 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    for (name, path, stride, budget) in inputs {
-        if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
-            continue;
-        }
-        let opened =
-            std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let file = kpack_pipeline::map_file(&opened, &path).unwrap_or_else(|e| panic!("{e}"));
-        let mut collect = Collect {
-            name: path.file_name().unwrap().to_string_lossy().into_owned(),
-            stride,
-            budget,
-            kept: 0,
-            bundle: None,
-            take: false,
-            sample: Vec::new(),
-            v1_full: 0,
-            raw_full: 0,
-            first_target: Vec::new(),
-            compressor: KernelCompressor::new(Compression::zstd()),
-        };
-        walk_mapped(&file, &mut collect).unwrap();
-        let fatbin = fatbin_size(&path);
-        let all: Vec<&Kernel> = collect.sample.iter().collect();
-        let raw_sample: u64 = all.iter().map(|k| k.2.len() as u64).sum();
-        let mut targets: Vec<&str> = all.iter().map(|k| k.1.as_str()).collect();
-        targets.sort();
-        targets.dedup();
-        // Per target: v1 zstd-3 and v2, as split and transform write them. Only sizes are
-        // printed, so the targets are coded side by side: a single-target archive's groups
-        // hold one kernel each and are coded one after the other, on one core.
-        let per_target: Vec<(u64, u64)> = std::thread::scope(|s| {
-            let coders: Vec<_> = targets
-                .iter()
-                .map(|t| {
-                    let of: Vec<&Kernel> = all.iter().copied().filter(|k| k.1 == *t).collect();
-                    s.spawn(move || {
-                        (
-                            archive(&of, Compression::zstd()).0,
-                            archive(&of, Compression::unified()).0,
-                        )
-                    })
+    let walked: Vec<Walked> = inputs
+        .into_iter()
+        .filter(|(name, ..)| only.is_empty() || only.iter().any(|o| name.contains(o.as_str())))
+        .map(|(name, path, stride, budget)| {
+            let opened =
+                std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let file = kpack_pipeline::map_file(&opened, &path).unwrap_or_else(|e| panic!("{e}"));
+            let mut collect = Collect {
+                name: path.file_name().unwrap().to_string_lossy().into_owned(),
+                stride,
+                budget,
+                kept: 0,
+                bundle: None,
+                take: false,
+                sample: Vec::new(),
+                v1_full: 0,
+                raw_full: 0,
+                first_target: Vec::new(),
+                compressor: KernelCompressor::new(Compression::zstd()),
+            };
+            walk_mapped(&file, &mut collect).unwrap();
+            Walked {
+                name,
+                collect,
+                fatbin: fatbin_size(&path),
+            }
+        })
+        .collect();
+    // The figures that are sizes only, of every input at once: the single-target v2 archives
+    // (one core's work each, see `sizes_but_one_v2`), each on a thread pool of its own so
+    // that they do not queue behind the rest in the global one, beside the rest; the cores
+    // stay busy instead of one of them waiting for the largest single-target archive.
+    let sizes: Vec<Sizes> = std::thread::scope(|s| {
+        let one_v2: Vec<_> = walked
+            .iter()
+            .map(|input| {
+                s.spawn(move || {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(1)
+                        .build()
+                        .unwrap();
+                    pool.install(|| archive(&input.first_target(), Compression::unified()).0)
                 })
-                .collect();
-            coders.into_iter().map(|c| c.join().unwrap()).collect()
-        });
-        let (mut v1_targets, mut v2_targets, mut worst) = (0, 0, (0.0f64, ""));
-        for (t, &(v1, v2)) in targets.iter().zip(&per_target) {
-            v1_targets += v1;
-            v2_targets += v2;
-            let ratio = v2 as f64 / v1 as f64;
-            if ratio > worst.0 {
-                worst = (ratio, t);
-            }
-        }
+            })
+            .collect();
+        let rest: Vec<_> = walked.iter().map(sizes_but_one_v2).collect();
+        rest.into_iter()
+            .zip(one_v2)
+            .map(|((per_target, bound, one_v1, one_bound), v2)| Sizes {
+                per_target,
+                bound,
+                one: (v2.join().unwrap(), one_v1, one_bound),
+            })
+            .collect()
+    });
+    // The pack times, one input at a time, with nothing else running.
+    for (input, sizes) in walked.iter().zip(sizes) {
+        let all = input.sample();
         let (v2_all, v2_time) = archive(&all, Compression::unified());
-        let (bound, _) = zstd(&["-19", "--long=27", "-T2"], &all);
         let (_, zstd19_time) = zstd(&["-19", "-T2"], &all);
-        let sampled = raw_sample < collect.raw_full;
-        println!(
-            "{name}: {} targets, {} of code objects{}",
-            targets.len(),
-            mb(collect.raw_full),
-            if sampled {
-                let bundles = all
-                    .iter()
-                    .map(|k| &k.0)
-                    .collect::<std::collections::BTreeSet<_>>();
-                format!(
-                    ", sample {} ({} bundles, every {stride}th)",
-                    mb(raw_sample),
-                    bundles.len()
-                )
-            } else {
-                String::new()
-            }
-        );
-        println!("  .hip_fatbin                           {}", mb(fatbin));
-        println!(
-            "  v1 zstd-3, per-target archives        {} ({:.2}x the fatbin)",
-            mb(collect.v1_full),
-            collect.v1_full as f64 / fatbin as f64
-        );
-        let scale = collect.v1_full as f64 / v1_targets as f64;
-        println!(
-            "  v2 unified, all targets in one        {}{} ({:.2}x the fatbin, {:.2}x v1)",
-            mb(v2_all),
-            if sampled {
-                format!(
-                    " on the sample, {} projected",
-                    mb((v2_all as f64 * scale) as u64)
-                )
-            } else {
-                String::new()
-            },
-            v2_all as f64 * scale / fatbin as f64,
-            v2_all as f64 / v1_targets as f64
-        );
-        println!(
-            "  v2 unified, per target                {:.3}x v1 zstd-3 (worst {} {:.3}x)",
-            v2_targets as f64 / v1_targets as f64,
-            worst.1,
-            worst.0
-        );
-        println!(
-            "  lower bound zstd -19 --long=27        {} ({:.3}x v1 zstd-3 of the same bytes)",
-            mb(bound),
-            bound as f64 / v1_targets as f64
-        );
-        println!(
-            "  pack time: v2 all targets {:.1} s, zstd -19 -T2 {:.1} s ({:.2}x)",
-            v2_time.as_secs_f64(),
-            zstd19_time.as_secs_f64(),
-            v2_time.as_secs_f64() / zstd19_time.as_secs_f64()
-        );
-        // One target of the whole library: its v2 archive, and what even one stream without
-        // random access reaches on the same bytes (the floor of a single-target archive).
-        // The v2 archive (on one core, see above) is coded beside the other two.
-        let one: Vec<&Kernel> = collect.first_target.iter().collect();
-        let (v2, v1, bound) = std::thread::scope(|s| {
-            let v2 = s.spawn(|| archive(&one, Compression::unified()).0);
-            let v1 = archive(&one, Compression::zstd()).0;
-            let bound = zstd(&["-19", "--long=27", "-T2"], &one).0;
-            (v2.join().unwrap(), v1, bound)
-        });
-        println!(
-            "  one target, whole library ({}, {} code objects): v2 {:.3}x v1 zstd-3, \
-             lower bound zstd -19 --long=27 {:.3}x",
-            one[0].1,
-            one.len(),
-            v2 as f64 / v1 as f64,
-            bound as f64 / v1 as f64
-        );
+        print(input, &sizes, v2_all, v2_time, zstd19_time);
     }
+}
+
+/// Prints the figures of one input (see the module doc).
+fn print(input: &Walked, sizes: &Sizes, v2_all: u64, v2_time: Duration, zstd19_time: Duration) {
+    let (name, collect, fatbin) = (input.name, &input.collect, input.fatbin);
+    let all = input.sample();
+    let raw_sample: u64 = all.iter().map(|k| k.2.len() as u64).sum();
+    let (mut v1_targets, mut v2_targets, mut worst) = (0, 0, (0.0f64, ""));
+    for (t, v1, v2) in &sizes.per_target {
+        v1_targets += v1;
+        v2_targets += v2;
+        let ratio = *v2 as f64 / *v1 as f64;
+        if ratio > worst.0 {
+            worst = (ratio, t);
+        }
+    }
+    let sampled = raw_sample < collect.raw_full;
+    println!(
+        "{name}: {} targets, {} of code objects{}",
+        sizes.per_target.len(),
+        mb(collect.raw_full),
+        if sampled {
+            let bundles = all
+                .iter()
+                .map(|k| &k.0)
+                .collect::<std::collections::BTreeSet<_>>();
+            format!(
+                ", sample {} ({} bundles, every {}th)",
+                mb(raw_sample),
+                bundles.len(),
+                collect.stride
+            )
+        } else {
+            String::new()
+        }
+    );
+    println!("  .hip_fatbin                           {}", mb(fatbin));
+    println!(
+        "  v1 zstd-3, per-target archives        {} ({:.2}x the fatbin)",
+        mb(collect.v1_full),
+        collect.v1_full as f64 / fatbin as f64
+    );
+    let scale = collect.v1_full as f64 / v1_targets as f64;
+    println!(
+        "  v2 unified, all targets in one        {}{} ({:.2}x the fatbin, {:.2}x v1)",
+        mb(v2_all),
+        if sampled {
+            format!(
+                " on the sample, {} projected",
+                mb((v2_all as f64 * scale) as u64)
+            )
+        } else {
+            String::new()
+        },
+        v2_all as f64 * scale / fatbin as f64,
+        v2_all as f64 / v1_targets as f64
+    );
+    println!(
+        "  v2 unified, per target                {:.3}x v1 zstd-3 (worst {} {:.3}x)",
+        v2_targets as f64 / v1_targets as f64,
+        worst.1,
+        worst.0
+    );
+    println!(
+        "  lower bound zstd -19 --long=27        {} ({:.3}x v1 zstd-3 of the same bytes)",
+        mb(sizes.bound),
+        sizes.bound as f64 / v1_targets as f64
+    );
+    println!(
+        "  pack time: v2 all targets {:.1} s, zstd -19 -T2 {:.1} s ({:.2}x)",
+        v2_time.as_secs_f64(),
+        zstd19_time.as_secs_f64(),
+        v2_time.as_secs_f64() / zstd19_time.as_secs_f64()
+    );
+    // One target of the whole library: its v2 archive, and what even one stream without
+    // random access reaches on the same bytes (the floor of a single-target archive).
+    let one = input.first_target();
+    let (v2, v1, bound) = sizes.one;
+    println!(
+        "  one target, whole library ({}, {} code objects): v2 {:.3}x v1 zstd-3, \
+         lower bound zstd -19 --long=27 {:.3}x",
+        one[0].1,
+        one.len(),
+        v2 as f64 / v1 as f64,
+        bound as f64 / v1 as f64
+    );
 }
