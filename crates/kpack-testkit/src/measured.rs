@@ -6,7 +6,9 @@
 //!
 //! Records live in `kpack-measurements/` beside the binary (the profile's target directory),
 //! one `<key>.txt` per command: the binary's SHA-256, wall seconds, peak RSS in MiB, CPU
-//! seconds.
+//! seconds. A command's output may be kept beside its record ([`keep`]) for a benchmark that
+//! reads it ([`kept`]): the level-19 `unified` archive of librocsparse a real-world test makes
+//! is the C API bench's v2 archive.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -77,6 +79,24 @@ pub fn run_and_record(kpack: &Path, key: &str, args: &[&Path]) -> ChildRun {
     run
 }
 
+/// Keeps the file `output` of the command recorded under `key` ([`run_and_record`]), for
+/// [`kept`]; written under a temporary name and renamed, so that a kept file is whole.
+pub fn keep(kpack: &Path, key: &str, output: &Path) {
+    let kept = record_path(kpack, key).with_extension("kept");
+    let partial = kept.with_extension("kept.partial");
+    std::fs::copy(output, &partial)
+        .unwrap_or_else(|e| panic!("{} -> {}: {e}", output.display(), partial.display()));
+    std::fs::rename(&partial, &kept).unwrap_or_else(|e| panic!("{}: {e}", kept.display()));
+}
+
+/// The file kept ([`keep`]) from the command recorded under `key` by this very `kpack`
+/// binary, if any.
+pub fn kept(kpack: &Path, key: &str) -> Option<PathBuf> {
+    recorded(kpack, key)?;
+    let kept = record_path(kpack, key).with_extension("kept");
+    kept.is_file().then_some(kept)
+}
+
 /// The run recorded under `key` by this very `kpack` binary, if any.
 pub fn recorded(kpack: &Path, key: &str) -> Option<ChildRun> {
     let text = std::fs::read_to_string(record_path(kpack, key)).ok()?;
@@ -102,12 +122,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_record_serves_the_binary_that_made_it_and_no_other() {
+    fn a_record_and_its_kept_output_serve_the_binary_that_made_them_and_no_other() {
         let dir = tempfile::tempdir().unwrap();
         let binary = dir.path().join("kpack");
         std::fs::copy("/bin/true", &binary).unwrap();
         assert!(recorded(&binary, "k").is_none(), "nothing recorded yet");
         let run = run_and_record(&binary, "k", &[]);
+        assert!(kept(&binary, "k").is_none(), "nothing kept yet");
+        let output = dir.path().join("output");
+        std::fs::write(&output, b"archive").unwrap();
+        keep(&binary, "k", &output);
+        assert_eq!(
+            std::fs::read(kept(&binary, "k").unwrap()).unwrap(),
+            b"archive"
+        );
         let again = recorded(&binary, "k").expect("recorded");
         assert_eq!(again.wall.as_secs_f64(), run.wall.as_secs_f64());
         assert_eq!(again.peak_mib, run.peak_mib);
@@ -118,5 +146,6 @@ mod tests {
         bytes.push(0);
         std::fs::write(&binary, bytes).unwrap();
         assert!(recorded(&binary, "k").is_none());
+        assert!(kept(&binary, "k").is_none(), "kept by another build");
     }
 }
