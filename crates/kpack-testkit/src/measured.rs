@@ -65,8 +65,10 @@ fn binary_digest(kpack: &Path) -> String {
 
 /// [`run_measured`] of `kpack args`, recorded under `key` for [`recorded`].
 pub fn run_and_record(kpack: &Path, key: &str, args: &[&Path]) -> ChildRun {
-    let run = run_measured(kpack, args);
     let path = record_path(kpack, key);
+    // An earlier run's kept output must not outlive its record and pass for this run's.
+    let _ = std::fs::remove_file(kept_path(&path));
+    let run = run_measured(kpack, args);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let text = format!(
         "{} {} {} {}\n",
@@ -82,7 +84,7 @@ pub fn run_and_record(kpack: &Path, key: &str, args: &[&Path]) -> ChildRun {
 /// Keeps the file `output` of the command recorded under `key` ([`run_and_record`]), for
 /// [`kept`]; written under a temporary name and renamed, so that a kept file is whole.
 pub fn keep(kpack: &Path, key: &str, output: &Path) {
-    let kept = record_path(kpack, key).with_extension("kept");
+    let kept = kept_path(&record_path(kpack, key));
     let partial = kept.with_extension("kept.partial");
     std::fs::copy(output, &partial)
         .unwrap_or_else(|e| panic!("{} -> {}: {e}", output.display(), partial.display()));
@@ -93,8 +95,13 @@ pub fn keep(kpack: &Path, key: &str, output: &Path) {
 /// binary, if any.
 pub fn kept(kpack: &Path, key: &str) -> Option<PathBuf> {
     recorded(kpack, key)?;
-    let kept = record_path(kpack, key).with_extension("kept");
+    let kept = kept_path(&record_path(kpack, key));
     kept.is_file().then_some(kept)
+}
+
+/// Where the output kept with the record at `record` is.
+fn kept_path(record: &Path) -> PathBuf {
+    record.with_extension("kept")
 }
 
 /// The run recorded under `key` by this very `kpack` binary, if any.
@@ -147,5 +154,8 @@ mod tests {
         std::fs::write(&binary, bytes).unwrap();
         assert!(recorded(&binary, "k").is_none());
         assert!(kept(&binary, "k").is_none(), "kept by another build");
+        // A new run drops what the last one kept, even before it records.
+        run_and_record(&binary, "k", &[]);
+        assert!(kept(&binary, "k").is_none(), "kept by an earlier run");
     }
 }
