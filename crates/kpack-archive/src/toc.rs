@@ -604,6 +604,11 @@ impl<'a> Entries<'a> {
     /// One entry's map: `type`, `ordinal`, `original_size` and optional `metadata`. The
     /// ordinal and size are checked against the stored kernels once those are known.
     fn read(&mut self, c: &mut Cursor<'a>, path: &Path<'_>, arch: u32) -> Result<Entry, Failed> {
+        let at = c.clone();
+        if let Some((ordinal, original_size, digest)) = canonical_entry(c) {
+            return Ok(self.entry(arch, ordinal, original_size, 0..0, digest));
+        }
+        *c = at;
         let (mut hsaco, mut ordinal, mut original_size, mut metadata) = (None, None, None, None);
         let mut digest = None;
         self.others.clear();
@@ -647,17 +652,30 @@ impl<'a> Entries<'a> {
         required(hsaco, path, "type")?;
         let ordinal = required(ordinal, path, "ordinal")?;
         let original_size = required(original_size, path, "original_size")?;
+        let metadata = metadata.unwrap_or(0..0);
+        Ok(self.entry(arch, ordinal, original_size, metadata, digest))
+    }
+
+    /// The entry of the fields read, its ordinal narrowed (a wide one is noted).
+    fn entry(
+        &mut self,
+        arch: u32,
+        ordinal: u64,
+        original_size: u64,
+        metadata: Range<usize>,
+        digest: Option<u64>,
+    ) -> Entry {
         let narrow = u32::try_from(ordinal).unwrap_or_else(|_| {
             self.wide_ordinal.get_or_insert((self.list.len(), ordinal));
             u32::MAX
         });
-        Ok(Entry {
+        Entry {
             arch,
             ordinal: narrow,
             original_size,
-            metadata: metadata.unwrap_or(0..0),
+            metadata,
             digest,
-        })
+        }
     }
 
     /// An entry's `metadata` map (str → str), appended to `metadata`.
@@ -673,6 +691,34 @@ impl<'a> Entries<'a> {
         Ok(first..self.metadata.len())
     }
 }
+
+/// An entry map as our writer (with the digest) or the reference writer (without) encodes it
+/// when it has no metadata: `type: "hsaco"`, `ordinal`, `original_size` and then the digest,
+/// in that order. `None` for any other encoding, which [`Entries::read`] then reads field by
+/// field (the cursor is restored by the caller).
+#[inline]
+fn canonical_entry(c: &mut Cursor<'_>) -> Option<(u64, u64, Option<u64>)> {
+    let digested = c.eat(b"\x84\xa4type\xa5hsaco\xa7ordinal");
+    if !digested && !c.eat(b"\x83\xa4type\xa5hsaco\xa7ordinal") {
+        return None;
+    }
+    let ordinal = c.uint::<Failed>(&Path::Root).ok()?;
+    if !c.eat(b"\xadoriginal_size") {
+        return None;
+    }
+    let original_size = c.uint::<Failed>(&Path::Root).ok()?;
+    if !digested {
+        return Some((ordinal, original_size, None));
+    }
+    if !c.eat(ENTRY_KEY_STR) {
+        return None;
+    }
+    let digest = c.uint::<Failed>(&Path::Root).ok()?;
+    Some((ordinal, original_size, Some(digest)))
+}
+
+/// [`ENTRY_KEY`] as a msgpack fixstr.
+const ENTRY_KEY_STR: &[u8] = b"\xa4xxh3";
 
 /// Reads a value with `read`, or skips it if `read` finds it wrong, keeping what is wrong: for
 /// a field only one scheme uses. Fails only if the value is not well-formed msgpack.
@@ -695,9 +741,37 @@ fn deferred<'a, T>(
 /// order) whose name repeats an earlier one's.
 fn sort_binaries(names: &str, binaries: &[Binary]) -> Result<Vec<u32>, u32> {
     let name = |i: u32| names[binaries[i as usize].name.clone()].as_bytes();
+    // A library's keys share a long prefix (`lib/librocsparse.so.0.1#`): the sort compares
+    // the 8 bytes after the prefix all names share, as one integer, and whole names only where
+    // those are equal, which saves most of the cost of sorting at open.
+    let first = binaries
+        .first()
+        .map_or(&[][..], |b| names[b.name.clone()].as_bytes());
+    let shared = binaries.iter().fold(first.len(), |n, b| {
+        let other = names[b.name.clone()].as_bytes();
+        first[..n]
+            .iter()
+            .zip(other)
+            .take_while(|(a, b)| a == b)
+            .count()
+    });
+    let keys: Vec<u64> = binaries
+        .iter()
+        .map(|b| {
+            let mut key = [0u8; 8];
+            let rest = &names.as_bytes()[b.name.start + shared..b.name.end];
+            let n = rest.len().min(8);
+            key[..n].copy_from_slice(&rest[..n]);
+            u64::from_be_bytes(key)
+        })
+        .collect();
     let mut sorted: Vec<u32> = (0..binaries.len() as u32).collect();
     // Stable: equal names stay in TOC order, so each run's second is its first repeat.
-    sorted.sort_by(|&a, &b| name(a).cmp(name(b)));
+    sorted.sort_by(|&a, &b| {
+        keys[a as usize]
+            .cmp(&keys[b as usize])
+            .then_with(|| name(a).cmp(name(b)))
+    });
     let repeat = sorted
         .windows(2)
         .filter(|w| name(w[0]) == name(w[1]))
@@ -761,38 +835,25 @@ fn blob_table(
     let mut others = KeySet::default();
     for i in 0..n {
         let bpath = &Path::Index(path, i);
-        let (mut offset, mut size, mut reference) = (None, None, None);
-        others.clear();
-        for _ in 0..c.map::<Failed>(bpath)? {
-            match c.key_bytes::<Failed>(bpath)? {
-                b"offset" => {
-                    let n = c.uint::<Failed>(&Path::Field(bpath, "offset"))?;
-                    once(&mut offset, n, bpath, "offset")?;
-                }
-                b"size" => {
-                    let n = c.uint::<Failed>(&Path::Field(bpath, "size"))?;
-                    once(&mut size, n, bpath, "size")?;
-                }
-                b"ref" if with_refs => {
-                    let field = &Path::Field(bpath, "ref");
-                    let n = c.uint::<Failed>(field)?;
-                    if n >= i as u64 {
-                        return Err(FieldError::Invalid {
-                            path: field.to_string(),
-                            problem: format!("{n} is not an earlier frame's ordinal"),
-                        }
-                        .into());
-                    }
-                    once(&mut reference, n as u32, bpath, "ref")?;
-                }
-                key => {
-                    let key = c.utf8(key)?;
-                    others.skip_unknown::<Failed>(c, bpath, key)?;
-                }
+        let at = c.clone();
+        let (offset, size, reference) = match canonical_blob(c, with_refs) {
+            Some(fields) => fields,
+            None => {
+                *c = at;
+                blob_fields(c, bpath, with_refs, &mut others)?
             }
-        }
-        let offset = required(offset, bpath, "offset")?;
-        let size = required(size, bpath, "size")?;
+        };
+        let reference = match reference {
+            Some(n) if n >= i as u64 => {
+                return Err(FieldError::Invalid {
+                    path: Path::Field(bpath, "ref").to_string(),
+                    problem: format!("{n} is not an earlier frame's ordinal"),
+                }
+                .into());
+            }
+            // Below `i`, which is below the element count.
+            reference => reference.map(|n| n as u32),
+        };
         let range = checked_range(offset, size, data).ok_or_else(|| {
             layout_error(
                 format!("TOC: {bpath}"),
@@ -805,6 +866,65 @@ fn blob_table(
         ranges.push((range, reference));
     }
     Ok(ranges)
+}
+
+/// A blob or frame map as our writer encodes it: `offset`, `size` and, for a frame coded
+/// against another, `ref`, in that order. `None` for any other encoding, which
+/// [`blob_fields`] then reads (the cursor is restored by the caller).
+#[inline]
+fn canonical_blob(c: &mut Cursor<'_>, with_refs: bool) -> Option<(u64, u64, Option<u64>)> {
+    let referenced = with_refs && c.eat(b"\x83\xa6offset");
+    if !referenced && !c.eat(b"\x82\xa6offset") {
+        return None;
+    }
+    let offset = c.uint::<Failed>(&Path::Root).ok()?;
+    if !c.eat(b"\xa4size") {
+        return None;
+    }
+    let size = c.uint::<Failed>(&Path::Root).ok()?;
+    if !referenced {
+        return Some((offset, size, None));
+    }
+    if !c.eat(b"\xa3ref") {
+        return None;
+    }
+    let reference = c.uint::<Failed>(&Path::Root).ok()?;
+    Some((offset, size, Some(reference)))
+}
+
+/// A blob or frame map in any encoding: its `offset`, `size` and `ref` (`with_refs`), unknown
+/// keys skipped.
+fn blob_fields<'a>(
+    c: &mut Cursor<'a>,
+    bpath: &Path<'_>,
+    with_refs: bool,
+    others: &mut KeySet<'a>,
+) -> Result<(u64, u64, Option<u64>), Failed> {
+    let (mut offset, mut size, mut reference) = (None, None, None);
+    others.clear();
+    for _ in 0..c.map::<Failed>(bpath)? {
+        match c.key_bytes::<Failed>(bpath)? {
+            b"offset" => {
+                let n = c.uint::<Failed>(&Path::Field(bpath, "offset"))?;
+                once(&mut offset, n, bpath, "offset")?;
+            }
+            b"size" => {
+                let n = c.uint::<Failed>(&Path::Field(bpath, "size"))?;
+                once(&mut size, n, bpath, "size")?;
+            }
+            b"ref" if with_refs => {
+                let n = c.uint::<Failed>(&Path::Field(bpath, "ref"))?;
+                once(&mut reference, n, bpath, "ref")?;
+            }
+            key => {
+                let key = c.utf8(key)?;
+                others.skip_unknown::<Failed>(c, bpath, key)?;
+            }
+        }
+    }
+    let offset = required(offset, bpath, "offset")?;
+    let size = required(size, bpath, "size")?;
+    Ok((offset, size, reference))
 }
 
 /// `unified`: no chain of references is longer than [`MAX_CHAIN`] frames (a reference may
@@ -995,4 +1115,59 @@ fn locate_frames(
         ));
     }
     Ok(frames)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binaries(names: &[&str]) -> (String, Vec<Binary>) {
+        let mut all = String::new();
+        let mut list = Vec::new();
+        for name in names {
+            list.push(Binary {
+                name: all.len()..all.len() + name.len(),
+                entries: 0..0,
+            });
+            all.push_str(name);
+        }
+        (all, list)
+    }
+
+    #[test]
+    fn binaries_sort_byte_wise_past_their_shared_prefix_and_its_first_eight_bytes() {
+        let names = [
+            "lib/librocsparse.so.0.1#10",
+            "lib/librocsparse.so.0.1#2",
+            "lib/librocsparse.so.0.1#1",
+            "lib/librocsparse.so.0.1#1\0",
+            "lib/librocsparse.so.0.1#12345678b",
+            "lib/librocsparse.so.0.1#12345678a",
+            "lib/librocsparse.so.0.1#12345678",
+            "lib/librocsparse.so.0.1#",
+        ];
+        let (all, list) = binaries(&names);
+        let sorted = sort_binaries(&all, &list).unwrap();
+        let got: Vec<&str> = sorted.iter().map(|&i| names[i as usize]).collect();
+        let mut expected = names.to_vec();
+        expected.sort();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn the_entry_fast_path_knows_the_digest_key_as_the_writer_encodes_it() {
+        let mut e = crate::msgpack::Encoder::default();
+        e.str(ENTRY_KEY).unwrap();
+        assert_eq!(e.into_bytes(), ENTRY_KEY_STR);
+    }
+
+    #[test]
+    fn the_first_repeated_binary_name_in_toc_order_is_reported() {
+        let (all, list) = binaries(&["b#1", "a#0", "b#1", "a#0"]);
+        assert_eq!(sort_binaries(&all, &list), Err(2));
+        let (all, list) = binaries(&["only"]);
+        assert_eq!(sort_binaries(&all, &list), Ok(vec![0]));
+        let (all, list) = binaries(&[]);
+        assert_eq!(sort_binaries(&all, &list), Ok(vec![]));
+    }
 }

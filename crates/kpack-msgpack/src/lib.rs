@@ -472,16 +472,30 @@ impl<'a> Cursor<'a> {
         read: fn(&mut Bytes<'a>) -> Result<u32, ValueReadError<BytesReadError>>,
         per: usize,
     ) -> Result<usize, E> {
-        let start = self.pos;
-        // As in [`Cursor::str_bytes`]: the one-byte forms, read here.
-        let fix = match (self.bytes.get(start).map(|&b| Marker::from_u8(b)), per) {
-            (Some(Marker::FixMap(n)), 2) | (Some(Marker::FixArray(n)), 1) => usize::from(n),
+        // As in [`Cursor::str_bytes`]: the one-byte forms (fixmap 0x80-0x8f, fixarray
+        // 0x90-0x9f), read here.
+        let fix = match (self.bytes.get(self.pos), per) {
+            (Some(&b @ 0x80..=0x8f), 2) | (Some(&b @ 0x90..=0x9f), 1) => usize::from(b & 0x0f),
             _ => usize::MAX,
         };
         if fix != usize::MAX && fix * per < self.room() {
             self.pos += 1;
             return Ok(fix);
         }
+        self.count_slow(path, expected, read, per)
+    }
+
+    /// [`Cursor::count`] of the longer forms, and its errors.
+    #[cold]
+    #[inline(never)]
+    fn count_slow<E: WalkError>(
+        &mut self,
+        path: &Path<'_>,
+        expected: &'static str,
+        read: fn(&mut Bytes<'a>) -> Result<u32, ValueReadError<BytesReadError>>,
+        per: usize,
+    ) -> Result<usize, E> {
+        let start = self.pos;
         match self.rmp(read) {
             Some(n) if (n as usize).saturating_mul(per) <= self.room() => Ok(n as usize),
             _ => {
@@ -489,6 +503,19 @@ impl<'a> Cursor<'a> {
                 Err(self.mismatch(path, expected))
             }
         }
+    }
+
+    /// Moves past `bytes` if the input continues with exactly them, and says whether it did:
+    /// for a reader's fast path over the one encoding its writer gives a map (the header and
+    /// a key as literal bytes), which falls back to the field-by-field walk on anything else.
+    #[inline]
+    pub fn eat(&mut self, bytes: &[u8]) -> bool {
+        let end = self.pos + bytes.len();
+        let found = self.bytes.get(self.pos..end) == Some(bytes);
+        if found {
+            self.pos = end;
+        }
+        found
     }
 
     /// A map's entry count; its keys and values follow.
@@ -508,16 +535,23 @@ impl<'a> Cursor<'a> {
     #[inline]
     pub fn str_bytes<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
         let start = self.pos;
-        // The form of nearly every str in a TOC, read here without `rmp`'s reader plumbing
-        // (which doubles the cost of an open).
-        if let Some(&Marker::FixStr(n)) =
-            self.bytes.get(start).map(|&b| Marker::from_u8(b)).as_ref()
-        {
-            if let Some(s) = self.bytes.get(start + 1..start + 1 + usize::from(n)) {
-                self.pos += 1 + s.len();
+        // The form of nearly every str in a TOC (fixstr, 0xa0-0xbf), read here without
+        // `rmp`'s reader plumbing (which doubles the cost of an open).
+        if let Some(&b @ 0xa0..=0xbf) = self.bytes.get(start) {
+            let end = start + 1 + usize::from(b & 0x1f);
+            if let Some(s) = self.bytes.get(start + 1..end) {
+                self.pos = end;
                 return Ok(s);
             }
         }
+        self.str_bytes_slow(path)
+    }
+
+    /// [`Cursor::str_bytes`] of the longer forms, and its errors.
+    #[cold]
+    #[inline(never)]
+    fn str_bytes_slow<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
+        let start = self.pos;
         if let Some(n) = self.rmp(rmp::decode::read_str_len) {
             if let Some(s) = self.bytes.get(self.pos..self.pos + n as usize) {
                 self.pos += s.len();
@@ -547,27 +581,26 @@ impl<'a> Cursor<'a> {
     /// A non-negative integer, in any of its wire forms.
     #[inline]
     pub fn uint<E: WalkError>(&mut self, path: &Path<'_>) -> Result<u64, E> {
-        let start = self.pos;
-        // As in [`Cursor::str_bytes`]: the unsigned forms, read here.
-        let width = match self.bytes.get(start).map(|&b| Marker::from_u8(b)) {
-            Some(Marker::FixPos(n)) => {
-                self.pos += 1;
-                return Ok(n.into());
-            }
-            Some(Marker::U8) => 1,
-            Some(Marker::U16) => 2,
-            Some(Marker::U32) => 4,
-            Some(Marker::U64) => 8,
-            _ => 0,
+        // As in [`Cursor::str_bytes`]: the unsigned forms (positive fixint, uint 8-64), read
+        // here; the signed forms of a non-negative value, and errors, in `uint_slow`.
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let (n, width) = match *rest {
+            [b @ 0..=0x7f, ..] => (u64::from(b), 0),
+            [0xcc, b, ..] => (u64::from(b), 1),
+            [0xcd, a, b, ..] => (u64::from(u16::from_be_bytes([a, b])), 2),
+            [0xce, a, b, c, d, ..] => (u64::from(u32::from_be_bytes([a, b, c, d])), 4),
+            [0xcf, a, b, c, d, e, f, g, h, ..] => (u64::from_be_bytes([a, b, c, d, e, f, g, h]), 8),
+            _ => return self.uint_slow(path),
         };
-        if let Some(b) = self
-            .bytes
-            .get(start + 1..start + 1 + width)
-            .filter(|_| width > 0)
-        {
-            self.pos += 1 + width;
-            return Ok(b.iter().fold(0, |n, &b| (n << 8) | u64::from(b)));
-        }
+        self.pos += 1 + width;
+        Ok(n)
+    }
+
+    /// [`Cursor::uint`] of the signed forms, and its errors.
+    #[cold]
+    #[inline(never)]
+    fn uint_slow<E: WalkError>(&mut self, path: &Path<'_>) -> Result<u64, E> {
+        let start = self.pos;
         match self.rmp(rmp::decode::read_int::<u64, _>) {
             Some(n) => Ok(n),
             None => {
@@ -673,6 +706,7 @@ pub fn wrong(path: &Path<'_>, expected: &'static str, found: &'static str) -> Fi
 }
 
 /// Fills `slot` with `value`; `key` of the map at `map` is a duplicate if it is full already.
+#[inline]
 pub fn once<T>(
     slot: &mut Option<T>,
     value: T,
@@ -680,13 +714,19 @@ pub fn once<T>(
     key: &str,
 ) -> Result<(), FieldError> {
     if slot.is_some() {
-        return Err(FieldError::DuplicateKey {
-            path: map.to_string(),
-            key: key.to_owned(),
-        });
+        return Err(duplicate_key(map, key));
     }
     *slot = Some(value);
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn duplicate_key(map: &Path<'_>, key: &str) -> FieldError {
+    FieldError::DuplicateKey {
+        path: map.to_string(),
+        key: key.to_owned(),
+    }
 }
 
 /// The value of a field that must be present.
@@ -708,9 +748,12 @@ impl<'a> KeySet<'a> {
     const LINEAR: usize = 16;
 
     /// Forgets every key noted, for the next map.
+    #[inline]
     pub fn clear(&mut self) {
         self.few.clear();
-        self.many.clear();
+        if !self.many.is_empty() {
+            self.many.clear();
+        }
     }
 
     /// Notes `key` of the map at `map`; it must not repeat.
@@ -718,10 +761,7 @@ impl<'a> KeySet<'a> {
         if self.insert(key) {
             return Ok(());
         }
-        Err(FieldError::DuplicateKey {
-            path: map.to_string(),
-            key: key.to_owned(),
-        })
+        Err(duplicate_key(map, key))
     }
 
     /// Notes `key`, a key no field reads, and skips its value.
