@@ -698,27 +698,47 @@ impl<'a> Entries<'a> {
 /// field (the cursor is restored by the caller).
 #[inline]
 fn canonical_entry(c: &mut Cursor<'_>) -> Option<(u64, u64, Option<u64>)> {
-    let digested = c.eat(b"\x84\xa4type\xa5hsaco\xa7ordinal");
-    if !digested && !c.eat(b"\x83\xa4type\xa5hsaco\xa7ordinal") {
+    writers_map(
+        c,
+        Some(b"\x84\xa4type\xa5hsaco\xa7ordinal"),
+        b"\x83\xa4type\xa5hsaco\xa7ordinal",
+        b"\xadoriginal_size",
+        ENTRY_KEY_STR,
+    )
+}
+
+/// The uints of a map in the one encoding our writers give it: `whole` (its header and all
+/// before the first value) or `short` (the same map without its last key), a uint, `second`
+/// (a fixstr) and its uint, then, in a whole map, `last` and its uint. `None` for any other
+/// encoding: the caller then restores the cursor and reads the map field by field.
+#[inline]
+fn writers_map<const W: usize, const S: usize, const K: usize, const L: usize>(
+    c: &mut Cursor<'_>,
+    whole: Option<&[u8; W]>,
+    short: &[u8; S],
+    second: &[u8; K],
+    last: &[u8; L],
+) -> Option<(u64, u64, Option<u64>)> {
+    let is_whole = whole.is_some_and(|header| c.eat(header));
+    if !is_whole && !c.eat(short) {
         return None;
     }
-    let ordinal = c.uint::<Failed>(&Path::Root).ok()?;
-    if !c.eat(b"\xadoriginal_size") {
+    let first = c.uint::<Failed>(&Path::Root).ok()?;
+    if !c.eat(second) {
         return None;
     }
-    let original_size = c.uint::<Failed>(&Path::Root).ok()?;
-    if !digested {
-        return Some((ordinal, original_size, None));
+    let second = c.uint::<Failed>(&Path::Root).ok()?;
+    if !is_whole {
+        return Some((first, second, None));
     }
-    if !c.eat(ENTRY_KEY_STR) {
+    if !c.eat(last) {
         return None;
     }
-    let digest = c.uint::<Failed>(&Path::Root).ok()?;
-    Some((ordinal, original_size, Some(digest)))
+    Some((first, second, Some(c.uint::<Failed>(&Path::Root).ok()?)))
 }
 
 /// [`ENTRY_KEY`] as a msgpack fixstr.
-const ENTRY_KEY_STR: &[u8] = b"\xa4xxh3";
+const ENTRY_KEY_STR: &[u8; 5] = b"\xa4xxh3";
 
 /// Reads a value with `read`, or skips it if `read` finds it wrong, keeping what is wrong: for
 /// a field only one scheme uses. Fails only if the value is not well-formed msgpack.
@@ -873,23 +893,13 @@ fn blob_table(
 /// [`blob_fields`] then reads (the cursor is restored by the caller).
 #[inline]
 fn canonical_blob(c: &mut Cursor<'_>, with_refs: bool) -> Option<(u64, u64, Option<u64>)> {
-    let referenced = with_refs && c.eat(b"\x83\xa6offset");
-    if !referenced && !c.eat(b"\x82\xa6offset") {
-        return None;
-    }
-    let offset = c.uint::<Failed>(&Path::Root).ok()?;
-    if !c.eat(b"\xa4size") {
-        return None;
-    }
-    let size = c.uint::<Failed>(&Path::Root).ok()?;
-    if !referenced {
-        return Some((offset, size, None));
-    }
-    if !c.eat(b"\xa3ref") {
-        return None;
-    }
-    let reference = c.uint::<Failed>(&Path::Root).ok()?;
-    Some((offset, size, Some(reference)))
+    writers_map(
+        c,
+        with_refs.then_some(b"\x83\xa6offset"),
+        b"\x82\xa6offset",
+        b"\xa4size",
+        b"\xa3ref",
+    )
 }
 
 /// A blob or frame map in any encoding: its `offset`, `size` and `ref` (`with_refs`), unknown

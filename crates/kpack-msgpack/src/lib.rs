@@ -508,10 +508,12 @@ impl<'a> Cursor<'a> {
     /// Moves past `bytes` if the input continues with exactly them, and says whether it did:
     /// for a reader's fast path over the one encoding its writer gives a map (the header and
     /// a key as literal bytes), which falls back to the field-by-field walk on anything else.
+    /// (An array, so that the comparison is of a length known where it is inlined: slices of
+    /// any length cost a `memcmp` call each, 10% of a cold archive load.)
     #[inline]
-    pub fn eat(&mut self, bytes: &[u8]) -> bool {
-        let end = self.pos + bytes.len();
-        let found = self.bytes.get(self.pos..end) == Some(bytes);
+    pub fn eat<const N: usize>(&mut self, bytes: &[u8; N]) -> bool {
+        let end = self.pos + N;
+        let found = self.bytes.get(self.pos..end) == Some(bytes.as_slice());
         if found {
             self.pos = end;
         }
