@@ -120,16 +120,19 @@ impl Coder {
         // Per frame in writing order: its member, and the member or earlier root it is coded
         // against.
         let mut plan: Vec<(usize, Option<Parent>)> = Vec::with_capacity(members.len());
+        // Per frame in writing order: its estimated coding time (`final_cost`).
+        let mut cost: Vec<usize> = Vec::with_capacity(members.len());
         for (pos, &i) in order.iter().enumerate() {
             ordinal_of[i] = first + pos as u32;
-            let reference = match levels[i] {
-                Level::Root => None,
+            let (reference, trial) = match levels[i] {
+                Level::Root => (None, trials.alone[i]),
                 _ => match parent(i, &levels) {
-                    Some((p, _)) => Some(p),
+                    Some((p, trial)) => (Some(p), trial),
                     None => unreachable!("choose_levels gives every non-root a parent"),
                 },
             };
             plan.push((i, reference));
+            cost.push(final_cost(members[i].1.len(), trial));
         }
         let reference_ordinal = |i: usize, parent: Parent| match parent {
             Parent::Member(j) => ordinal_of[j],
@@ -145,18 +148,7 @@ impl Coder {
         let mut jobs: Vec<usize> = (0..plan.len())
             .filter(|p| !templated.iter().any(|t| t.children.contains(p)))
             .collect();
-        jobs.sort_by_key(|&p| {
-            let (member, reference) = plan[p];
-            let trial = match reference {
-                None => trials.alone[member],
-                Some(Parent::Member(j)) => trials.pair[member][j].unwrap_or(0),
-                Some(Parent::Earlier) => trials.earlier[member].unwrap_or(0),
-            };
-            (
-                std::cmp::Reverse(final_cost(members[member].1.len(), trial)),
-                p,
-            )
-        });
+        jobs.sort_by_key(|&p| (std::cmp::Reverse(cost[p]), p));
         let mut frames: Vec<(usize, Vec<u8>)> = jobs
             .into_iter()
             .par_bridge()
