@@ -92,30 +92,69 @@ stage "build fuzz targets" scripts/fuzz-smoke.sh --build
 stage "waiting for the set-up" set_up
 # Every dependency a crate declares is used (the layering itself is a test of kpack-testkit).
 stage "unused dependencies" cargo machete
-# Fixture tier, then the real-world tier (tests marked #[ignore = "real-world"], they need
-# the corpus fetched above). Release mode: the real-world inputs are 1.3 GB.
-stage "fixture tests" tests cargo test --workspace --release
-stage "real-world tests" tests cargo test --workspace --release -- --ignored
-# Every interleaving of concurrent loads on one runtime cache (loom model).
-stage "loom model" tests cargo test -p kpack-runtime --features loom-model --release --test loom_cache
-
-# --- Python package (issue 8) ---------------------------------------------------------------
-# The wheel built above, installed into a fresh venv, whose `kpack` command and package the
-# pytest suite then exercise on the fixtures. pytest's exit status fails the run, 5 (no test
-# collected) included.
-wheel=$(ls target/wheels/kpack-*.whl)
-echo "wheel: $wheel"
-pyenv_dir=$(mktemp -d)
-python3 -m venv "$pyenv_dir/venv"
-"$pyenv_dir/venv/bin/pip" install -q "$wheel" pytest==9.2.0
-"$pyenv_dir/venv/bin/kpack" --version
-stage "pytest" "$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python/tests
-# ----------------------------------------------------------------------------------------------
-
 # The kpack the tests built: the scripts below run it rather than build it again with other
 # features.
 export KPACK_BIN=$PWD/target/$CARGO_BUILD_TARGET/release/kpack
-stage "fuzz smoke" scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"
+# Runs stages at once: `name function` pairs, each timed as a stage of its own, its output
+# kept apart and printed whole, in the order given, once every one has ended (and kept for the
+# closing count); fails if any failed. The functions run in subshells, where `set -e` does
+# not apply: each chains its commands with `&&`.
+at_once() {
+  local dir i=0 n start=$SECONDS status=0
+  dir=$(mktemp -d)
+  local -a names=() pids=()
+  while [ $# -gt 0 ]; do
+    names+=("$1")
+    (
+      begun=$SECONDS
+      "$2" && echo 0 >"$dir/$i.status" || echo 1 >"$dir/$i.status"
+      echo $((SECONDS - begun)) >"$dir/$i.time"
+      echo "$1: ended after $((SECONDS - begun)) s (its output follows when all have)" >&3
+    ) 3>&1 >"$dir/$i.log" 2>&1 &
+    pids+=($!)
+    i=$((i + 1))
+    shift 2
+  done
+  wait "${pids[@]}" || true
+  for n in "${!names[@]}"; do
+    tee -a "$results" <"$dir/$n.log"
+    printf '  %-28s %6d\n' "${names[$n]} (at once)" "$(cat "$dir/$n.time")" >>"$stages"
+    [ "$(cat "$dir/$n.status")" = 0 ] || { echo "${names[$n]} failed" >&2; status=1; }
+  done
+  rm -rf "$dir"
+  printf '  %-28s %6d\n' "(the above, at once)" $((SECONDS - start)) >>"$stages"
+  return "$status"
+}
+# What runs now is untimed and runs at once (`at_once`): run one after the other, the fixture
+# and the real-world tiers kept one of CI's two cores idle for a sixth of their time (a few
+# long tests of one binary outlast the rest), which the others fill.
+# - The fixture tier: the tests not marked #[ignore].
+fixture_tests() { cargo test --workspace --release; }
+# - The real-world tier: the tests marked #[ignore = "real-world"], which need the corpus
+#   fetched above (release mode: the real-world inputs are 1.3 GB); then every interleaving of
+#   concurrent loads on one runtime cache (the loom model).
+real_world_tests() {
+  cargo test --workspace --release -- --ignored &&
+    cargo test -p kpack-runtime --features loom-model --release --test loom_cache
+}
+# - A fuzz smoke run of every fuzz target.
+fuzz_smoke() { scripts/fuzz-smoke.sh "${KPACK_FUZZ_SECONDS:-15}"; }
+# - The Python package (issue 8): the wheel built above, installed into a fresh venv, whose
+#   `kpack` command and package the pytest suite then exercise on the fixtures. pytest's exit
+#   status fails the run, 5 (no test collected) included.
+python_package() {
+  local wheel
+  wheel=$(ls target/wheels/kpack-*.whl)
+  echo "wheel: $wheel"
+  python3 -m venv "$pyenv_dir/venv" &&
+    "$pyenv_dir/venv/bin/pip" install -q "$wheel" pytest==9.2.0 &&
+    "$pyenv_dir/venv/bin/kpack" --version &&
+    "$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python/tests
+}
+pyenv_dir=$(mktemp -d)
+at_once "real-world tests" real_world_tests "fixture tests" fixture_tests \
+  "fuzz smoke" fuzz_smoke "python package" python_package
+
 # Each bench's figures and time, also written to target/benchmark-figures.md (scripts/bench.sh
 # writes docs/benchmark-figures.md the same way).
 stage "benchmarks" scripts/bench.sh --output target/benchmark-figures.md

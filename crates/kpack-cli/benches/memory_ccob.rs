@@ -44,7 +44,8 @@ fn measure(what: String, program: &str, args: &[&Path]) -> Run {
 
 /// [`measure`] of `kpack args`, or the run a real-world test recorded under `key` with this
 /// very binary (`kpack_testkit::measured`): CI then runs the level-19 packs once, in the
-/// test that asserts their sizes. A recorded run was timed beside the other real-world tests.
+/// test that asserts their sizes. A recorded run was timed beside the other tests (CI runs the
+/// fixture and real-world tiers and the fuzz smoke run at once).
 fn measure_or_recorded(what: String, kpack: &str, key: &str, args: &[&Path]) -> Run {
     match kpack_testkit::measured::recorded(Path::new(kpack), key) {
         Some(run) => Run {
