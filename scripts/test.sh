@@ -41,8 +41,6 @@ stage() {
   "$@"
   printf '  %-28s %6d\n' "$name" $((SECONDS - start)) >>"$stages"
 }
-# Runs a test command, keeping its output for the closing count.
-tests() { "$@" 2>&1 | tee -a "$results"; }
 
 # The set-up (apt packages, the corpus, cargo's tools) is mostly downloads, so it runs in the
 # background while the workspace is checked and compiled, and the stages that need it wait
