@@ -58,7 +58,7 @@ pub fn write(kpack: &Path, dir: &Path) -> LargeCcob {
                 sink.put(part);
             }
         }
-        entries.push((arch_of(id), crate::hex(&digest.finalize())));
+        entries.push((arch_of(id), crate::tree::hex(&digest.finalize())));
     }
     assert_eq!(sink.written, decoded_len);
     sink.finish(dir.join("large.ccob"), entries)
@@ -133,7 +133,7 @@ pub fn write_padded(kpack: &Path, dir: &Path, count: usize, entry_len: u64) -> L
             digest.update(&padding[..n]);
             left -= n as u64;
         }
-        entries.push((arch_of(id), crate::hex(&digest.finalize())));
+        entries.push((arch_of(id), crate::tree::hex(&digest.finalize())));
     }
     sink.finish(dir.join("padded.ccob"), entries)
 }
