@@ -112,7 +112,8 @@ pub fn inspect(data: &[u8]) -> Result<PeFatBinary, PeError> {
     inspect_pe(&PeFile::parse(data)?)
 }
 
-fn find<'p>(pe: &'p PeFile<'_>, names: &[&str]) -> Option<&'p Section> {
+/// The first section named one of `names`.
+pub(crate) fn find<'p>(pe: &'p PeFile<'_>, names: &[&str]) -> Option<&'p Section> {
     pe.sections
         .iter()
         .find(|s| names.contains(&s.name.as_str()))

@@ -399,18 +399,6 @@ impl<'a> PeFile<'a> {
         })
     }
 
-    /// The bytes at `[rva, rva + len)`, which must lie in one section's file bytes.
-    pub fn bytes_at_rva(&self, rva: u64, len: u64, what: &str) -> Result<&'a [u8], PeError> {
-        let offset = self
-            .rva_to_offset(rva, len)
-            .ok_or_else(|| PeError::UnmappedRva {
-                what: what.to_string(),
-                rva,
-                len,
-            })?;
-        Ok(slice(self.data, offset, len, what)?)
-    }
-
     /// The data directory `index` and its file offset, when present; an error names `what`
     /// when its RVA range is not in one section's file bytes.
     fn directory_in_file(

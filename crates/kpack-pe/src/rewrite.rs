@@ -33,12 +33,12 @@ use std::io::{self, Write};
 use kpack_hostbin::splice::{Overlap, Patches, Piece, Splice};
 use kpack_hostbin::{FatBinaryKind, HIPK_MAGIC, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE};
 
-use crate::PeError;
-use crate::fatbin::{FATBIN_SECTIONS, MARKER_SECTION, WRAPPER_SECTIONS, inspect_pe};
+use crate::fatbin::{FATBIN_SECTIONS, MARKER_SECTION, WRAPPER_SECTIONS, find, inspect_pe};
 use crate::pe::{
     Checksum, DIRECTORY_SECURITY, IMAGE_REL_BASED_DIR64, PeFile, SECTION_HEADER_SIZE, Section,
     align_up, field, u32_at, u64_at,
 };
+use crate::{PeError, PeFatBinary};
 
 /// `IMAGE_SCN_CNT_INITIALIZED_DATA`.
 const CNT_INITIALIZED_DATA: u32 = 0x40;
@@ -154,11 +154,65 @@ fn layout(msg: impl Into<String>) -> PeRewriteError {
     PeRewriteError::Layout(msg.into())
 }
 
+/// `v` as a 32-bit header field named `what`, or the refusal of a layout that outgrows it.
+fn fits_u32(what: &str, v: u64) -> Result<u32, PeRewriteError> {
+    u32::try_from(v).map_err(|_| layout(format!("{what} {v:#x} does not fit in 32 bits")))
+}
+
+fn le32(v: u32) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+
 /// Plans the rewrite of the image `data` with `marker` (the msgpack marker bytes) as the
 /// `.kpackrf` content. Nothing is written; every refusal happens here.
+///
+/// The phases, in order (as the ELF rewrite's `plan_edit`): refuse what cannot be rewritten,
+/// find the file bytes to cut, place `.kpackrf`, patch the headers and the debug directory,
+/// point the wrappers at the marker, assemble the output from kept input and new bytes, and
+/// set the checksum.
 pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     let pe = PeFile::parse(data)?;
-    let fat = inspect_pe(&pe)?;
+    let (fat, fatbin) = check_rewritable(data, &pe)?;
+    let cut = cut_device_code(&pe, fatbin)?;
+    let placed = place_marker_section(data, &pe, cut, marker.len() as u64)?;
+    let mut patches = Patches::default();
+    let checksum_at = patch_headers(&pe, fatbin, &placed, &mut patches)?;
+    patches.add(placed.header_at, placed.section_header(marker.len()))?;
+    patch_debug_pointers(data, &pe, &placed, &mut patches)?;
+    let pointer = pe.image_base.wrapping_add(placed.rva.into());
+    point_wrappers(&fat, pointer, &mut patches)?;
+    let mut splice = Splice {
+        pieces: assemble(data.len() as u64, &placed, marker),
+        patches,
+    };
+    let checksum = if pe.checksum != 0 {
+        Some(set_checksum(data, &mut splice, checksum_at)?)
+    } else {
+        None
+    };
+    let output_len = splice.len();
+    Ok(PeRewrite {
+        splice,
+        summary: PeRewriteSummary {
+            input_len: data.len() as u64,
+            output_len,
+            removed: placed.cut.len(),
+            marker_vaddr: pointer,
+            marker_offset: placed.offset,
+            wrappers: fat.wrappers.len(),
+            checksum,
+        },
+    })
+}
+
+/// Refuses an image that is not fat, is already kpacked, is malformed or signed, has no
+/// wrappers, or has references into the device code other than its wrappers' relocated
+/// pointers; returns its fat-binary parts and the fat-binary section.
+fn check_rewritable<'p>(
+    data: &[u8],
+    pe: &'p PeFile<'_>,
+) -> Result<(PeFatBinary, &'p Section), PeRewriteError> {
+    let fat = inspect_pe(pe)?;
     match fat.kind {
         FatBinaryKind::Kpacked => return Err(PeRewriteError::AlreadyKpacked),
         FatBinaryKind::Fat => {}
@@ -172,17 +226,15 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
             size: cert.size.into(),
         });
     }
-    let fatbin = find(&pe, &FATBIN_SECTIONS).ok_or(PeRewriteError::NotFat)?;
-    let wrapper_section = find(&pe, &WRAPPER_SECTIONS).filter(|_| !fat.wrappers.is_empty());
+    let fatbin = find(pe, &FATBIN_SECTIONS).ok_or(PeRewriteError::NotFat)?;
+    let wrapper_section = find(pe, &WRAPPER_SECTIONS).filter(|_| !fat.wrappers.is_empty());
     let Some(wrapper_section) = wrapper_section else {
         return Err(PeRewriteError::NoWrappers {
             section: fatbin.index,
             name: fatbin.name.clone(),
         });
     };
-    let fa = u64::from(pe.file_alignment);
-    let sa = u64::from(pe.section_alignment);
-    check_relocations(&pe, fatbin, wrapper_section)?;
+    check_relocations(pe, fatbin, wrapper_section)?;
     // A rebased image would leave such a pointer at the preferred base's address.
     if fat.relocatable
         && let Some(w) = fat.wrappers.iter().find(|w| !w.relocated)
@@ -192,8 +244,36 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
             w.index, w.offset
         )));
     }
+    Ok((fat, fatbin))
+}
 
-    // The bytes removed: the fat-binary section's whole raw data.
+/// The file bytes removed: the fat-binary section's whole raw data.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    start: u64,
+    end: u64,
+}
+
+impl Cut {
+    fn len(self) -> u64 {
+        self.end - self.start
+    }
+
+    /// An input offset's place once the cut bytes are gone.
+    fn moved(self, x: u64) -> u64 {
+        if x >= self.end { x - self.len() } else { x }
+    }
+}
+
+/// The sections that have file bytes.
+fn with_data<'p>(pe: &'p PeFile<'_>) -> impl Iterator<Item = &'p Section> {
+    pe.sections.iter().filter(|s| s.raw_size != 0)
+}
+
+/// The fat-binary section's file bytes, checked to be aligned and to hold nothing else: no
+/// other section's bytes, no headers, no part of the COFF symbol and string tables.
+fn cut_device_code(pe: &PeFile<'_>, fatbin: &Section) -> Result<Cut, PeRewriteError> {
+    let fa = u64::from(pe.file_alignment);
     let cut_start = u64::from(fatbin.raw_offset);
     let removed = u64::from(fatbin.raw_size);
     if !cut_start.is_multiple_of(fa) || !removed.is_multiple_of(fa) {
@@ -204,14 +284,13 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     }
     let cut_end = cut_start + removed;
     let headers_end = u64::from(pe.size_of_headers);
-    let with_data = || pe.sections.iter().filter(|s| s.raw_size != 0);
-    if let Some(s) = with_data().find(|s| u64::from(s.raw_offset) < headers_end) {
+    if let Some(s) = with_data(pe).find(|s| u64::from(s.raw_offset) < headers_end) {
         return Err(layout(format!(
             "section [{}] {}: its bytes at {:#x} lie inside the headers (SizeOfHeaders {headers_end:#x})",
             s.index, s.name, s.raw_offset
         )));
     }
-    if let Some(s) = with_data().find(|s| {
+    if let Some(s) = with_data(pe).find(|s| {
         s.index != fatbin.index
             && u64::from(s.raw_offset) < cut_end
             && u64::from(s.raw_offset) + u64::from(s.raw_size) > cut_start
@@ -225,7 +304,7 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     // section, a part of them would move (or go with the device code) without the rest.
     if let Some(symbols) = pe.coff_symbols()? {
         let (start, end) = (symbols.start, symbols.end);
-        let shared = with_data()
+        let shared = with_data(pe)
             .find(|s| {
                 u64::from(s.raw_offset) < end
                     && u64::from(s.raw_offset) + u64::from(s.raw_size) > start
@@ -238,33 +317,91 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
             )));
         }
     }
+    Ok(Cut {
+        start: cut_start,
+        end: cut_end,
+    })
+}
 
-    // Where the marker goes: after every section's bytes in the file, after every section in
-    // memory.
-    let sections_end = with_data()
+/// Where `.kpackrf` goes: after every section's bytes in the file, after every section in
+/// memory, its header right after the section table.
+#[derive(Debug)]
+struct MarkerPlacement {
+    cut: Cut,
+    /// End of the last section's bytes in the input: what follows (the COFF symbols, say)
+    /// comes after the marker in the output.
+    sections_end: u64,
+    /// `.kpackrf`'s file offset in the output.
+    offset: u64,
+    /// Its `SizeOfRawData`: the marker's length rounded up to `FileAlignment`.
+    raw_len: u64,
+    /// Its RVA.
+    rva: u32,
+    /// The output's `SizeOfImage`.
+    size_of_image: u32,
+    /// File offset of its section header, in the slack after the section table.
+    header_at: u64,
+}
+
+impl MarkerPlacement {
+    /// Zeros between the kept sections' bytes and the marker.
+    fn padding(&self) -> u64 {
+        self.offset - self.cut.moved(self.sections_end)
+    }
+
+    /// An input offset's place in the output.
+    fn relocated(&self, x: u64) -> u64 {
+        let inserted = if x >= self.sections_end {
+            self.padding() + self.raw_len
+        } else {
+            0
+        };
+        self.cut.moved(x) + inserted
+    }
+
+    /// The `.kpackrf` section header for a marker of `marker_len` bytes.
+    fn section_header(&self, marker_len: usize) -> Vec<u8> {
+        let mut header = Vec::with_capacity(SECTION_HEADER_SIZE as usize);
+        let mut name = [0u8; 8];
+        name[..MARKER_SECTION.len()].copy_from_slice(MARKER_SECTION.as_bytes());
+        header.extend_from_slice(&name);
+        header.extend_from_slice(&(marker_len as u32).to_le_bytes());
+        header.extend_from_slice(&self.rva.to_le_bytes());
+        header.extend_from_slice(&(self.raw_len as u32).to_le_bytes());
+        // `offset` was checked to fit in 32 bits when placed.
+        header.extend_from_slice(&(self.offset as u32).to_le_bytes());
+        header.extend_from_slice(&[0; 12]);
+        header.extend_from_slice(&(MEM_READ | CNT_INITIALIZED_DATA).to_le_bytes());
+        header
+    }
+}
+
+/// Places `.kpackrf` for a marker of `marker_len` bytes, refusing a layout whose fields
+/// would not fit or whose section table has no free slot after it.
+fn place_marker_section(
+    data: &[u8],
+    pe: &PeFile<'_>,
+    cut: Cut,
+    marker_len: u64,
+) -> Result<MarkerPlacement, PeRewriteError> {
+    let fa = u64::from(pe.file_alignment);
+    let sa = u64::from(pe.section_alignment);
+    let headers_end = u64::from(pe.size_of_headers);
+    let sections_end = with_data(pe)
         .map(|s| u64::from(s.raw_offset) + u64::from(s.raw_size))
         .max()
         .unwrap_or(headers_end);
-    let moved = |x: u64| if x >= cut_end { x - removed } else { x };
-    let marker_offset = align_up(moved(sections_end), fa);
-    let marker_raw = align_up(marker.len() as u64, fa);
-    let inserted = marker_offset - moved(sections_end) + marker_raw;
-    // An input offset's place in the output.
-    let relocated = |x: u64| moved(x) + if x >= sections_end { inserted } else { 0 };
+    let offset = align_up(cut.moved(sections_end), fa);
     let memory_end = pe
         .sections
         .iter()
         .map(|s| u64::from(s.rva) + u64::from(s.memory_len()))
         .max()
         .unwrap_or(0);
-    let marker_rva = align_up(memory_end.max(headers_end), sa);
-    let size_of_image = marker_rva + align_up(marker.len() as u64, sa);
-    let too_big = |what: &str, v: u64| {
-        u32::try_from(v).map_err(|_| layout(format!("{what} {v:#x} does not fit in 32 bits")))
-    };
-    let size_of_image = too_big("SizeOfImage", size_of_image)?;
-    let marker_rva = too_big("the .kpackrf RVA", marker_rva)?;
-    let marker_offset32 = too_big("the .kpackrf file offset", marker_offset)?;
+    let rva = align_up(memory_end.max(headers_end), sa);
+    let size_of_image = fits_u32("SizeOfImage", rva + align_up(marker_len, sa))?;
+    let rva = fits_u32("the .kpackrf RVA", rva)?;
+    fits_u32("the .kpackrf file offset", offset)?;
 
     // The new section header goes right after the table, in the slack below SizeOfHeaders.
     let table_end = pe.section_table_offset + pe.sections.len() as u64 * SECTION_HEADER_SIZE;
@@ -281,20 +418,45 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
             "the {SECTION_HEADER_SIZE} bytes after the section table at {table_end:#x} are in use"
         )));
     }
+    Ok(MarkerPlacement {
+        cut,
+        sections_end,
+        offset,
+        raw_len: align_up(marker_len, fa),
+        rva,
+        size_of_image,
+        header_at: table_end,
+    })
+}
 
-    let mut patches = Patches::default();
-    let u16b = |v: u16| v.to_le_bytes().to_vec();
-    let u32b = |v: u32| v.to_le_bytes().to_vec();
+/// Patches the file and optional headers and the section table for the new layout:
+/// `NumberOfSections`, `PointerToSymbolTable`, the data sizes, `SizeOfImage`, the
+/// fat-binary section made uninitialized data, the later sections' `PointerToRawData`.
+/// `CheckSum` is zeroed; returns its offset.
+fn patch_headers(
+    pe: &PeFile<'_>,
+    fatbin: &Section,
+    placed: &MarkerPlacement,
+    patches: &mut Patches,
+) -> Result<u64, PeRewriteError> {
+    let fa = u64::from(pe.file_alignment);
     let file_header = pe.nt_offset + 4;
     let count = u16::try_from(pe.sections.len() + 1)
         .map_err(|_| layout("NumberOfSections would exceed 65535"))?;
-    patches.add(file_header + field::NUMBER_OF_SECTIONS, u16b(count))?;
+    patches.add(
+        file_header + field::NUMBER_OF_SECTIONS,
+        count.to_le_bytes().to_vec(),
+    )?;
     if pe.symbol_table != 0 {
-        let at = too_big("PointerToSymbolTable", relocated(pe.symbol_table.into()))?;
-        patches.add(file_header + field::POINTER_TO_SYMBOL_TABLE, u32b(at))?;
+        let at = fits_u32(
+            "PointerToSymbolTable",
+            placed.relocated(pe.symbol_table.into()),
+        )?;
+        patches.add(file_header + field::POINTER_TO_SYMBOL_TABLE, le32(at))?;
     }
     let opt = pe.optional_offset;
-    let initialized = (u64::from(pe.initialized_size).saturating_sub(removed) + marker_raw)
+    let initialized = (u64::from(pe.initialized_size).saturating_sub(placed.cut.len())
+        + placed.raw_len)
         .min(u32::MAX.into()) as u32;
     // A `VirtualSize` of 0 means the section is `SizeOfRawData` long in memory: once its file
     // bytes are gone that length must be written out, or the section would vanish from memory.
@@ -304,52 +466,60 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
     };
     let uninitialized = (u64::from(pe.uninitialized_size) + align_up(fat_virtual_size.into(), fa))
         .min(u32::MAX.into()) as u32;
-    patches.add(opt + field::SIZE_OF_INITIALIZED_DATA, u32b(initialized))?;
-    patches.add(opt + field::SIZE_OF_UNINITIALIZED_DATA, u32b(uninitialized))?;
-    patches.add(opt + field::SIZE_OF_IMAGE, u32b(size_of_image))?;
+    patches.add(opt + field::SIZE_OF_INITIALIZED_DATA, le32(initialized))?;
+    patches.add(opt + field::SIZE_OF_UNINITIALIZED_DATA, le32(uninitialized))?;
+    patches.add(opt + field::SIZE_OF_IMAGE, le32(placed.size_of_image))?;
     let checksum_at = opt + field::CHECKSUM;
     // Zero while the checksum is computed; set at the end when the input had one.
-    patches.add(checksum_at, u32b(0))?;
+    patches.add(checksum_at, le32(0))?;
     for s in &pe.sections {
         let h = s.header_offset;
         if s.index == fatbin.index {
-            patches.add(h + field::VIRTUAL_SIZE, u32b(fat_virtual_size))?;
-            patches.add(h + field::SIZE_OF_RAW_DATA, u32b(0))?;
-            patches.add(h + field::POINTER_TO_RAW_DATA, u32b(0))?;
+            patches.add(h + field::VIRTUAL_SIZE, le32(fat_virtual_size))?;
+            patches.add(h + field::SIZE_OF_RAW_DATA, le32(0))?;
+            patches.add(h + field::POINTER_TO_RAW_DATA, le32(0))?;
             let c = (s.characteristics & !CNT_INITIALIZED_DATA) | CNT_UNINITIALIZED_DATA;
-            patches.add(h + field::CHARACTERISTICS, u32b(c))?;
-        } else if s.raw_size != 0 && u64::from(s.raw_offset) >= cut_end {
-            let at = too_big("PointerToRawData", relocated(s.raw_offset.into()))?;
-            patches.add(h + field::POINTER_TO_RAW_DATA, u32b(at))?;
+            patches.add(h + field::CHARACTERISTICS, le32(c))?;
+        } else if s.raw_size != 0 && u64::from(s.raw_offset) >= placed.cut.end {
+            let at = fits_u32("PointerToRawData", placed.relocated(s.raw_offset.into()))?;
+            patches.add(h + field::POINTER_TO_RAW_DATA, le32(at))?;
         }
     }
-    let mut header = Vec::with_capacity(SECTION_HEADER_SIZE as usize);
-    let mut name = [0u8; 8];
-    name[..MARKER_SECTION.len()].copy_from_slice(MARKER_SECTION.as_bytes());
-    header.extend_from_slice(&name);
-    header.extend_from_slice(&(marker.len() as u32).to_le_bytes());
-    header.extend_from_slice(&marker_rva.to_le_bytes());
-    header.extend_from_slice(&(marker_raw as u32).to_le_bytes());
-    header.extend_from_slice(&marker_offset32.to_le_bytes());
-    header.extend_from_slice(&[0; 12]);
-    header.extend_from_slice(&(MEM_READ | CNT_INITIALIZED_DATA).to_le_bytes());
-    patches.add(table_end, header)?;
+    Ok(checksum_at)
+}
+
+/// Moves the debug directory's `PointerToRawData` fields with their bytes; refuses one that
+/// points into the device code.
+fn patch_debug_pointers(
+    data: &[u8],
+    pe: &PeFile<'_>,
+    placed: &MarkerPlacement,
+    patches: &mut Patches,
+) -> Result<(), PeRewriteError> {
+    let cut = placed.cut;
     for at in pe.debug_data_pointers()? {
         let old = u32_at(data, at, "debug directory PointerToRawData")?;
-        if u64::from(old) >= cut_start && u64::from(old) < cut_end {
+        if u64::from(old) >= cut.start && u64::from(old) < cut.end {
             return Err(layout(format!(
                 "the debug directory entry at {:#x} points into the device code",
                 at - 24
             )));
         }
         if old != 0 {
-            patches.add(
-                at,
-                u32b(too_big("debug PointerToRawData", relocated(old.into()))?),
-            )?;
+            let moved = fits_u32("debug PointerToRawData", placed.relocated(old.into()))?;
+            patches.add(at, le32(moved))?;
         }
     }
-    let pointer = pe.image_base.wrapping_add(marker_rva.into());
+    Ok(())
+}
+
+/// Rewrites every wrapper as `HIPK`, version 1, pointing at `pointer` (`.kpackrf`), with its
+/// slot in `reserved1`.
+fn point_wrappers(
+    fat: &PeFatBinary,
+    pointer: u64,
+    patches: &mut Patches,
+) -> Result<(), PeRewriteError> {
     for w in &fat.wrappers {
         let mut rec = Vec::with_capacity(WRAPPER_SIZE as usize);
         rec.extend_from_slice(&HIPK_MAGIC.to_le_bytes());
@@ -360,69 +530,57 @@ pub fn plan(data: &[u8], marker: &[u8]) -> Result<PeRewrite, PeRewriteError> {
         patches.add(w.offset, rec)?;
     }
     debug_assert_eq!(WRAPPER_POINTER_OFFSET, 8);
-
-    let file_end = data.len() as u64;
-    let mut pieces = vec![Piece::Input {
-        start: 0,
-        end: cut_start,
-    }];
-    pieces.push(Piece::Input {
-        start: cut_end,
-        end: sections_end,
-    });
-    pieces.push(Piece::Zeros(marker_offset - moved(sections_end)));
-    let mut content = marker.to_vec();
-    content.resize(marker_raw as usize, 0);
-    pieces.push(Piece::Bytes(content));
-    pieces.push(Piece::Input {
-        start: sections_end,
-        end: file_end,
-    });
-    pieces.retain(|p| !p.is_empty());
-    let mut splice = Splice { pieces, patches };
-
-    let checksum = (pe.checksum != 0).then(|| {
-        let mut sum = Checksum::default();
-        let _ = splice.for_each_slice(data, &mut std::io::empty(), |b| {
-            sum.update(b);
-            Ok(())
-        });
-        sum.finish()
-    });
-    if let Some(c) = checksum {
-        // Replace the zero placed above.
-        let mut fresh = Patches::default();
-        for (at, b) in splice.patches.iter() {
-            fresh.add(
-                at,
-                if at == checksum_at {
-                    u32b(c)
-                } else {
-                    b.to_vec()
-                },
-            )?;
-        }
-        splice.patches = fresh;
-    }
-    let output_len = splice.len();
-    Ok(PeRewrite {
-        splice,
-        summary: PeRewriteSummary {
-            input_len: file_end,
-            output_len,
-            removed,
-            marker_vaddr: pointer,
-            marker_offset,
-            wrappers: fat.wrappers.len(),
-            checksum,
-        },
-    })
+    Ok(())
 }
 
-fn find<'p>(pe: &'p PeFile<'_>, names: &[&str]) -> Option<&'p Section> {
-    pe.sections
-        .iter()
-        .find(|s| names.contains(&s.name.as_str()))
+/// The output as pieces: the input around the cut up to the end of the sections' bytes,
+/// padding, the marker (padded to its raw size), and the rest of the input.
+fn assemble(file_end: u64, placed: &MarkerPlacement, marker: &[u8]) -> Vec<Piece> {
+    let mut content = marker.to_vec();
+    content.resize(placed.raw_len as usize, 0);
+    let mut pieces = vec![
+        Piece::Input {
+            start: 0,
+            end: placed.cut.start,
+        },
+        Piece::Input {
+            start: placed.cut.end,
+            end: placed.sections_end,
+        },
+        Piece::Zeros(placed.padding()),
+        Piece::Bytes(content),
+        Piece::Input {
+            start: placed.sections_end,
+            end: file_end,
+        },
+    ];
+    pieces.retain(|p| !p.is_empty());
+    pieces
+}
+
+/// Computes the output's checksum (its `CheckSum` field zero) and patches it in at
+/// `checksum_at`; returns it.
+fn set_checksum(data: &[u8], splice: &mut Splice, checksum_at: u64) -> Result<u32, Overlap> {
+    let mut sum = Checksum::default();
+    let _ = splice.for_each_slice(data, &mut std::io::empty(), |b| {
+        sum.update(b);
+        Ok(())
+    });
+    let c = sum.finish();
+    // Replace the zero placed by `patch_headers`.
+    let mut fresh = Patches::default();
+    for (at, b) in splice.patches.iter() {
+        fresh.add(
+            at,
+            if at == checksum_at {
+                le32(c)
+            } else {
+                b.to_vec()
+            },
+        )?;
+    }
+    splice.patches = fresh;
+    Ok(c)
 }
 
 /// Refuses base relocations that patch the device code, and pointers other than the

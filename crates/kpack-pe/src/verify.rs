@@ -4,6 +4,7 @@
 use kpack_hostbin::marker::MarkerMetadata;
 use kpack_hostbin::{VerifyIssue, WRAPPER_POINTER_OFFSET, WrapperMagic, hipk_wrapper_issues};
 
+use crate::BaseRelocation;
 use crate::fatbin::inspect_pe;
 use crate::pe::{
     DIRECTORY_SECURITY, IMAGE_REL_BASED_DIR64, PeFile, SECTION_HEADER_SIZE, align_up, checksum_of,
@@ -44,11 +45,26 @@ fn check(data: &[u8], whole: bool) -> Result<(), Vec<VerifyIssue>> {
             return Err(issues);
         }
     };
+    check_headers(&pe, &mut add);
+    check_sections(&pe, &mut add);
+    check_directories(&pe, &mut add);
+    let relocations = check_base_relocations(&pe, &mut add);
+    if whole {
+        check_fat_binary(&pe, &relocations, &mut add);
+        check_checksum(data, &pe, &mut add);
+    }
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(issues)
+    }
+}
+
+/// The section table ends within `SizeOfHeaders`, a multiple of `FileAlignment`.
+fn check_headers(pe: &PeFile<'_>, add: &mut impl FnMut(Option<u64>, String)) {
     let fa = u64::from(pe.file_alignment);
-    let sa = u64::from(pe.section_alignment);
     let headers = u64::from(pe.size_of_headers);
     let table_end = pe.section_table_offset + pe.sections.len() as u64 * SECTION_HEADER_SIZE;
-    let opt = pe.optional_offset;
     if table_end > headers {
         add(
             Some(pe.section_table_offset),
@@ -57,10 +73,19 @@ fn check(data: &[u8], whole: bool) -> Result<(), Vec<VerifyIssue>> {
     }
     if !headers.is_multiple_of(fa) {
         add(
-            Some(opt + 60),
+            Some(pe.optional_offset + 60),
             format!("SizeOfHeaders {headers:#x} is not a multiple of FileAlignment {fa:#x}"),
         );
     }
+}
+
+/// Each section in memory (aligned, above the headers, after the one before) and in the
+/// file (aligned, after the headers, sharing no bytes), and `SizeOfImage` ending right after
+/// the last one.
+fn check_sections(pe: &PeFile<'_>, add: &mut impl FnMut(Option<u64>, String)) {
+    let fa = u64::from(pe.file_alignment);
+    let sa = u64::from(pe.section_alignment);
+    let headers = u64::from(pe.size_of_headers);
     let mut previous: Option<(u64, u64, &str)> = None;
     let mut raw: Vec<(u64, u64, &str)> = Vec::new();
     for s in &pe.sections {
@@ -122,7 +147,7 @@ fn check(data: &[u8], whole: bool) -> Result<(), Vec<VerifyIssue>> {
         let expected = align_up(rva + mem, sa);
         if u64::from(pe.size_of_image) != expected {
             add(
-                Some(opt + field::SIZE_OF_IMAGE),
+                Some(pe.optional_offset + field::SIZE_OF_IMAGE),
                 format!(
                     "SizeOfImage is {:#x}, expected {expected:#x} (the last section's end)",
                     pe.size_of_image
@@ -130,13 +155,17 @@ fn check(data: &[u8], whole: bool) -> Result<(), Vec<VerifyIssue>> {
             );
         }
     }
+}
+
+/// Every data directory but the certificate table (a file range) inside one section.
+fn check_directories(pe: &PeFile<'_>, add: &mut impl FnMut(Option<u64>, String)) {
     for (i, d) in pe.directories.iter().enumerate() {
         if i == DIRECTORY_SECURITY || d.size == 0 {
             continue;
         }
         if pe.section_at_rva(d.rva.into(), d.size.into()).is_none() {
             add(
-                Some(opt + field::DATA_DIRECTORIES + 8 * i as u64),
+                Some(pe.optional_offset + field::DATA_DIRECTORIES + 8 * i as u64),
                 format!(
                     "data directory {i}: RVA {:#x}..+{:#x} is not inside one section",
                     d.rva, d.size
@@ -144,6 +173,14 @@ fn check(data: &[u8], whole: bool) -> Result<(), Vec<VerifyIssue>> {
             );
         }
     }
+}
+
+/// The base relocations parse and each patches bytes inside a section; returns them (none
+/// when they do not parse).
+fn check_base_relocations(
+    pe: &PeFile<'_>,
+    add: &mut impl FnMut(Option<u64>, String),
+) -> Vec<BaseRelocation> {
     let relocations = match pe.base_relocations() {
         Ok(r) => r,
         Err(e) => {
@@ -167,33 +204,26 @@ fn check(data: &[u8], whole: bool) -> Result<(), Vec<VerifyIssue>> {
             );
         }
     }
-    if !whole {
-        return if issues.is_empty() {
-            Ok(())
-        } else {
-            Err(issues)
-        };
-    }
-    check_fat_binary(&pe, &relocations, &mut add);
+    relocations
+}
+
+/// `CheckSum`, when not 0, is the image's checksum.
+fn check_checksum(data: &[u8], pe: &PeFile<'_>, add: &mut impl FnMut(Option<u64>, String)) {
+    let at = pe.optional_offset + field::CHECKSUM;
     if pe.checksum != 0 {
-        let expected = checksum_of(data, opt + field::CHECKSUM);
+        let expected = checksum_of(data, at);
         if pe.checksum != expected {
             add(
-                Some(opt + field::CHECKSUM),
+                Some(at),
                 format!("CheckSum is {:#x}, expected {expected:#x}", pe.checksum),
             );
         }
-    }
-    if issues.is_empty() {
-        Ok(())
-    } else {
-        Err(issues)
     }
 }
 
 fn check_fat_binary(
     pe: &PeFile<'_>,
-    relocations: &[crate::BaseRelocation],
+    relocations: &[BaseRelocation],
     add: &mut impl FnMut(Option<u64>, String),
 ) {
     let fat = match inspect_pe(pe) {
