@@ -38,9 +38,40 @@ pub(crate) fn split_tar_into(
         .tempdir_in(stage)
         .map_err(ArtifactError::io(stage))?;
     let spool = spool_dir.path().join("member");
-    let shown = |member: &str| input.join(member);
+    let scanned = scan(input, opts, &spool)?;
+    let prefixes = present_prefixes(scanned.prefixes, &scanned.members);
+    let items = plan_items(&prefixes, &scanned.members, scanned.checked, opts)?;
+    let modules = plan::assign_modules(&items)?;
+    plan::create_tree(stage, component, &prefixes, &items)?;
+    let writing = Writing {
+        input,
+        stage,
+        component,
+        opts,
+        spool: &spool,
+        items: &items,
+        modules: &modules,
+    };
+    let results = writing.write(progress)?;
+    drop(spool_dir);
+    plan::finish(input, stage, component, opts, &prefixes, &items, results)
+}
 
-    // 1. Scan.
+/// What the first read of the tarball learns.
+struct Scanned {
+    /// The manifest's prefixes, in its order.
+    prefixes: Vec<String>,
+    /// Every member, in tarball order.
+    members: Vec<(String, TreeEntry)>,
+    /// The class of each ELF member that may be a fat binary, or why it could not be
+    /// classified (reported only if the directory split would classify it too).
+    checked: HashMap<String, Result<Class, ArtifactError>>,
+}
+
+/// 1. Scan: every member checked and listed, the manifest read, each ELF member that may be
+///    a fat binary spooled to `spool`, classified and removed.
+fn scan(input: &Path, opts: &SplitOptions, spool: &Path) -> Result<Scanned, ArtifactError> {
+    let shown = |member: &str| input.join(member);
     let mut prefixes: Option<Vec<String>> = None;
     let mut members: Vec<(String, TreeEntry)> = Vec::new();
     let mut checked: HashMap<String, Result<Class, ArtifactError>> = HashMap::new();
@@ -58,10 +89,10 @@ pub(crate) fn split_tar_into(
                         .read_to_end(&mut head)
                         .map_err(ArtifactError::io(shown(&m.path)))?;
                     if head == b"\x7fELF" {
-                        kpack_tar::write_file(&mut head.chain(content), &spool, *mode)?;
-                        let class = plan::classify(&spool, &m.path, &TreeEntry::File, &[])
-                            .map_err(|e| at_member(e, &spool, shown(&m.path)));
-                        std::fs::remove_file(&spool).map_err(ArtifactError::io(&spool))?;
+                        kpack_tar::write_file(&mut head.chain(content), spool, *mode)?;
+                        let class = plan::classify(spool, &m.path, &TreeEntry::File, &[])
+                            .map_err(|e| at_member(e, spool, shown(&m.path)));
+                        std::fs::remove_file(spool).map_err(ArtifactError::io(spool))?;
                         checked.insert(m.path.clone(), class);
                     }
                 }
@@ -81,23 +112,40 @@ pub(crate) fn split_tar_into(
             ),
         )
     })?;
+    Ok(Scanned {
+        prefixes,
+        members,
+        checked,
+    })
+}
 
-    // The directory split's view of the same tree: per prefix (in manifest order), every
-    // entry below it sorted component-wise, implicit directories included.
+/// The manifest's prefixes that the tarball holds as a directory (or, implicitly, as the
+/// parent of a member), as the directory split finds them.
+fn present_prefixes(prefixes: Vec<String>, members: &[(String, TreeEntry)]) -> Vec<String> {
     let mut tree: BTreeMap<&str, &TreeEntry> = BTreeMap::new();
-    for (path, entry) in &members {
+    for (path, entry) in members {
         tree.insert(path, entry);
     }
-    let prefixes: Vec<String> = prefixes
+    prefixes
         .into_iter()
         .filter(|p| match tree.get(p.as_str()) {
             Some(e) => **e == TreeEntry::Dir,
             None => members.iter().any(|(m, _)| is_below(m, p)),
         })
-        .collect();
+        .collect()
+}
+
+/// The directory split's view of the same tree: per prefix (in manifest order), every
+/// entry below it sorted component-wise, implicit directories included, with its class.
+fn plan_items(
+    prefixes: &[String],
+    members: &[(String, TreeEntry)],
+    mut checked: HashMap<String, Result<Class, ArtifactError>>,
+    opts: &SplitOptions,
+) -> Result<Vec<Item>, ArtifactError> {
     let mut items: Vec<Item> = Vec::new();
-    for prefix in &prefixes {
-        for (rel, entry) in tarball::tree_below(&members, prefix) {
+    for prefix in prefixes {
+        for (rel, entry) in tarball::tree_below(members, prefix) {
             let class = match entry {
                 TreeEntry::Dir => Class::Dir,
                 TreeEntry::Symlink(t) => Class::Symlink(t),
@@ -122,45 +170,87 @@ pub(crate) fn split_tar_into(
             });
         }
     }
-    let modules = plan::assign_modules(&items)?;
-    plan::create_tree(stage, component, &prefixes, &items)?;
+    Ok(items)
+}
 
-    // 2. Write.
-    let mut by_member: HashMap<String, Vec<usize>> = HashMap::new();
-    for (i, item) in items.iter().enumerate() {
-        if matches!(item.class, Class::Plain | Class::Db(_) | Class::Fat) {
-            by_member
-                .entry(format!("{}/{}", item.prefix, item.rel))
-                .or_default()
-                .push(i);
+/// 2. Write: what the second read of the tarball needs.
+struct Writing<'a> {
+    input: &'a Path,
+    stage: &'a Path,
+    component: &'a str,
+    opts: &'a SplitOptions,
+    spool: &'a Path,
+    items: &'a [Item],
+    /// The module name of each fat binary's item.
+    modules: &'a BTreeMap<usize, String>,
+}
+
+impl Writing<'_> {
+    /// Database files and plain files copied from the stream straight to their outputs,
+    /// each fat binary spooled, split and removed; returns what each item produced.
+    fn write(&self, progress: Progress<'_>) -> Result<Vec<Done>, ArtifactError> {
+        let items = self.items;
+        let mut by_member: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, item) in items.iter().enumerate() {
+            if matches!(item.class, Class::Plain | Class::Db(_) | Class::Fat) {
+                by_member
+                    .entry(format!("{}/{}", item.prefix, item.rel))
+                    .or_default()
+                    .push(i);
+            }
         }
-    }
-    let total = items.len() as u64;
-    let mut done = total - by_member.values().map(|v| v.len() as u64).sum::<u64>();
-    progress(done, total);
-    let mut results: Vec<Option<Done>> = items.iter().map(|_| None).collect();
-    kpack_tar::open(input, |m, content| -> Result<(), ArtifactError> {
-        let Some(indices) = by_member.remove(&m.path) else {
-            return Ok(());
-        };
-        let MemberKind::File { mode, .. } = m.kind else {
+        let total = items.len() as u64;
+        let mut done = total - by_member.values().map(|v| v.len() as u64).sum::<u64>();
+        progress(done, total);
+        let mut results: Vec<Option<Done>> = items.iter().map(|_| None).collect();
+        kpack_tar::open(self.input, |m, content| -> Result<(), ArtifactError> {
+            let Some(indices) = by_member.remove(&m.path) else {
+                return Ok(());
+            };
+            let MemberKind::File { mode, .. } = m.kind else {
+                return Err(ArtifactError::invalid(
+                    self.input.join(&m.path),
+                    "was a regular file on the first read of the tarball: it changed while split",
+                ));
+            };
+            self.write_member(&m.path, mode, content, &indices, &mut |i, result| {
+                results[i] = Some(result);
+                done += 1;
+                progress(done, total);
+            })
+        })?;
+        if let Some(missing) = by_member.keys().min() {
             return Err(ArtifactError::invalid(
-                shown(&m.path),
-                "was a regular file on the first read of the tarball: it changed while split",
+                self.input.join(missing),
+                "was in the tarball on the first read, not on the second: it changed while split",
             ));
-        };
+        }
+        Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// The items `indices` (one member below one or more prefixes) written from the member
+    /// `path`'s `content`; `finished(i, done)` as each one is.
+    fn write_member(
+        &self,
+        path: &str,
+        mode: u32,
+        content: &mut dyn Read,
+        indices: &[usize],
+        finished: &mut dyn FnMut(usize, Done),
+    ) -> Result<(), ArtifactError> {
+        let (stage, component, spool) = (self.stage, self.component, self.spool);
         let fat = indices
             .iter()
-            .any(|&i| matches!(items[i].class, Class::Fat));
+            .any(|&i| matches!(self.items[i].class, Class::Fat));
         // The first copy comes from the stream (or the spool, for a fat binary), the others
         // (a member below two nested prefixes) from it.
         let mut first: Option<PathBuf> = None;
         if fat {
-            kpack_tar::write_file(content, &spool, mode)?;
-            first = Some(spool.clone());
+            kpack_tar::write_file(content, spool, mode)?;
+            first = Some(spool.to_owned());
         }
-        for &i in &indices {
-            let item = &items[i];
+        for &i in indices {
+            let item = &self.items[i];
             let result = match plan::copy_destination(stage, component, item) {
                 Some(to) => {
                     let bytes = match &first {
@@ -174,33 +264,22 @@ pub(crate) fn split_tar_into(
                     plan::copied(&item.class, bytes)
                 }
                 None => plan::split_fat(
-                    &spool,
+                    spool,
                     stage,
                     component,
                     item,
-                    &modules[&i],
-                    opts.compression,
+                    &self.modules[&i],
+                    self.opts.compression,
                 )
-                .map_err(|e| at_member(e, &spool, shown(&m.path)))?,
+                .map_err(|e| at_member(e, spool, self.input.join(path)))?,
             };
-            results[i] = Some(result);
-            done += 1;
-            progress(done, total);
+            finished(i, result);
         }
         if fat {
-            std::fs::remove_file(&spool).map_err(ArtifactError::io(&spool))?;
+            std::fs::remove_file(spool).map_err(ArtifactError::io(spool))?;
         }
         Ok(())
-    })?;
-    if let Some(missing) = by_member.keys().min() {
-        return Err(ArtifactError::invalid(
-            shown(missing),
-            "was in the tarball on the first read, not on the second: it changed while split",
-        ));
     }
-    drop(spool_dir);
-    let results = results.into_iter().map(Option::unwrap_or_default).collect();
-    plan::finish(input, stage, component, opts, &prefixes, &items, results)
 }
 
 /// Whether a regular member needs its content classified: before the manifest is known,
