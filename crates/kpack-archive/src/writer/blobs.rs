@@ -1,0 +1,93 @@
+//! Where a writer's stored blobs are: in memory, or already in the archive's file.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+
+use super::Compression;
+use crate::ArchiveError;
+
+/// Where the stored blobs are, per ordinal.
+pub(super) enum Blobs<'a> {
+    /// Kept in memory until [`super::ArchiveWriter::write_to`].
+    Memory(Vec<Cow<'a, [u8]>>),
+    /// Already written to `out`, laid out as in the final file: per ordinal, the absolute
+    /// offset and length of the stored bytes (after the zstd size prefix).
+    Streamed {
+        out: BufWriter<File>,
+        spans: Vec<(u64, u64)>,
+        end: u64,
+    },
+}
+
+pub(super) fn io_error(context: &'static str) -> impl Fn(std::io::Error) -> ArchiveError {
+    move |source| ArchiveError::Io { context, source }
+}
+
+impl Blobs<'_> {
+    pub(super) fn count(&self) -> usize {
+        match self {
+            Blobs::Memory(blobs) => blobs.len(),
+            Blobs::Streamed { spans, .. } => spans.len(),
+        }
+    }
+
+    /// Length of the stored bytes of `ordinal`.
+    pub(super) fn len(&self, ordinal: usize) -> u64 {
+        match self {
+            Blobs::Memory(blobs) => blobs[ordinal].len() as u64,
+            Blobs::Streamed { spans, .. } => spans[ordinal].1,
+        }
+    }
+
+    /// Whether blob `ordinal` holds exactly `bytes` (a streamed blob is read back).
+    pub(super) fn holds(&mut self, ordinal: u32, bytes: &[u8]) -> Result<bool, ArchiveError> {
+        if self.len(ordinal as usize) != bytes.len() as u64 {
+            return Ok(false);
+        }
+        Ok(self.read(ordinal)? == bytes)
+    }
+
+    /// The stored bytes of `ordinal` (a streamed blob is read back).
+    pub(super) fn read(&mut self, ordinal: u32) -> Result<Cow<'_, [u8]>, ArchiveError> {
+        match self {
+            Blobs::Memory(blobs) => Ok(Cow::Borrowed(&blobs[ordinal as usize])),
+            Blobs::Streamed { out, spans, .. } => {
+                let (offset, len) = spans[ordinal as usize];
+                let io = io_error("reading back a streamed blob");
+                out.flush().map_err(&io)?;
+                let mut stored = vec![0u8; len as usize];
+                out.get_ref()
+                    .read_exact_at(&mut stored, offset)
+                    .map_err(&io)?;
+                Ok(Cow::Owned(stored))
+            }
+        }
+    }
+}
+
+impl<'a> Blobs<'a> {
+    pub(super) fn push(
+        &mut self,
+        stored: Cow<'a, [u8]>,
+        compression: Compression,
+    ) -> Result<(), ArchiveError> {
+        match self {
+            Blobs::Memory(blobs) => blobs.push(stored),
+            Blobs::Streamed { out, spans, end } => {
+                let io = io_error("writing archive");
+                if compression.prefixed() {
+                    // Frame lengths were checked against u32 in `compress`.
+                    out.write_all(&(stored.len() as u32).to_le_bytes())
+                        .map_err(&io)?;
+                    *end += 4;
+                }
+                out.write_all(&stored).map_err(&io)?;
+                spans.push((*end, stored.len() as u64));
+                *end += stored.len() as u64;
+            }
+        }
+        Ok(())
+    }
+}

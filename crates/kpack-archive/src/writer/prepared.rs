@@ -1,0 +1,177 @@
+//! Kernels in the form an archive stores them, prepared (compressed) off the writer's thread.
+
+use std::borrow::Cow;
+
+use super::{Compression, DEFAULT_ZSTD_LEVEL};
+use crate::digest::content_digest;
+use crate::{Archive, ArchiveError, CompressionScheme, MAX_ORIGINAL_SIZE};
+
+/// A kernel in the form an archive stores it (compressed or not), prepared off the writer's
+/// thread by a [`KernelCompressor`] and added with [`crate::ArchiveWriter::add_prepared`] or
+/// [`crate::ArchiveFileWriter::add_prepared`].
+#[derive(Clone)]
+pub struct PreparedKernel<'a> {
+    pub(super) stored: Cow<'a, [u8]>,
+    pub(super) original_size: u64,
+    /// The code object's digest ([`crate::digest`]), whatever form `stored` is in.
+    pub(super) digest: u64,
+    pub(super) compression: Compression,
+}
+
+impl PreparedKernel<'_> {
+    /// Length of the stored bytes.
+    pub fn stored_len(&self) -> usize {
+        self.stored.len()
+    }
+
+    /// The same kernel owning its stored bytes (copied only if borrowed: a `none` kernel).
+    pub fn into_owned(self) -> PreparedKernel<'static> {
+        PreparedKernel {
+            stored: Cow::Owned(self.stored.into_owned()),
+            original_size: self.original_size,
+            digest: self.digest,
+            compression: self.compression,
+        }
+    }
+}
+
+impl<'a> PreparedKernel<'a> {
+    /// The entry `(binary, arch)` of `archive` as a writer of `compression` stores it, taken
+    /// as the archive stores it, without decoding, when that is already the form
+    /// `compression` stores: a `none` kernel for `none`, a zstd frame for `zstd` at the
+    /// default level (frames record no level: they are kept as the archive's writer made
+    /// them, at the default unless asked otherwise; another level asked for codes them
+    /// again). `None` otherwise (and always for `unified`, whose frames depend on the other
+    /// frames of their archive, and for archives without digests, whose copies could not be
+    /// proven): the kernel must be decoded and prepared again.
+    /// The entry is read and checked against its digest first ([`Archive::get`]), so a copy
+    /// carries only what the source's writer was given.
+    pub fn stored_in(
+        archive: &'a Archive,
+        binary: &str,
+        arch: &str,
+        compression: Compression,
+    ) -> Result<Option<PreparedKernel<'a>>, ArchiveError> {
+        let copies = match compression {
+            Compression::None => archive.compression_scheme() == CompressionScheme::None,
+            Compression::Zstd { level } => {
+                level == DEFAULT_ZSTD_LEVEL
+                    && archive.compression_scheme() == CompressionScheme::ZstdPerKernel
+            }
+            Compression::Unified { .. } => false,
+        };
+        let Some((info, digest)) = archive
+            .info(binary, arch)
+            .and_then(|info| Some((info, info.digest?)))
+            .filter(|_| copies)
+        else {
+            return Ok(None);
+        };
+        archive.get(binary, arch)?;
+        Ok(Some(PreparedKernel {
+            stored: Cow::Borrowed(archive.stored_bytes(binary, arch)?),
+            original_size: info.original_size,
+            digest,
+            compression,
+        }))
+    }
+}
+
+/// Compresses kernels as an archive of a given [`Compression`] stores them; keeps one zstd
+/// context, so use one per thread. For `unified` it only checks the size: the coding depends
+/// on the kernels stored before, so the writer does it as kernels are added.
+pub struct KernelCompressor {
+    compression: Compression,
+    context: Option<zstd::bulk::Compressor<'static>>,
+    /// Where `context` codes a kernel before its frame is copied out.
+    scratch: Vec<u8>,
+}
+
+impl KernelCompressor {
+    /// A compressor for archives of `compression` (its zstd context is made on first use).
+    pub fn new(compression: Compression) -> Self {
+        KernelCompressor {
+            compression,
+            context: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The kernel `data` as an archive stores it: its zstd frame, or the bytes themselves.
+    pub fn prepare<'a>(
+        &mut self,
+        data: impl Into<Cow<'a, [u8]>>,
+    ) -> Result<PreparedKernel<'a>, ArchiveError> {
+        let data = data.into();
+        let original_size = data.len() as u64;
+        if original_size > MAX_ORIGINAL_SIZE {
+            return Err(ArchiveError::InvalidArgument(format!(
+                "kernel of {original_size} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
+            )));
+        }
+        let digest = content_digest(&data);
+        let stored = match self.compression {
+            Compression::None | Compression::Unified { .. } => data,
+            Compression::Zstd { level } => Cow::Owned(self.compress(&data, level)?),
+        };
+        Ok(PreparedKernel {
+            stored,
+            original_size,
+            digest,
+            compression: self.compression,
+        })
+    }
+
+    fn compress(&mut self, data: &[u8], level: i32) -> Result<Vec<u8>, ArchiveError> {
+        let io = |source| ArchiveError::Io {
+            context: "zstd compression",
+            source,
+        };
+        let compressor = match &mut self.context {
+            Some(c) => c,
+            None => {
+                let mut c = zstd::bulk::Compressor::new(level).map_err(io)?;
+                // Every zstd decoder checks this, the reference readers' included.
+                c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+                    .map_err(io)?;
+                self.context.insert(c)
+            }
+        };
+        // The bulk API writes the content size into the frame header, which the reference's
+        // Python reader needs. It codes into `scratch`, sized for the worst case once, and the
+        // frame is copied out at its size: a new worst-case buffer for every kernel cost a
+        // page fault and a zeroed page per 4 KiB of kernel, more than the copy. A kernel too
+        // large for the scratch gets a buffer of its own, whose pages beyond the frame are
+        // never touched: kept as scratch, each writer of a transform would hold a buffer the
+        // size of its largest kernel (RCCL's are 200 MB, one writer per target).
+        if data.len() > SCRATCH_MAX {
+            let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+            compressor
+                .compress_to_buffer(data, &mut frame)
+                .map_err(io)?;
+            frame.shrink_to_fit();
+            return checked_frame(frame);
+        }
+        self.scratch.clear();
+        self.scratch
+            .reserve(zstd::zstd_safe::compress_bound(data.len()));
+        compressor
+            .compress_to_buffer(data, &mut self.scratch)
+            .map_err(io)?;
+        checked_frame(self.scratch.clone())
+    }
+}
+
+/// The most bytes of kernel [`KernelCompressor`] codes into its reused scratch buffer.
+const SCRATCH_MAX: usize = 16 << 20;
+
+/// `frame`, if the format's u32 frame size can hold it.
+fn checked_frame(frame: Vec<u8>) -> Result<Vec<u8>, ArchiveError> {
+    if u32::try_from(frame.len()).is_err() {
+        return Err(ArchiveError::InvalidArgument(format!(
+            "zstd frame of {} bytes exceeds the format's u32 frame size",
+            frame.len()
+        )));
+    }
+    Ok(frame)
+}
