@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use super::{Compression, DEFAULT_ZSTD_LEVEL};
+use crate::coder::within_frame_size;
 use crate::digest::content_digest;
 use crate::{Archive, ArchiveError, CompressionScheme, MAX_ORIGINAL_SIZE};
 
@@ -150,7 +151,7 @@ impl KernelCompressor {
                 .compress_to_buffer(data, &mut frame)
                 .map_err(io)?;
             frame.shrink_to_fit();
-            return checked_frame(frame);
+            return within_frame_size(frame);
         }
         self.scratch.clear();
         self.scratch
@@ -158,20 +159,9 @@ impl KernelCompressor {
         compressor
             .compress_to_buffer(data, &mut self.scratch)
             .map_err(io)?;
-        checked_frame(self.scratch.clone())
+        within_frame_size(self.scratch.clone())
     }
 }
 
 /// The most bytes of kernel [`KernelCompressor`] codes into its reused scratch buffer.
 const SCRATCH_MAX: usize = 16 << 20;
-
-/// `frame`, if the format's u32 frame size can hold it.
-fn checked_frame(frame: Vec<u8>) -> Result<Vec<u8>, ArchiveError> {
-    if u32::try_from(frame.len()).is_err() {
-        return Err(ArchiveError::InvalidArgument(format!(
-            "zstd frame of {} bytes exceeds the format's u32 frame size",
-            frame.len()
-        )));
-    }
-    Ok(frame)
-}

@@ -1,0 +1,237 @@
+//! zstd compression for the coder within the process's memory gate: how each frame and
+//! trial searches for matches (window, long-distance matching, the wide trials' `fast`
+//! match finder), what its context costs, and the context itself.
+
+use zstd::zstd_safe::{self, CCtx, CParameter};
+
+use crate::ArchiveError;
+use crate::prefix_template;
+use crate::unified::MAX_WINDOW_LOG;
+
+/// Level of the trial compressions that pick references. Levels 1 and 2 (zstd's `fast`
+/// strategy) and even 3 hardly use a raw-content prefix, so their trials hide the twins the
+/// final level finds: `gfx906` against `gfx900` of a rocBLAS kernel is 84 KB at level 1 and
+/// 138 bytes at level 19, and on rocBLAS's largest bundles level-3 trials chose forests 9%
+/// larger at level 19 than level-4 trials did (librocblas.so.5.2 whole: 0.94x its CCOB
+/// instead of 1.04x). Level 4 costs about twice level 1's trial time.
+const TRIAL_LEVEL: i32 = 4;
+
+/// The largest hash table (log2 of its 4-byte entries) of a trial against a large prefix
+/// ([`Search::WideTrial`]): 16 MB, indexing up to the last 32 MB of the prefix.
+const WIDE_TRIAL_MAX_HASH_LOG: u32 = 22;
+
+/// Bytes of zstd compression contexts alive at once in this process (see the module doc):
+/// two level-19 contexts over kernels of up to 8 MB fit at once, and one over the largest
+/// kernels (a 250 MB bundle's, 18 MB each, with their reference) runs alone, so that a
+/// process holding such a decoded bundle stays within 512 MB.
+pub const CONTEXT_BUDGET: u64 = 192 << 20;
+
+pub(super) static CONTEXTS: kpack_fs::MemoryGate = kpack_fs::MemoryGate::new(CONTEXT_BUDGET);
+
+/// The window of a frame coded against a prefix: prefix and content, at most 2^27.
+pub(super) fn prefixed_window_log(total: usize) -> u32 {
+    ceil_log2(total).clamp(10, MAX_WINDOW_LOG)
+}
+
+/// Prefix and content from this size on make a large pair: a trial against the prefix is a
+/// [`Search::WideTrial`], and a final frame may need long-distance matching.
+const LARGE_PAIR: usize = 1 << 23;
+
+/// Whether the final frame of `len` bytes at `level` against a prefix of `prefix_len` bytes
+/// uses long-distance matching: prefix and content reach 8 MB and the level's match finder
+/// does not reach back over the whole prefix by itself. Where it does (a level-19 tree holds
+/// the last 8 MB), long-distance matching only slowed the frame down: on cupy's thrust module
+/// (8 MB kernels against a 7.5 MB reference) it took 20% longer for frames 0.1% smaller.
+pub(super) fn long_distance_matching(level: i32, len: usize, prefix_len: usize) -> bool {
+    let total = len + prefix_len;
+    total >= LARGE_PAIR
+        && !prefix_template::tree_reaches(
+            &prefix_template::parameters(level, len, prefix_len, prefixed_window_log(total)),
+            prefix_len,
+        )
+}
+
+fn ceil_log2(n: usize) -> u32 {
+    usize::BITS - n.saturating_sub(1).leading_zeros()
+}
+
+/// How a compression looks for matches.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Search {
+    /// The level's match finder; against a prefix, a window covering prefix and content, and
+    /// long-distance matching once they reach 8 MB (`long_distance_matching`).
+    Level(i32),
+    /// A trial against a prefix where prefix and content reach 8 MB. Level 4's tables index
+    /// only the last 2 MB of a prefix (zstd loads at most 2^(hashLog+3) bytes of it), so at
+    /// level 4 such a trial found its matches in the rest through long-distance matching, whose
+    /// rolling hash over prefix and content, redone for every pair, took half of the trials'
+    /// time (cupy's thrust module: 72 pair trials of 8 MB kernels). Here zstd's `fast` match
+    /// finder runs without it, its one hash table sized to cover the prefix (up to
+    /// [`WIDE_TRIAL_MAX_HASH_LOG`]): on thrust the pair trials take 1.7x less CPU, their sizes
+    /// are 3% smaller, and the forest they choose is 1.7% smaller at level 19.
+    WideTrial,
+}
+
+/// The search of a trial of `len` bytes, alone or against a prefix of `prefix_len` bytes.
+pub(super) fn trial_search(len: usize, prefix_len: usize) -> Search {
+    if prefix_len > 0 && prefix_len + len >= LARGE_PAIR {
+        Search::WideTrial
+    } else {
+        Search::Level(TRIAL_LEVEL)
+    }
+}
+
+/// The hash log of a [`Search::WideTrial`] against a prefix of `prefix_len` bytes: its table
+/// covers the prefix, and is no smaller than level 4's.
+fn wide_trial_hash_log(prefix_len: usize) -> u32 {
+    ceil_log2(prefix_len)
+        .saturating_sub(3)
+        .clamp(18, WIDE_TRIAL_MAX_HASH_LOG)
+}
+
+/// An upper bound of the memory of the context that [`context`] creates for `len` bytes with
+/// `search` against a prefix of `prefix_len` bytes. zstd sizes its match tables by the level's
+/// chain and hash logs (its table for inputs over 256 KB, below), each cut to the window
+/// plus one, and the window to the input; long-distance matching adds half a window; the
+/// `fast` match finder of a wide trial has a hash table only. The estimate's margin covers
+/// the rest (the optimal parser's and sequence buffers);
+/// `context_estimates_bound_the_real_contexts` checks it against `ZSTD_sizeof_CCtx`.
+pub(super) fn context_estimate(search: Search, len: usize, prefix_len: usize) -> u64 {
+    /// (windowLog, chainLog, hashLog) of levels 1 to 22 for inputs over 256 KB
+    /// (`ZSTD_defaultCParameters[0]`, zstd 1.5).
+    const LOGS: [(u32, u32, u32); 22] = [
+        (19, 13, 14),
+        (20, 15, 16),
+        (21, 16, 17),
+        (21, 18, 18),
+        (21, 18, 19),
+        (21, 18, 19),
+        (21, 19, 20),
+        (21, 19, 20),
+        (22, 20, 21),
+        (22, 21, 22),
+        (22, 21, 22),
+        (22, 22, 23),
+        (22, 22, 22),
+        (22, 22, 23),
+        (22, 23, 23),
+        (22, 22, 22),
+        (23, 23, 22),
+        (23, 23, 22),
+        (23, 24, 22),
+        (25, 25, 23),
+        (26, 26, 24),
+        (27, 27, 25),
+    ];
+    let level = match search {
+        Search::Level(level) => level,
+        Search::WideTrial => return (4u64 << wide_trial_hash_log(prefix_len)) + (3 << 20),
+    };
+    let (level_window, chain, hash) = LOGS[(level.clamp(1, 22) - 1) as usize];
+    let total = len + prefix_len;
+    let window = if prefix_len > 0 {
+        prefixed_window_log(total)
+    } else {
+        level_window.min(ceil_log2(len).max(10))
+    };
+    let tables = (4u64 << chain.min(window + 1)) + (4u64 << hash.min(window + 1));
+    let ldm = if prefix_len > 0 && long_distance_matching(level, len, prefix_len) {
+        1u64 << (window - 1)
+    } else {
+        0
+    };
+    tables + ldm + (3 << 20)
+}
+
+/// One zstd frame of `data` at `level`, recording its content size, coded against `prefix`
+/// if given (its window then covers prefix and content).
+pub(crate) fn compress(
+    data: &[u8],
+    prefix: Option<&[u8]>,
+    level: i32,
+) -> Result<Vec<u8>, ArchiveError> {
+    frame(data, prefix, Search::Level(level))
+}
+
+/// The size of the trial frame of `data`, alone or against `prefix` (see [`TRIAL_LEVEL`],
+/// [`Search::WideTrial`]).
+pub(super) fn trial(data: &[u8], prefix: Option<&[u8]>) -> Result<usize, ArchiveError> {
+    let search = trial_search(data.len(), prefix.map_or(0, <[u8]>::len));
+    Ok(frame(data, prefix, search)?.len())
+}
+
+/// One zstd frame of `data` with `search`, within the memory gate.
+pub(super) fn frame(
+    data: &[u8],
+    prefix: Option<&[u8]>,
+    search: Search,
+) -> Result<Vec<u8>, ArchiveError> {
+    let _context = CONTEXTS.reserve(context_estimate(
+        search,
+        data.len(),
+        prefix.map_or(0, <[u8]>::len),
+    ));
+    let mut cctx = context(data.len(), prefix, search).map_err(zstd_failure)?;
+    let mut frame = Vec::with_capacity(zstd_safe::compress_bound(data.len()));
+    cctx.compress2(&mut frame, data).map_err(zstd_failure)?;
+    within_frame_size(frame)
+}
+
+/// `frame`, if its size fits the format's u32 frame size.
+pub(crate) fn within_frame_size(frame: Vec<u8>) -> Result<Vec<u8>, ArchiveError> {
+    if u32::try_from(frame.len()).is_err() {
+        return Err(ArchiveError::InvalidArgument(format!(
+            "zstd frame of {} bytes exceeds the format's u32 frame size",
+            frame.len()
+        )));
+    }
+    Ok(frame)
+}
+
+/// A zstd context set up for `len` bytes with `search`, recording content size and checksum,
+/// against `prefix` if given (its window then covers prefix and content); an error is zstd's
+/// code, or 0 if no context could be allocated.
+pub(super) fn context<'p>(
+    len: usize,
+    prefix: Option<&'p [u8]>,
+    search: Search,
+) -> Result<CCtx<'p>, usize> {
+    let mut cctx = CCtx::try_create().ok_or(0usize)?;
+    let level = match search {
+        Search::Level(level) => level,
+        Search::WideTrial => TRIAL_LEVEL,
+    };
+    cctx.set_parameter(CParameter::CompressionLevel(level))?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(true))?;
+    cctx.set_parameter(CParameter::ChecksumFlag(true))?;
+    if let Some(prefix) = prefix {
+        let total = prefix.len() + len;
+        cctx.set_parameter(CParameter::WindowLog(prefixed_window_log(total)))?;
+        match search {
+            Search::Level(level) => {
+                if long_distance_matching(level, len, prefix.len()) {
+                    cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))?;
+                }
+            }
+            Search::WideTrial => {
+                cctx.set_parameter(CParameter::Strategy(zstd_safe::Strategy::ZSTD_fast))?;
+                cctx.set_parameter(CParameter::HashLog(wide_trial_hash_log(prefix.len())))?;
+                cctx.set_parameter(CParameter::MinMatch(6))?;
+            }
+        }
+        cctx.ref_prefix(prefix)?;
+    }
+    Ok(cctx)
+}
+
+pub(super) fn zstd_failure(code: usize) -> ArchiveError {
+    let reason = if code == 0 {
+        "cannot allocate a zstd context"
+    } else {
+        zstd_safe::get_error_name(code)
+    };
+    ArchiveError::Io {
+        context: "zstd compression",
+        source: std::io::Error::other(reason),
+    }
+}
