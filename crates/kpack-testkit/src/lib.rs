@@ -13,6 +13,7 @@
 pub mod flips;
 pub mod large_ccob;
 pub mod measured;
+pub mod refmade;
 mod standin;
 mod wine;
 
