@@ -39,17 +39,3 @@ pub fn refmade_tree(name: &str) -> PathBuf {
 pub fn refmade_library(name: &str) -> PathBuf {
     refmade_tree(name).join("lib").join(name)
 }
-
-/// Copies the reference's output for `name` (library and archives) into `dir`, returning
-/// the library's path there: restore writes beside it.
-pub fn copy_refmade_tree(name: &str, dir: &std::path::Path) -> PathBuf {
-    let from = refmade_tree(name);
-    for sub in ["lib", ".kpack"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-        for e in std::fs::read_dir(from.join(sub)).unwrap() {
-            let e = e.unwrap();
-            std::fs::copy(e.path(), dir.join(sub).join(e.file_name())).unwrap();
-        }
-    }
-    dir.join("lib").join(name)
-}

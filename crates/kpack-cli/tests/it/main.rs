@@ -14,6 +14,7 @@ mod integrity;
 mod map_reduce;
 mod prune;
 mod prune_forms;
+mod refmade;
 mod report;
 mod restore;
 mod spirv;
