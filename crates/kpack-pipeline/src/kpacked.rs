@@ -151,7 +151,7 @@ impl std::fmt::Display for Outcome {
             Outcome::NoArchive => write!(f, "no archive found at the paths tried"),
             Outcome::NoTarget => write!(f, "no archive found lists the target"),
             Outcome::NoKernel { archive, key } => {
-                write!(f, "{} lacks the kernel {key:?}", archive.display())
+                write!(f, "{} lacks the kernel {key}", archive.display())
             }
             Outcome::Broken { message } => write!(f, "{message}"),
         }
