@@ -659,19 +659,25 @@ fn librocblas_7_2_4_restores_to_ccob_v3_bundles_and_its_host_bytes() {
     realworld_round_trip(&lib, true, false);
 }
 
+/// `original` transformed (zstd archives) into a new directory, then restored (CCOB bundles
+/// with `compress`) into its `restored/`: the directory and the restored binary.
+fn round_trip(original: &Path, compress: bool) -> (tempfile::TempDir, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let (kpacked, _) = kpack_testkit::transform_into(original, root.path(), Compression::zstd());
+    let out = root
+        .path()
+        .join("restored")
+        .join(original.file_name().unwrap());
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    run_restore(&kpacked, &options(out.clone(), compress));
+    (root, out)
+}
+
 #[test]
 fn aarch64_and_ppc64le_libraries_restore_and_load_under_qemu() {
     for (rel, machine) in PLATFORM_FIXTURES {
         let original_path = fixture(rel);
-        let root = tempfile::tempdir().unwrap();
-        let (kpacked, _) =
-            kpack_testkit::transform_into(&original_path, root.path(), Compression::zstd());
-        let out = root
-            .path()
-            .join("restored")
-            .join(original_path.file_name().unwrap());
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        run_restore(&kpacked, &options(out.clone(), false));
+        let (root, out) = round_trip(&original_path, false);
         assert_eq!(
             code_by_wrapper(&out),
             code_by_wrapper(&original_path),
@@ -747,15 +753,7 @@ fn every_linked_fixture() -> Vec<&'static str> {
 fn restore_keeps_every_device_entry_id_byte_for_byte_the_spirv_one_included() {
     for rel in every_linked_fixture() {
         let original = fixture(rel);
-        let root = tempfile::tempdir().unwrap();
-        let (kpacked, _) =
-            kpack_testkit::transform_into(&original, root.path(), Compression::zstd());
-        let out = root
-            .path()
-            .join("restored")
-            .join(original.file_name().unwrap());
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        run_restore(&kpacked, &options(out.clone(), rel.ends_with("_v3.so")));
+        let (_root, out) = round_trip(&original, rel.ends_with("_v3.so"));
         let device = |ids: Vec<Vec<String>>| -> Vec<Vec<String>> {
             ids.into_iter()
                 .map(|b| {
