@@ -507,7 +507,7 @@ fn symbol_for(
 
 /// Where the dynamic loader (or, in a relocatable object, the static linker) will put a
 /// wrapper's pointer, the load base taken as 0: the one place this is computed, so that
-/// every reader of a wrapper (verify, restore, prune, split, inspect, the artifact checks)
+/// every reader of a wrapper (verify, restore, prune, inspect, the artifact checks)
 /// follows the same ABI rules.
 /// * no relocation (a non-PIE executable): the value stored in the file;
 /// * `SHT_RELR`, or `SHT_REL` of the `*_RELATIVE` type: base + the value stored in the file
