@@ -15,6 +15,7 @@ mod map_reduce;
 mod prune;
 mod prune_forms;
 mod refmade;
+mod refmade_artifacts;
 mod report;
 mod restore;
 mod spirv;
