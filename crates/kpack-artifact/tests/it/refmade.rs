@@ -310,3 +310,66 @@ fn a_marker_that_reaches_no_archive_is_refused_naming_it() {
         )]
     );
 }
+
+#[test]
+fn a_changed_header_or_section_address_fails_verify_original_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let split = tmp.path().join("reference");
+    copy_tree(&refmade("shard-c"), &split);
+    let demo = split.join("demo_lib_generic/demo/stage/bin/demo");
+    let mut bytes = std::fs::read(&demo).unwrap();
+    let elf = kpack_elf::ElfFile::parse(&bytes).unwrap();
+    let entry = elf.header().e_entry;
+    let shoff = elf.header().e_shoff as usize;
+    let text = elf.section_by_name(".text").unwrap().clone();
+    // e_entry (offset 24), and .text's sh_addr (offset 16 of its 64-byte header).
+    bytes[24..32].copy_from_slice(&(entry + 4).to_le_bytes());
+    let at = shoff + text.index * 64 + 16;
+    bytes[at..at + 8].copy_from_slice(&(text.sh_addr + 0x10).to_le_bytes());
+    std::fs::write(&demo, bytes).unwrap();
+    let report = verify_against(&split, &fixture("shards/shard-c"));
+    let prefix = "demo/stage/bin/demo: the rewritten binary differs from its original outside \
+                  the device code";
+    assert_eq!(
+        report.lines(),
+        [
+            format!(
+                "{prefix}: ELF header field e_entry is {:#x}, the original's {entry:#x}",
+                entry + 4
+            ),
+            format!(
+                "{prefix}: section {} (.text): sh_addr is {:#x}, the original's {:#x}",
+                text.index,
+                text.sh_addr + 0x10,
+                text.sh_addr
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_archive_of_another_group_in_a_recombined_package_is_named_with_its_architectures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let config = PackagingConfig::load(&fixture("shards/config.json")).unwrap();
+    recombine(
+        &fixture("refmade/split"),
+        &config,
+        &out,
+        &RecombineOptions::default(),
+    )
+    .unwrap();
+    let stray = out.join("demo_lib_gfx9/demo/stage/.kpack/demo_lib_gfx1030.kpack");
+    std::fs::copy(
+        refmade("shard-c").join("demo_lib_gfx1030/demo/stage/.kpack/demo_lib_gfx1030.kpack"),
+        &stray,
+    )
+    .unwrap();
+    let lines = verify(&out, &VerifyOptions::default()).unwrap().lines();
+    assert_plain(&lines);
+    let want = format!(
+        "{}: holds gfx1030, not an architecture of demo_lib_gfx9 (gfx900, gfx906)",
+        stray.display()
+    );
+    assert!(lines.contains(&want), "{lines:#?}");
+}
