@@ -162,3 +162,56 @@ fn non_congruent_p_align_and_a_phdr_size_mismatch_are_warnings_a_wrong_at_phdr_i
         );
     }
 }
+
+/// Each way a pointer is filled is explained in words: on fat fixtures (no marker), where
+/// each wrapper's pointer lands (the start of `.hip_fatbin`) and what fills it.
+#[test]
+fn where_a_pointer_lands_and_why_is_said_for_every_way_it_is_filled() {
+    for (rel, why) in [
+        (
+            "bin/exe_nopie",
+            "no relocation applies, so the value stored in the file is the pointer, and it is 0x403000",
+        ),
+        ("bin/libone.so", "a RELATIVE relocation (type 8, entry"),
+        (
+            "bin/librdc.so",
+            "an absolute 64-bit relocation (type 1, entry",
+        ),
+        ("bin/librelr.so", "under RELR (word"),
+    ] {
+        let data = read_fixture(rel);
+        let elf = ElfFile::parse(&data).unwrap();
+        let fat = inspect(&data).unwrap();
+        let fatbin = fat.fatbin.as_ref().unwrap();
+        for w in &fat.wrappers {
+            let text = kpack_elf::marker_offset(&elf, &fat, w)
+                .unwrap_err()
+                .to_string();
+            let want = format!(
+                "at run time its pointer lands at load base + {:#x}, the start of section [{}] \
+                 .hip_fatbin, not on the marker .rocm_kpack_ref, which the file does not have: \
+                 {why}",
+                fatbin.vaddr, fatbin.section_index
+            );
+            assert!(text.starts_with(&want), "{rel}:\n{text}\n{want}");
+            for debug in ["Some(", "None", "\""] {
+                assert!(!text.contains(debug), "{rel}: {text}");
+            }
+        }
+    }
+    // A marker that is not loaded cannot be reached.
+    let mut data = std::fs::read(refmade_library("libone.so")).unwrap();
+    let elf = ElfFile::parse(&data).unwrap();
+    let marker = elf.section_by_name(".rocm_kpack_ref").unwrap().index as u64;
+    let flags_at = (elf.header().e_shoff + marker * 64 + 8) as usize;
+    data[flags_at..flags_at + 8].copy_from_slice(&0u64.to_le_bytes());
+    let elf = ElfFile::parse(&data).unwrap();
+    let fat = inspect(&data).unwrap();
+    let text = kpack_elf::marker_offset(&elf, &fat, &fat.wrappers[0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("not on the marker .rocm_kpack_ref, which is not loaded (no SHF_ALLOC): "),
+        "{text}"
+    );
+}
