@@ -28,6 +28,7 @@ pub mod index;
 pub mod integrity;
 pub mod manifest;
 pub mod recombine;
+mod search_path;
 pub mod split;
 pub mod tarball;
 pub mod verify;

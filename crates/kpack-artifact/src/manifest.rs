@@ -30,7 +30,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<String>, ArtifactError> {
         let bad = |problem: &str| ArtifactError::Manifest {
             path: path.to_owned(),
             line: n + 1,
-            problem: format!("{prefix:?}: {problem}"),
+            problem: format!("prefix {prefix}: {problem}"),
         };
         if prefix.starts_with('/')
             || prefix

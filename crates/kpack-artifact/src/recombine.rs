@@ -2,7 +2,9 @@
 //! package per architecture group (the reduce step).
 //!
 //! Shards are the sub-directories of the shards directory, each holding split outputs
-//! `C_generic` and `C_<processor>` (or `C_<family>`), as directories or `.tar.zst` files
+//! `C_generic` and `C_<processor>` (or `C_<family>`, or, as the reference splits,
+//! `C_<target ID>` such as `demo_lib_gfx90a:xnack+`, packaged with its processor), as
+//! directories or `.tar.zst` files
 //! ([`crate::tarball`]: each tarball recombine reads is unpacked in one pass into the
 //! output's stage and its files moved from there into the packages, so nothing is extracted
 //! to a temporary directory and a killed run leaves nothing the next run does not sweep);
@@ -34,233 +36,30 @@
 //!   be interchangeable with the primary's ([`compare_generic`]);
 //! * `error_on_missing_architecture` (default false): a group architecture that no shard
 //!   provides for a component with device code is an error; otherwise it is reported.
+//!
+//! Whatever the flags say, recombine writes no code that no marker reaches: every archive a
+//! group package installs must be found by a marker of the generic package, and every marker
+//! must find an archive (`recombine/reach.rs`; shards split by the reference and by kpack name their
+//! archives differently, and are refused together).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use kpack_archive::{Archive, Compression};
-use serde::Deserialize;
+use kpack_archive::Compression;
 
 use crate::handlers::{family_covers, parse_family, parse_target};
 use crate::index::{self, IndexedArchive};
 use crate::tarball::{self, OutputFormat};
-use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, TreeEntry, manifest};
-use kpack_archive::kpm::KpmManifest;
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord};
 
-/// One architecture group of the configuration.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ArchGroup {
-    /// The group name (`C_<name>` artifacts).
-    pub name: String,
-    /// Its human-readable name.
-    pub display_name: String,
-    /// Processors (`gfx90a`), in configuration order.
-    pub architectures: Vec<String>,
-}
+mod config;
+mod generic;
+mod package;
+mod reach;
 
-/// The `validation` section.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Validation {
-    /// Two shards providing device code for one architecture is an error.
-    pub error_on_duplicate_device_code: bool,
-    /// Every shard's generic artifact must equal the primary's.
-    pub verify_generic_artifacts_match: bool,
-    /// A group architecture no shard provides is an error.
-    pub error_on_missing_architecture: bool,
-}
-
-impl Default for Validation {
-    fn default() -> Self {
-        Validation {
-            error_on_duplicate_device_code: true,
-            verify_generic_artifacts_match: false,
-            error_on_missing_architecture: false,
-        }
-    }
-}
-
-/// `packaging.json` (spec §5.4).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PackagingConfig {
-    /// The shard whose generic artifacts are used.
-    pub primary_shard: String,
-    /// The groups to package, in configuration order.
-    pub architecture_groups: Vec<ArchGroup>,
-    /// What to check.
-    pub validation: Validation,
-}
-
-/// Why a packaging configuration was refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// Not JSON, an unknown or missing field, a value of the wrong type, a group defined
-    /// twice; `path` is where (`validation.error_on_missing_architecture`).
-    #[error("{path}: {source}")]
-    Schema {
-        /// Where in the file.
-        path: String,
-        /// The parser's error.
-        source: serde_json::Error,
-    },
-    /// `primary_shard` is not a directory name.
-    #[error("primary_shard: {0:?} is not a shard directory name (non-empty, no '/')")]
-    PrimaryShard(String),
-    /// No architecture group.
-    #[error("architecture_groups: expected at least one group")]
-    NoGroups,
-    /// A group name that cannot name a package.
-    #[error(
-        "architecture_groups.{0}: invalid group name (expected ASCII letters, digits, '-' or '.', \
-         not \"generic\": it names the package <component>_<group>)"
-    )]
-    GroupName(String),
-    /// A group without architectures.
-    #[error("architecture_groups.{0}.architectures: expected at least one architecture")]
-    EmptyGroup(String),
-    /// An architecture that is not a GPU processor name.
-    #[error(
-        "architecture_groups.{group}.architectures: expected GPU processor names (gfx90a, \
-         gfx1100, gfx11-generic), got {architecture:?}"
-    )]
-    Architecture {
-        /// The group.
-        group: String,
-        /// The architecture as written.
-        architecture: String,
-    },
-    /// An architecture listed twice in one group.
-    #[error("architecture_groups.{group}.architectures: {architecture} listed twice")]
-    RepeatedArchitecture {
-        /// The group.
-        group: String,
-        /// The architecture.
-        architecture: String,
-    },
-}
-
-/// The file as written; [`PackagingConfig::parse`] checks what the types cannot.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigFile {
-    primary_shard: String,
-    architecture_groups: GroupsFile,
-    #[serde(default)]
-    validation: Validation,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct GroupFile {
-    display_name: Option<String>,
-    architectures: Vec<String>,
-}
-
-/// The groups in file order (the packages are written in it); a group named twice is an
-/// error where a map would keep the last silently.
-struct GroupsFile(Vec<(String, GroupFile)>);
-
-impl<'de> Deserialize<'de> for GroupsFile {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = GroupsFile;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object of groups")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<GroupsFile, A::Error> {
-                let mut groups: Vec<(String, GroupFile)> = Vec::new();
-                while let Some(name) = map.next_key::<String>()? {
-                    if groups.iter().any(|(n, _)| *n == name) {
-                        return Err(serde::de::Error::custom(format!(
-                            "group {name:?} defined twice"
-                        )));
-                    }
-                    let group = map.next_value()?;
-                    groups.push((name, group));
-                }
-                Ok(GroupsFile(groups))
-            }
-        }
-        d.deserialize_map(Visitor)
-    }
-}
-
-impl PackagingConfig {
-    /// Reads and checks a configuration file.
-    pub fn load(path: &Path) -> Result<PackagingConfig, ArtifactError> {
-        let text = std::fs::read_to_string(path).map_err(ArtifactError::io(path))?;
-        Self::parse(&text).map_err(|source| ArtifactError::Config {
-            path: path.to_owned(),
-            source,
-        })
-    }
-
-    /// Parses and checks a configuration; the error says which key is wrong and what was
-    /// expected.
-    pub fn parse(text: &str) -> Result<PackagingConfig, ConfigError> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let file: ConfigFile =
-            serde_path_to_error::deserialize(&mut de).map_err(|e| ConfigError::Schema {
-                path: e.path().to_string(),
-                source: e.into_inner(),
-            })?;
-        de.end().map_err(|source| ConfigError::Schema {
-            path: ".".to_owned(),
-            source,
-        })?;
-        if file.primary_shard.is_empty() || file.primary_shard.contains('/') {
-            return Err(ConfigError::PrimaryShard(file.primary_shard));
-        }
-        if file.architecture_groups.0.is_empty() {
-            return Err(ConfigError::NoGroups);
-        }
-        let mut architecture_groups = Vec::new();
-        for (name, g) in file.architecture_groups.0 {
-            let valid_name = !name.is_empty()
-                && name != "generic"
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-            if !valid_name {
-                return Err(ConfigError::GroupName(name));
-            }
-            if g.architectures.is_empty() {
-                return Err(ConfigError::EmptyGroup(name));
-            }
-            let mut architectures: Vec<String> = Vec::new();
-            for arch in g.architectures {
-                if !parse_target(&arch).is_some_and(|t| t.features().is_empty()) {
-                    return Err(ConfigError::Architecture {
-                        group: name,
-                        architecture: arch,
-                    });
-                }
-                if architectures.contains(&arch) {
-                    return Err(ConfigError::RepeatedArchitecture {
-                        group: name,
-                        architecture: arch,
-                    });
-                }
-                architectures.push(arch);
-            }
-            architecture_groups.push(ArchGroup {
-                display_name: g.display_name.unwrap_or_else(|| name.clone()),
-                name,
-                architectures,
-            });
-        }
-        Ok(PackagingConfig {
-            primary_shard: file.primary_shard,
-            architecture_groups,
-            validation: file.validation,
-        })
-    }
-}
+pub use config::{ArchGroup, ConfigError, PackagingConfig, Validation};
+pub use generic::compare_generic;
+use package::{Item, Meta, Package};
 
 /// Options of [`recombine`].
 #[derive(Debug, Clone, Default)]
@@ -340,267 +139,6 @@ struct Collected {
     arch: BTreeMap<String, Vec<(String, PathBuf)>>,
 }
 
-/// One entry of a package to write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Item {
-    Dir,
-    Symlink(PathBuf),
-    /// A regular file copied from this source.
-    File(PathBuf),
-    /// The index of a module, encoded when written: the sizes of the group archives it
-    /// lists are known only once they are written.
-    Index(Box<KpmManifest>),
-    /// A group archive: every entry of these per-target archives (target, path), targets
-    /// in order.
-    GroupArchive {
-        /// The archives' group name (the module).
-        module: String,
-        /// Its `gfx_arch_family`: the architecture group.
-        group: String,
-        sources: Vec<(String, PathBuf)>,
-        compression: Compression,
-    },
-}
-
-/// Where a package's manifest and record come from.
-enum Meta {
-    /// Copied from this artifact (the primary's generic artifact).
-    CopiedFrom(PathBuf),
-    Written {
-        prefixes: Vec<String>,
-        record: Box<ArtifactRecord>,
-    },
-}
-
-/// A package (artifact) planned in full before anything is written.
-struct Package {
-    name: String,
-    meta: Meta,
-    /// By (manifest prefix, path below it; empty for the prefix itself).
-    items: BTreeMap<(String, String), Item>,
-}
-
-impl Package {
-    fn new(name: String, meta: Meta) -> Package {
-        Package {
-            name,
-            meta,
-            items: BTreeMap::new(),
-        }
-    }
-
-    /// Adds every entry of the artifact `from`'s prefix trees. An entry already planned
-    /// must be the same (two artifacts of a group may ship the same file, never different
-    /// ones).
-    fn add_artifact(&mut self, from: &Path) -> Result<Vec<String>, ArtifactError> {
-        let prefixes = manifest::read(from)?;
-        for prefix in &prefixes {
-            let root = from.join(prefix);
-            if !root.is_dir() {
-                continue;
-            }
-            self.add(prefix, String::new(), Item::Dir, &root)?;
-            for (rel, entry) in crate::walk_tree(&root)? {
-                let src = root.join(&rel);
-                let item = match entry {
-                    TreeEntry::Dir => Item::Dir,
-                    TreeEntry::Symlink(t) => Item::Symlink(t),
-                    TreeEntry::File => Item::File(src.clone()),
-                };
-                self.add(prefix, rel, item, &src)?;
-            }
-        }
-        Ok(prefixes)
-    }
-
-    fn add(
-        &mut self,
-        prefix: &str,
-        rel: String,
-        item: Item,
-        src: &Path,
-    ) -> Result<(), ArtifactError> {
-        let key = (prefix.to_owned(), rel);
-        let Some(planned) = self.items.get(&key) else {
-            self.items.insert(key, item);
-            return Ok(());
-        };
-        let same = match (planned, &item) {
-            (Item::File(a), Item::File(b)) => {
-                std::fs::read(a).map_err(ArtifactError::io(a))?
-                    == std::fs::read(b).map_err(ArtifactError::io(b))?
-            }
-            (a, b) => a == b,
-        };
-        if same {
-            return Ok(());
-        }
-        let shown = match planned {
-            Item::File(p) => p.display().to_string(),
-            _ => format!("{}/{}", key.0, key.1),
-        };
-        Err(ArtifactError::invalid(
-            src,
-            format!("differs from {shown}, already packaged in {}", self.name),
-        ))
-    }
-
-    /// Writes the package under `dir`, moving rather than copying the source files
-    /// `movable` selects; returns the number of files. `sizes`: the group archives written
-    /// so far by installed path, to which this package's are added; the indexes take their
-    /// sizes from it (so packages with indexes are written last).
-    fn write(
-        &self,
-        dir: &Path,
-        threads: usize,
-        sizes: &mut BTreeMap<String, u64>,
-        movable: &(dyn Fn(&Path) -> bool + Sync),
-    ) -> Result<usize, ArtifactError> {
-        let dest = dir.join(&self.name);
-        std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
-        match &self.meta {
-            Meta::CopiedFrom(from) => {
-                crate::copy_file(
-                    &from.join(manifest::MANIFEST),
-                    &dest.join(manifest::MANIFEST),
-                )?;
-                if from.join(RECORD).exists() {
-                    crate::copy_file(&from.join(RECORD), &dest.join(RECORD))?;
-                }
-            }
-            Meta::Written { prefixes, record } => {
-                manifest::write(&dest, prefixes)?;
-                record.write(&dest)?;
-            }
-        }
-        let mut files = Vec::new();
-        let mut indexes = Vec::new();
-        for ((prefix, rel), item) in &self.items {
-            let to = dest.join(prefix).join(rel);
-            match item {
-                Item::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
-                Item::Symlink(t) => crate::copy_symlink(t, &to)?,
-                Item::File(_) | Item::GroupArchive { .. } => files.push((rel, item, to)),
-                Item::Index(kpm) => indexes.push((rel, kpm, to)),
-            }
-        }
-        let written = crate::parallel_map(&files, threads, |_, (_, item, to)| match item {
-            Item::File(from) if movable(from) => crate::move_file(from, to).map(|_| None),
-            Item::File(from) => crate::copy_file(from, to).map(|_| None),
-            Item::GroupArchive {
-                module,
-                group,
-                sources,
-                compression,
-            } => crate::group::write(to, module, group, sources, *compression).map(Some),
-            _ => unreachable!("only files are queued"),
-        })?;
-        for ((rel, _, _), size) in files.iter().zip(written) {
-            if let Some(size) = size {
-                sizes.insert((*rel).clone(), size);
-            }
-        }
-        for (rel, kpm, to) in &indexes {
-            let mut kpm = (**kpm).clone();
-            let kpack_dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
-            for (_, e) in &mut kpm.kpack_files {
-                if let Some(size) = sizes.get(&format!("{kpack_dir}/{}", e.file)) {
-                    e.size = *size;
-                }
-            }
-            let bytes = kpm
-                .encode()
-                .map_err(|e| ArtifactError::invalid(to, format!("encoding the index: {e}")))?;
-            std::fs::write(to, bytes).map_err(ArtifactError::io(to))?;
-        }
-        Ok(files.len() + indexes.len())
-    }
-
-    /// Replaces the per-target archives of this (group) package by one group archive per
-    /// directory and module, `<module>_<group>.kpack`, and the per-target names by relative
-    /// links to it, so that every marker's `<module>_@GFXARCH@.kpack` still finds its
-    /// target. Sources must hold one target each and be named `<module>_<target>.kpack`.
-    fn merge_archives(
-        &mut self,
-        group: &str,
-        compression: Compression,
-    ) -> Result<(), ArtifactError> {
-        // (prefix, .kpack directory, file-name module) → (group name, per-target sources).
-        type Sources = Vec<(String, String, PathBuf)>;
-        let mut sets: BTreeMap<(String, String, String), (String, Sources)> = BTreeMap::new();
-        for ((prefix, rel), item) in &self.items {
-            let Item::File(src) = item else { continue };
-            if index::archive_dir(rel).is_none() {
-                continue;
-            }
-            let a = Archive::open(src).map_err(|source| ArtifactError::Archive {
-                path: src.clone(),
-                source: Box::new(source),
-            })?;
-            let [target] = a.gfx_arches() else {
-                return Err(ArtifactError::invalid(
-                    src,
-                    format!(
-                        "expected one architecture in gfx_arches to build a group archive, found {:?}",
-                        a.gfx_arches()
-                    ),
-                ));
-            };
-            let (kpack_dir, name) = rel.rsplit_once('/').expect("archives lie in .kpack/");
-            let Some(stem) = name.strip_suffix(&format!("_{target}.kpack")) else {
-                return Err(ArtifactError::invalid(
-                    src,
-                    format!("expected the name <module>_{target}.kpack for its target {target}"),
-                ));
-            };
-            let key = (prefix.clone(), kpack_dir.to_owned(), stem.to_owned());
-            let (module, sources) = sets
-                .entry(key)
-                .or_insert_with(|| (a.group_name().to_owned(), Vec::new()));
-            if module != a.group_name() {
-                return Err(ArtifactError::invalid(
-                    src,
-                    format!(
-                        "group name {:?} differs from {module:?} of the other archives of {stem}",
-                        a.group_name()
-                    ),
-                ));
-            }
-            sources.push((target.clone(), rel.clone(), src.clone()));
-        }
-        for ((prefix, kpack_dir, stem), (module, mut sources)) in sets {
-            sources.sort();
-            let name = format!("{stem}_{group}.kpack");
-            let archive_rel = format!("{kpack_dir}/{name}");
-            let key = (prefix.clone(), archive_rel.clone());
-            if let Some(Item::File(other)) = self.items.get(&key) {
-                if !sources.iter().any(|(_, rel, _)| *rel == archive_rel) {
-                    return Err(ArtifactError::invalid(
-                        other,
-                        format!(
-                            "has the name of the group archive of {stem} in {}",
-                            self.name
-                        ),
-                    ));
-                }
-            }
-            // A group named after its one target keeps that name for the archive: no link.
-            for (_, rel, _) in sources.iter().filter(|(_, rel, _)| *rel != archive_rel) {
-                let link = Item::Symlink(PathBuf::from(&name));
-                self.items.insert((prefix.clone(), rel.clone()), link);
-            }
-            let item = Item::GroupArchive {
-                module,
-                group: group.to_owned(),
-                sources: sources.into_iter().map(|(t, _, src)| (t, src)).collect(),
-                compression,
-            };
-            self.items.insert(key, item);
-        }
-        Ok(())
-    }
-}
-
 /// Recombines the shards under `shards` per `config` into `out`.
 pub fn recombine(
     shards: &Path,
@@ -669,9 +207,7 @@ fn collect_components(
             let c = components.entry(component.to_owned()).or_default();
             if suffix == "generic" {
                 c.generic.insert(shard.clone(), dir);
-            } else if parse_family(suffix).is_some()
-                || parse_target(suffix).is_some_and(|t| t.features().is_empty())
-            {
+            } else if parse_family(suffix).is_some() || parse_target(suffix).is_some() {
                 c.arch
                     .entry(suffix.to_owned())
                     .or_default()
@@ -679,7 +215,7 @@ fn collect_components(
             } else {
                 return Err(ArtifactError::invalid(
                     dir,
-                    "neither <component>_generic nor <component>_<processor>: not a split output",
+                    "neither <component>_generic nor <component>_<target or family>: not a split output",
                 ));
             }
         }
@@ -818,8 +354,12 @@ fn plan_packages(
     };
     let mut packages: Vec<Package> = Vec::new();
     let mut index_problems = Vec::new();
+    let mut unreached = Vec::new();
     for (component, c) in components {
         let (cs, planned, problems) = plan_component(component, c, config, opts.group_archives)?;
+        if !c.arch.is_empty() {
+            unreached.extend(reach::problems(component, &planned[0], &planned[1..])?);
+        }
         summary.components.push(cs);
         packages.extend(planned);
         index_problems.extend(problems);
@@ -842,6 +382,12 @@ fn plan_packages(
         return Err(ArtifactError::Validation {
             what: "one module's archive for one target in two packages",
             problems: index_problems,
+        });
+    }
+    if !unreached.is_empty() {
+        return Err(ArtifactError::Validation {
+            what: "code no marker would reach (the generic package's markers must find every archive)",
+            problems: unreached,
         });
     }
     Ok((summary, packages))
@@ -1043,7 +589,12 @@ fn plan_component(
                     split_databases: Vec::new(),
                     binaries: Vec::new(),
                     group: Some(g.name.clone()),
-                    architectures: suffixes.iter().cloned().collect(),
+                    architectures: suffixes
+                        .iter()
+                        .map(|s| suffix_architecture(s))
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect(),
                 }),
             },
         );
@@ -1092,7 +643,21 @@ fn plan_component(
         });
         packages.push(package);
     }
-    // One index per (prefix, module), into the generic package.
+    let problems = add_indexes(component, archives, primary, &mut generic, &mut cs)?;
+    packages.insert(0, generic);
+    Ok((cs, packages, problems))
+}
+
+/// Adds to the generic package one index per (prefix, module) listing `archives`, noted in
+/// `cs`; returns the archives two packages provide for one module and target (no index is
+/// planned for those).
+fn add_indexes(
+    component: &str,
+    archives: Vec<(String, IndexedArchive)>,
+    primary: &Path,
+    generic: &mut Package,
+    cs: &mut ComponentSummary,
+) -> Result<Vec<String>, ArtifactError> {
     let mut by_prefix: BTreeMap<String, Vec<IndexedArchive>> = BTreeMap::new();
     for (prefix, a) in archives {
         by_prefix.entry(prefix).or_default().push(a);
@@ -1129,8 +694,7 @@ fn plan_component(
             cs.indexes.push(format!("{}/{prefix}/{rel}", generic.name));
         }
     }
-    packages.insert(0, generic);
-    Ok((cs, packages, problems))
+    Ok(problems)
 }
 
 /// Whether packages may install the same path.
@@ -1204,146 +768,18 @@ where
 fn provider_suffixes(c: &Collected, arch: &str) -> Vec<String> {
     c.arch
         .keys()
-        .filter(|s| *s == arch || (parse_family(s).is_some() && family_covers(s, arch)))
+        .filter(|s| {
+            suffix_architecture(s) == arch || (parse_family(s).is_some() && family_covers(s, arch))
+        })
         .cloned()
         .collect()
 }
 
-/// How two generic artifacts of one component (from different shards) differ, one line per
-/// difference; empty when they are interchangeable.
-///
-/// Interchangeable means: the same manifest and record; the same entries (files,
-/// directories, symlinks with the same link text, files with the same permissions); files
-/// byte-identical, except rewritten binaries, which must have the same marker, the same
-/// wrappers (index, magic, version, `reserved1`) and the same sections (names, types,
-/// flags, sizes) apart from the size of `.hip_fatbin`. A shard with other targets has
-/// another device-code size, and everything the linker placed after `.hip_fatbin` moves
-/// with it (measured on the hipcc shards: `.text`, `.dynsym`, `.rela.dyn`, `.dynamic`,
-/// `.eh_frame` differ while `.rodata`, `.got`, `.symtab` do not), so host bytes are
-/// compared whole only where the layouts agree: two rewritten binaries whose `.hip_fatbin`
-/// have the same address and size must be byte-identical.
-pub fn compare_generic(a: &Path, b: &Path) -> Result<Vec<String>, ArtifactError> {
-    let mut diffs = Vec::new();
-    let (ma, mb) = (manifest::read(a)?, manifest::read(b)?);
-    if ma != mb {
-        diffs.push(format!("manifests differ: {ma:?} vs {mb:?}"));
-        return Ok(diffs);
+/// The architecture an arch artifact's suffix names: a family, or a target's processor (the
+/// reference names artifacts after target IDs, `demo_lib_gfx90a:xnack+`).
+fn suffix_architecture(suffix: &str) -> String {
+    match parse_target(suffix) {
+        Some(t) if parse_family(suffix).is_none() => t.processor().to_owned(),
+        _ => suffix.to_owned(),
     }
-    if ArtifactRecord::read(a)? != ArtifactRecord::read(b)? {
-        diffs.push(format!("{RECORD} differs"));
-    }
-    for prefix in &ma {
-        let (ra, rb) = (a.join(prefix), b.join(prefix));
-        let ta: BTreeMap<String, TreeEntry> = if ra.is_dir() {
-            crate::walk_tree(&ra)?.into_iter().collect()
-        } else {
-            BTreeMap::new()
-        };
-        let tb: BTreeMap<String, TreeEntry> = if rb.is_dir() {
-            crate::walk_tree(&rb)?.into_iter().collect()
-        } else {
-            BTreeMap::new()
-        };
-        for (rel, ea) in &ta {
-            let at = format!("{prefix}/{rel}");
-            let Some(eb) = tb.get(rel) else {
-                diffs.push(format!("{at}: only in the first"));
-                continue;
-            };
-            if ea != eb {
-                diffs.push(format!("{at}: {ea:?} vs {eb:?}"));
-                continue;
-            }
-            if *ea == TreeEntry::File {
-                if let Some(d) = compare_files(&ra.join(rel), &rb.join(rel))? {
-                    diffs.push(format!("{at}: {d}"));
-                }
-            }
-        }
-        for rel in tb.keys().filter(|r| !ta.contains_key(*r)) {
-            diffs.push(format!("{prefix}/{rel}: only in the second"));
-        }
-    }
-    Ok(diffs)
-}
-
-/// The shape of a rewritten binary that must not depend on the shard's targets.
-#[derive(Debug, PartialEq, Eq)]
-struct HostShape {
-    marker: Vec<u8>,
-    wrappers: Vec<(usize, String, u32, u64)>,
-    sections: Vec<(String, u32, u64, u64)>,
-    fatbin: Option<(u64, u64)>,
-}
-
-fn host_shape(bytes: &[u8]) -> Option<HostShape> {
-    let elf = kpack_elf::ElfFile::parse(bytes).ok()?;
-    let fat = kpack_elf::inspect_elf(&elf).ok()?;
-    if fat.kind != kpack_elf::FatBinaryKind::Kpacked {
-        return None;
-    }
-    let marker = fat.marker.as_ref()?.bytes(bytes)?.to_vec();
-    Some(HostShape {
-        marker,
-        wrappers: fat
-            .wrappers
-            .iter()
-            .map(|w| (w.index, format!("{:?}", w.magic), w.version, w.reserved1))
-            .collect(),
-        sections: elf
-            .section_headers()
-            .iter()
-            .map(|s| {
-                let size = if s.name == kpack_elf::FATBIN_SECTION {
-                    0
-                } else {
-                    s.sh_size
-                };
-                (s.name.clone(), s.sh_type, s.sh_flags, size)
-            })
-            .collect(),
-        fatbin: elf
-            .section_by_name(kpack_elf::FATBIN_SECTION)
-            .map(|s| (s.sh_addr, s.sh_size)),
-    })
-}
-
-fn compare_files(a: &Path, b: &Path) -> Result<Option<String>, ArtifactError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = |p: &Path| {
-        std::fs::metadata(p)
-            .map(|m| m.permissions().mode() & 0o7777)
-            .map_err(ArtifactError::io(p))
-    };
-    let (mode_a, mode_b) = (mode(a)?, mode(b)?);
-    if mode_a != mode_b {
-        return Ok(Some(format!("mode {mode_a:o} vs {mode_b:o}")));
-    }
-    let open = |p: &Path| -> Result<kpack_pipeline::FileBytes, ArtifactError> {
-        let f = std::fs::File::open(p).map_err(ArtifactError::io(p))?;
-        kpack_pipeline::map_file(&f, p).map_err(|source| ArtifactError::Source {
-            path: p.to_owned(),
-            source: Box::new(source),
-        })
-    };
-    let (ba, bb) = (open(a)?, open(b)?);
-    if ba[..] == bb[..] {
-        return Ok(None);
-    }
-    Ok(Some(match (host_shape(&ba), host_shape(&bb)) {
-        (Some(sa), Some(sb)) => {
-            if sa.marker != sb.marker {
-                "markers differ".to_owned()
-            } else if sa.wrappers != sb.wrappers {
-                format!("wrappers differ: {:?} vs {:?}", sa.wrappers, sb.wrappers)
-            } else if sa.sections != sb.sections {
-                "section tables differ beyond .hip_fatbin's size".to_owned()
-            } else if sa.fatbin == sb.fatbin {
-                "host bytes differ although the layouts agree".to_owned()
-            } else {
-                return Ok(None);
-            }
-        }
-        _ => "contents differ".to_owned(),
-    }))
 }

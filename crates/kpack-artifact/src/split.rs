@@ -94,7 +94,7 @@ pub fn split_batch(
             return Err(ArtifactError::invalid(
                 dir,
                 format!(
-                    "component {component:?} also comes from {}; split them into separate outputs",
+                    "component {component} also comes from {}; split them into separate outputs",
                     other.display()
                 ),
             ));
@@ -115,9 +115,11 @@ pub fn split_batch(
 
 fn check_component(component: &str) -> Result<(), ArtifactError> {
     if component.is_empty() || component.contains('/') || component.starts_with('.') {
-        return Err(ArtifactError::Usage(format!(
-            "invalid component name {component:?}"
-        )));
+        return Err(ArtifactError::Usage(if component.is_empty() {
+            "the component name is empty".to_owned()
+        } else {
+            format!("invalid component name {component}: it must not contain '/' or start with '.'")
+        }));
     }
     Ok(())
 }

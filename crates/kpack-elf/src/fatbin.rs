@@ -145,11 +145,13 @@ pub struct Wrapper {
     pub reserved1: u64,
     /// How the pointer is filled at load time.
     pub pointer: PointerSource,
-    /// The address the pointer resolves to (link-time address, load base 0), when
-    /// it can be computed: `None` for undefined symbols (e.g. `__hip_fatbin` in an
-    /// RDC object before device linking) and uninterpreted relocation types. In
-    /// relocatable objects, a symbol's address is its section's `sh_addr` (0) +
-    /// `st_value`, i.e. section-relative.
+    /// Where the loader will put the pointer (link-time address, load base 0), by the ABI
+    /// rules of `loader_pointer` (the addend of a RELA entry, the stored value under RELR
+    /// or REL, the stored value of a non-PIE executable), when it can be computed: `None`
+    /// for undefined symbols (e.g. `__hip_fatbin` in an RDC object before device linking)
+    /// and uninterpreted relocation types. In relocatable objects, a symbol's address is
+    /// its section's `sh_addr` (0) + `st_value`, i.e. section-relative. This, never
+    /// [`Wrapper::binary`], is what the pointer is.
     pub target: Option<u64>,
     /// The bundle (index into [`FatBinary::bundles`]) starting exactly at
     /// `target`. In relocatable objects this additionally requires the pointer's
@@ -330,13 +332,11 @@ fn read_wrappers(
 
     let mut wrappers = Vec::with_capacity(records.len());
     for (index, (&[head, binary, reserved1], found)) in records.iter().zip(relocated).enumerate() {
-        let (pointer, resolved) = found.unwrap_or((
-            PointerSource::InPlace(binary),
-            Resolved {
-                target: Some(binary),
-                section: None,
-            },
-        ));
+        let (pointer, resolved) = found.unwrap_or_else(|| {
+            let source = PointerSource::InPlace(binary);
+            let resolved = loader_pointer(elf, &source, None);
+            (source, resolved)
+        });
         // Relocatable objects: every section starts at address 0, so an address
         // only identifies a bundle when it is known to be relative to .hip_fatbin.
         let bundle = fatbin
@@ -452,26 +452,17 @@ fn pointer_relocations(
             let value = in_file[slot];
             let section_index = section.index;
             let Some(r_type) = r_type else {
-                let relative = Resolved {
-                    target: Some(value),
-                    section: None,
-                };
                 let source = PointerSource::Relr {
                     section_index,
                     word_index: entry_index,
                     in_file: value,
                 };
-                found[slot] = Some((source, relative));
+                let resolved = loader_pointer(elf, &source, None);
+                found[slot] = Some((source, resolved));
                 continue;
             };
             let sym = symbol_for(elf, section, r_sym)?;
-            let resolved = apply(
-                elf,
-                r_type,
-                sym.as_ref(),
-                addend.map_or(value, |a| a as u64),
-            );
-            let symbol = sym.map(|(s, _)| s.name);
+            let symbol = sym.as_ref().map(|(s, _)| s.name.clone());
             let source = match addend {
                 Some(addend) => PointerSource::Rela {
                     section_index,
@@ -488,6 +479,7 @@ fn pointer_relocations(
                     in_file: value,
                 },
             };
+            let resolved = loader_pointer(elf, &source, sym.as_ref());
             found[slot] = Some((source, resolved));
         }
     }
@@ -513,16 +505,43 @@ fn symbol_for(
     Ok(Some((sym, address)))
 }
 
-/// The value a relocation computes, for the types that can hold a pointer.
-fn apply(
+/// Where the dynamic loader (or, in a relocatable object, the static linker) will put a
+/// wrapper's pointer, the load base taken as 0: the one place this is computed, so that
+/// every reader of a wrapper (verify, restore, prune, inspect, the artifact checks)
+/// follows the same ABI rules.
+/// * no relocation (a non-PIE executable): the value stored in the file;
+/// * `SHT_RELR`, or `SHT_REL` of the `*_RELATIVE` type: base + the value stored in the file
+///   (there the stored value *is* the addend);
+/// * `SHT_RELA`: base + `r_addend` (`*_RELATIVE`), or symbol + `r_addend` (absolute 64-bit);
+///   the value stored in the file is ignored (linkers such as lld leave 0 there, as the
+///   reference's rewrite does);
+/// * `SHT_REL` of the absolute type: symbol + the value stored in the file.
+///
+/// `sym` is the relocation's symbol and its address (`None` for symbol 0). Other types, and
+/// undefined symbols, leave the pointer unknown.
+fn loader_pointer(
     elf: &ElfFile<'_>,
-    r_type: u32,
+    source: &PointerSource,
     sym: Option<&(Symbol, Option<u64>)>,
-    addend: u64,
 ) -> Resolved {
     let unresolved = Resolved {
         target: None,
         section: None,
+    };
+    let (r_type, addend) = match *source {
+        PointerSource::InPlace(stored)
+        | PointerSource::Relr {
+            in_file: stored, ..
+        } => {
+            return Resolved {
+                target: Some(stored),
+                section: None,
+            };
+        }
+        PointerSource::Rela { r_type, addend, .. } => (r_type, addend as u64),
+        PointerSource::Rel {
+            r_type, in_file, ..
+        } => (r_type, in_file),
     };
     match reloc_kind(elf.header().e_machine, r_type) {
         RelocKind::Relative => Resolved {

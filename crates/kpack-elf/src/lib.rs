@@ -48,8 +48,8 @@
 //! ELF members.
 //!
 //! # Modules
-//! Dependencies point one way: [`shrink`] → [`rewrite`] → [`verify`] → `fatbin` → `elf` →
-//! [`relr`]. Records and constants come from `object::elf`, read under the range checks of
+//! Dependencies point one way: [`shrink`] → [`rewrite`] → [`verify`] → [`landing`] →
+//! `fatbin` → `elf` → [`relr`]. Records and constants come from `object::elf`, read under the range checks of
 //! `kpack_hostbin::bytes` (shared with the PE reader); [`machine`] holds what depends on the
 //! target machine (page size, relocation kinds), so a new machine is added in one place.
 //!
@@ -61,6 +61,7 @@ pub mod ar;
 mod elf;
 mod error;
 mod fatbin;
+pub mod landing;
 pub mod machine;
 pub mod relr;
 pub mod restore;
@@ -81,9 +82,10 @@ pub use fatbin::{
 // `Rewrite` is a `Splice`, `inspect` reports `WrapperMagic`s, `verify` `VerifyIssue`s).
 pub use kpack_bundle::LocatedBundle;
 pub use kpack_hostbin::{
-    FatBinaryKind, HIPF_MAGIC, HIPK_MAGIC, VerifyIssue, WRAPPER_POINTER_OFFSET, WRAPPER_SIZE,
-    WrapperMagic, splice,
+    FatBinaryKind, Findings, HIPF_MAGIC, HIPK_MAGIC, VerifyIssue, WRAPPER_POINTER_OFFSET,
+    WRAPPER_SIZE, WrapperMagic, splice,
 };
+pub use landing::{Misdirected, marker_offset};
 pub use machine::{RelocKind, reloc_kind};
 pub use relr::RelrEntry;
 pub use rewrite::{FatbinEdit, Rewrite, RewriteError, RewriteSummary};

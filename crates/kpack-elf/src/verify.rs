@@ -6,34 +6,57 @@
 //! * `PT_LOAD`s: file ranges of file-backed segments do not overlap, and a segment with
 //!   `p_filesz == 0` does not share its `p_offset` with another; `p_offset ≡ p_vaddr` modulo
 //!   the page ([`crate::machine::page_size`]: 4 KiB on x86-64, the largest `p_align` on
-//!   aarch64 and ppc64) and modulo `p_align`; sorted by address, not overlapping in memory;
-//!   `p_filesz <= p_memsz`;
-//! * the program header table lies inside a `PT_LOAD`; `PT_PHDR` matches `e_phoff`, the
-//!   table size and that segment's address; in executables (`ET_EXEC` or `PT_INTERP`) the
-//!   table's segment has the first `PT_LOAD`'s `p_vaddr - p_offset` (kernels before 5.18
-//!   compute `AT_PHDR` from it);
+//!   aarch64 and ppc64); a power-of-two `p_align`; sorted by address, not overlapping in
+//!   memory; `p_filesz <= p_memsz`;
+//! * the program header table lies inside a `PT_LOAD`; `PT_PHDR` matches `e_phoff` and that
+//!   segment's address; in executables (`ET_EXEC` or `PT_INTERP`) the table's segment has
+//!   the first `PT_LOAD`'s `p_vaddr - p_offset` (kernels before 5.18 compute `AT_PHDR` from
+//!   it);
 //! * allocated sections: aligned addresses; contents file-backed by a `PT_LOAD` at the
 //!   matching address; `SHT_NOBITS` ones inside a `PT_LOAD`'s memory;
 //! * the section header table overlaps neither the program header table nor any section;
 //!   section names lie inside the name table (checked by the parser);
 //! * kpacked files: every wrapper has magic HIPK, version 1, `reserved1` = its index, and a
-//!   pointer that resolves (through its relocation, or in the file) to the address of an
-//!   allocated `.rocm_kpack_ref`, whose bytes decode as HIPK marker metadata.
+//!   pointer the loader puts ([`crate::landing`]) on the address of an allocated
+//!   `.rocm_kpack_ref`, whose bytes decode as HIPK marker metadata.
+//!
+//! Warnings, not refusals ([`Findings::warnings`]), for what the ELF specification forbids
+//! but glibc loads (the reference's rewrite writes both): `p_offset ≢ p_vaddr` modulo a
+//! `p_align` above the page (the page congruence is what `mmap` needs), and a `PT_PHDR`
+//! whose size is not the table's (the loader reads only its address).
 
 use kpack_hostbin::marker::MarkerMetadata;
 
 use object::elf::{ET_DYN, PT_LOAD, PT_PHDR, SHF_ALLOC, SHF_TLS, SHT_NOBITS};
 
 use crate::elf::{ElfFile, PHDR_SIZE, ProgramHeader, SHDR_SIZE};
-use crate::fatbin::{PointerSource, inspect_elf};
+use crate::fatbin::{MARKER_SECTION, PointerSource, inspect_elf};
+use crate::landing::{marker_offset, pointer_origin};
 use crate::machine::page_size;
-use kpack_hostbin::{FatBinaryKind, VerifyIssue, hipk_wrapper_issues};
+use kpack_hostbin::{FatBinaryKind, Findings, VerifyIssue, hipk_wrapper_issues};
 
-/// Every issue of `data`, in check order; `Ok` if there is none.
+/// Every refusal of `data`, in check order; `Ok` if there is none (warnings aside).
 pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
-    let mut issues = Vec::new();
+    findings(data).refusals()
+}
+
+/// The refusals of `data`'s layout alone, kpacked wrappers and marker unchecked: what a
+/// restore needs of its input, whose wrappers it rewrites whatever they point at.
+pub fn verify_layout(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
+    check(data, false).refusals()
+}
+
+/// Every refusal and warning of `data`, each in check order.
+pub fn findings(data: &[u8]) -> Findings {
+    check(data, true)
+}
+
+fn check(data: &[u8], kpacked: bool) -> Findings {
+    let mut found = Findings::default();
     let mut add =
-        |offset: Option<u64>, message: String| issues.push(VerifyIssue { offset, message });
+        |offset: Option<u64>, message: String| found.issues.push(VerifyIssue { offset, message });
+    let mut warn =
+        |offset: Option<u64>, message: String| found.warnings.push(VerifyIssue { offset, message });
     match ElfFile::parse(data) {
         Ok(elf) => {
             let loads: Vec<&ProgramHeader> = elf
@@ -41,18 +64,16 @@ pub fn verify(data: &[u8]) -> Result<(), Vec<VerifyIssue>> {
                 .iter()
                 .filter(|p| p.p_type == PT_LOAD)
                 .collect();
-            check_loads(&elf, &loads, &mut add);
-            check_program_header_table(&elf, &loads, &mut add);
+            check_loads(&elf, &loads, &mut add, &mut warn);
+            check_program_header_table(&elf, &loads, &mut add, &mut warn);
             check_sections(&elf, &loads, &mut add);
-            check_kpacked(data, &elf, &mut add);
+            if kpacked {
+                check_kpacked(data, &elf, &mut add);
+            }
         }
         Err(e) => add(None, format!("does not parse: {e}")),
     }
-    if issues.is_empty() {
-        Ok(())
-    } else {
-        Err(issues)
-    }
+    found
 }
 
 /// The file offset of program header `p`.
@@ -60,13 +81,14 @@ fn phdr_offset(elf: &ElfFile<'_>, p: &ProgramHeader) -> Option<u64> {
     Some(elf.header().e_phoff + p.index as u64 * PHDR_SIZE)
 }
 
-/// `PT_LOAD`s: `p_filesz <= p_memsz`, offsets congruent to addresses modulo the page and
-/// `p_align`, no two overlapping in the file (nor one without file bytes sharing another's
-/// offset), sorted by address and apart in memory.
+/// `PT_LOAD`s: `p_filesz <= p_memsz`, offsets congruent to addresses modulo the page (and,
+/// a warning, modulo `p_align`), no two overlapping in the file (nor one without file bytes
+/// sharing another's offset), sorted by address and apart in memory.
 fn check_loads(
     elf: &ElfFile<'_>,
     loads: &[&ProgramHeader],
     add: &mut impl FnMut(Option<u64>, String),
+    warn: &mut impl FnMut(Option<u64>, String),
 ) {
     let h = elf.header();
     let phdr_at = |p: &ProgramHeader| phdr_offset(elf, p);
@@ -87,13 +109,21 @@ fn check_loads(
                 ),
             );
         }
-        if p.p_align > 1
-            && (!p.p_align.is_power_of_two() || p.p_offset % p.p_align != p.p_vaddr % p.p_align)
-        {
+        if p.p_align > 1 && !p.p_align.is_power_of_two() {
             add(
                 phdr_at(p),
                 format!(
-                    "PT_LOAD [{}]: p_offset {:#x} and p_vaddr {:#x} differ modulo p_align {:#x}",
+                    "PT_LOAD [{}]: p_align {:#x} is not a power of two",
+                    p.index, p.p_align
+                ),
+            );
+        } else if p.p_align > 1 && p.p_offset % p.p_align != p.p_vaddr % p.p_align {
+            // glibc maps each segment at its page, not at `p_align`: what matters to it is
+            // the page congruence, checked above.
+            warn(
+                phdr_at(p),
+                format!(
+                    "PT_LOAD [{}]: p_offset {:#x} and p_vaddr {:#x} differ modulo p_align {:#x} (the ELF specification requires congruence; loaders need it only modulo the page {page:#x})",
                     p.index, p.p_offset, p.p_vaddr, p.p_align
                 ),
             );
@@ -136,11 +166,12 @@ fn check_loads(
 }
 
 /// The program header table lies inside a `PT_LOAD`; in executables, its segment has the
-/// first `PT_LOAD`'s `p_vaddr - p_offset`; `PT_PHDR` describes it.
+/// first `PT_LOAD`'s `p_vaddr - p_offset`; `PT_PHDR` describes it (its size, a warning).
 fn check_program_header_table(
     elf: &ElfFile<'_>,
     loads: &[&ProgramHeader],
     add: &mut impl FnMut(Option<u64>, String),
+    warn: &mut impl FnMut(Option<u64>, String),
 ) {
     let h = elf.header();
     let phdr_at = |p: &ProgramHeader| phdr_offset(elf, p);
@@ -167,16 +198,21 @@ fn check_program_header_table(
                     );
                 }
                 for p in elf.program_headers().iter().filter(|p| p.p_type == PT_PHDR) {
-                    if p.p_offset != h.e_phoff
-                        || p.p_filesz != table_len
-                        || p.p_memsz != table_len
-                        || p.p_vaddr.wrapping_sub(p.p_offset) != delta
-                    {
+                    if p.p_offset != h.e_phoff || p.p_vaddr.wrapping_sub(p.p_offset) != delta {
                         add(
                             phdr_at(p),
                             format!(
                                 "PT_PHDR [{}] does not describe the program header table at {:#x} ({} bytes)",
                                 p.index, h.e_phoff, table_len
+                            ),
+                        );
+                    } else if p.p_filesz != table_len || p.p_memsz != table_len {
+                        // The loader computes the load bias from PT_PHDR's address alone.
+                        warn(
+                            phdr_at(p),
+                            format!(
+                                "PT_PHDR [{}]: p_filesz {:#x} and p_memsz {:#x}, but the program header table at {:#x} is {} bytes (loaders read only its address)",
+                                p.index, p.p_filesz, p.p_memsz, h.e_phoff, table_len
                             ),
                         );
                     }
@@ -263,7 +299,7 @@ fn check_sections(
 }
 
 /// In a kpacked file: the `.rocm_kpack_ref` marker is allocated and decodes as HIPK
-/// metadata, and every wrapper is a HIPK one whose pointer leads to it.
+/// metadata, and every wrapper is a HIPK one whose pointer the loader puts on it.
 fn check_kpacked(data: &[u8], elf: &ElfFile<'_>, add: &mut impl FnMut(Option<u64>, String)) {
     let h = elf.header();
     match inspect_elf(elf) {
@@ -319,23 +355,17 @@ fn check_kpacked(data: &[u8], elf: &ElfFile<'_>, add: &mut impl FnMut(Option<u64
                     );
                 }
                 if let Some(mv) = marker_vaddr {
-                    if w.target != Some(mv) {
-                        add(
+                    match marker_offset(elf, &fat, w) {
+                        Ok(0) => {}
+                        Ok(into) => add(
                             at,
                             format!(
-                                "wrapper {}: pointer resolves to {:?}, expected the marker at {mv:#x}",
-                                w.index, w.target
+                                "wrapper {}: at run time its pointer lands {into:#x} bytes into {MARKER_SECTION}, not on the marker at load base + {mv:#x}: {}",
+                                w.index,
+                                pointer_origin(elf, w)
                             ),
-                        );
-                    }
-                    if w.binary != mv {
-                        add(
-                            at,
-                            format!(
-                                "wrapper {}: in-file pointer {:#x}, expected {mv:#x}",
-                                w.index, w.binary
-                            ),
-                        );
+                        ),
+                        Err(misdirected) => add(at, format!("wrapper {}: {misdirected}", w.index)),
                     }
                 }
             }

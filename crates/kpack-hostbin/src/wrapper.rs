@@ -41,6 +41,17 @@ pub enum WrapperMagic {
     Other(u32),
 }
 
+impl std::fmt::Display for WrapperMagic {
+    /// `HIPF`, `HIPK`, or the stored value in hex.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WrapperMagic::Hipf => f.write_str("HIPF"),
+            WrapperMagic::Hipk => f.write_str("HIPK"),
+            WrapperMagic::Other(m) => write!(f, "{m:#010x}"),
+        }
+    }
+}
+
 impl From<u32> for WrapperMagic {
     fn from(value: u32) -> Self {
         match value {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Serialize, Serializer};
 
 use kpack_bundle::{BundleFormat, CompressionMethod};
-use kpack_elf::{FatBinary, FatBinaryKind, PointerSource, WrapperMagic};
+use kpack_elf::{FatBinary, FatBinaryKind, PointerSource};
 use kpack_pe::PeFatBinary;
 use kpack_target::TargetId;
 
@@ -594,14 +594,6 @@ fn state(kind: FatBinaryKind) -> &'static str {
     }
 }
 
-fn magic(m: WrapperMagic) -> String {
-    match m {
-        WrapperMagic::Hipf => "HIPF".to_owned(),
-        WrapperMagic::Hipk => "HIPK".to_owned(),
-        WrapperMagic::Other(m) => format!("{m:#010x}"),
-    }
-}
-
 fn pe_report(fat: &PeFatBinary) -> ElfReport {
     ElfReport {
         member: None,
@@ -619,7 +611,7 @@ fn pe_report(fat: &PeFatBinary) -> ElfReport {
             .iter()
             .map(|w| WrapperReport {
                 index: w.index,
-                magic: magic(w.magic),
+                magic: w.magic.to_string(),
                 version: w.version,
                 pointer: if w.relocated { "dir64" } else { "in-place" },
                 target_vaddr: Some(w.binary),
@@ -657,7 +649,7 @@ fn elf_report(member: Option<&str>, fat: &FatBinary) -> ElfReport {
             .iter()
             .map(|w| WrapperReport {
                 index: w.index,
-                magic: magic(w.magic),
+                magic: w.magic.to_string(),
                 version: w.version,
                 pointer: match w.pointer {
                     PointerSource::InPlace(_) => "in-place",

@@ -40,11 +40,16 @@ pub struct MarkerError {
     pub offset: u64,
     /// What is wrong.
     pub problem: String,
+    /// Whether the marker is there but the loader puts the wrapper's pointer outside it
+    /// ([`kpack_elf::Misdirected`]), which a restore repairs.
+    pub misdirected: bool,
 }
 
 /// The marker each wrapper of the kpacked `fat` (inspected from `bytes`) points at, in slot
-/// order; one result per wrapper.
+/// order; one result per wrapper. A wrapper's pointer is where the loader puts it
+/// ([`kpack_elf::marker_offset`]), whatever the file stores in its place.
 pub fn wrapper_markers(bytes: &[u8], fat: &FatBinary) -> Vec<Result<WrapperMarker, MarkerError>> {
+    let elf = kpack_elf::ElfFile::parse(bytes);
     fat.wrappers
         .iter()
         .map(|w| {
@@ -52,27 +57,22 @@ pub fn wrapper_markers(bytes: &[u8], fat: &FatBinary) -> Vec<Result<WrapperMarke
                 wrapper: w.index,
                 offset: w.offset,
                 problem: p,
+                misdirected: false,
             };
+            let elf = elf
+                .as_ref()
+                .map_err(|e| problem(format!("the file does not parse: {e}")))?;
             let marker = fat
                 .marker
                 .as_ref()
                 .ok_or_else(|| problem("the file has no .rocm_kpack_ref section".into()))?;
-            let target = w
-                .target
-                .ok_or_else(|| problem("its pointer does not resolve".into()))?;
             let section = marker
                 .bytes(bytes)
                 .ok_or_else(|| problem(".rocm_kpack_ref lies outside the file".into()))?;
-            let at = target
-                .checked_sub(marker.vaddr)
-                .filter(|&at| at < marker.size)
-                .ok_or_else(|| {
-                    problem(format!(
-                        "its pointer {target:#x} is outside .rocm_kpack_ref [{:#x}, {:#x})",
-                        marker.vaddr,
-                        marker.vaddr + marker.size
-                    ))
-                })?;
+            let at = kpack_elf::marker_offset(elf, fat, w).map_err(|m| MarkerError {
+                misdirected: fat.marker.as_ref().is_some_and(|m| m.alloc),
+                ..problem(m.to_string())
+            })?;
             let (metadata, _) = MarkerMetadata::decode(&section[at as usize..]).map_err(|e| {
                 problem(format!(
                     "the marker at file offset {:#x}: {e}",
@@ -88,6 +88,16 @@ pub fn wrapper_markers(bytes: &[u8], fat: &FatBinary) -> Vec<Result<WrapperMarke
             })
         })
         .collect()
+}
+
+/// The marker record of the kpacked `fat` when its `.rocm_kpack_ref` holds exactly one, as
+/// kpack and the reference write it: the record every wrapper of the file was meant to reach.
+pub fn sole_marker(bytes: &[u8], fat: &FatBinary) -> Option<MarkerMetadata> {
+    let section = fat.marker.as_ref()?.bytes(bytes)?;
+    match MarkerMetadata::decode(section) {
+        Ok((metadata, used)) if used == section.len() => Some(metadata),
+        _ => None,
+    }
 }
 
 /// One archive found where a search path's `@GFXARCH@` could point.
@@ -141,7 +151,7 @@ impl std::fmt::Display for Outcome {
             Outcome::NoArchive => write!(f, "no archive found at the paths tried"),
             Outcome::NoTarget => write!(f, "no archive found lists the target"),
             Outcome::NoKernel { archive, key } => {
-                write!(f, "{} lacks the kernel {key:?}", archive.display())
+                write!(f, "{} lacks the kernel {key}", archive.display())
             }
             Outcome::Broken { message } => write!(f, "{message}"),
         }

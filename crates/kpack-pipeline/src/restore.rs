@@ -3,7 +3,11 @@
 //!
 //! 1. Each wrapper's marker ([`crate::kpacked::wrapper_markers`]) says where the runtime
 //!    looks for its code objects; the targets are those of the archives found there (or in
-//!    the directories given), narrowed by `--targets`.
+//!    the directories given), narrowed by `--targets`. A wrapper whose pointer the loader
+//!    puts outside the marker (the reference's rewrite of a RELR binary leaves it on the ELF
+//!    header) is repaired when the marker holds one record ([`crate::kpacked::sole_marker`]):
+//!    that record is the only one it can have meant, and the restored wrapper points at its
+//!    bundle like every other; the summary says which wrappers were repaired and why.
 //! 2. Per wrapper, every chosen target's code object is looked up as the runtime does
 //!    ([`crate::kpacked::Resolver`]), and must come from an archive listing exactly that
 //!    target; any miss is an error naming the wrapper, the target and the paths tried, and
@@ -34,7 +38,7 @@ use kpack_target::TargetId;
 use sha2::{Digest, Sha256};
 
 use crate::error::{SourceError, io_error};
-use crate::kpacked::{MarkerError, Outcome, Resolver, WrapperMarker, wrapper_markers};
+use crate::kpacked::{MarkerError, Outcome, Resolver, WrapperMarker, sole_marker, wrapper_markers};
 use crate::unbundle::TargetFilter;
 
 /// The zstd level of `--compress` (clang-offload-bundler's default).
@@ -139,6 +143,10 @@ pub struct RestoreSummary {
     pub targets: Vec<String>,
     /// The archives the code objects came from.
     pub archives: Vec<PathBuf>,
+    /// The wrappers whose pointer the loader put outside the marker, each with where it
+    /// landed and why (absent when none was).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repaired: Vec<String>,
 }
 
 /// The bundle entry id of the host for `e_machine` (clang writes
@@ -170,9 +178,7 @@ pub fn restore(
     if fat.kind != FatBinaryKind::Kpacked {
         return Err(RewriteError::NotKpacked.into());
     }
-    let markers: Vec<WrapperMarker> = wrapper_markers(&map, &fat)
-        .into_iter()
-        .collect::<Result<_, _>>()?;
+    let (markers, repaired) = intended_markers(&map, &fat)?;
     let mut resolver = Resolver::new(input, &opts.kpack_dirs, &markers)?;
     let targets = choose_targets(&resolver, &markers, &opts.targets)?;
 
@@ -235,7 +241,39 @@ pub fn restore(
         fatbin_size: built.payload.len,
         targets: targets.into_iter().map(|(_, t)| t).collect(),
         archives: built.archives,
+        repaired,
     })
+}
+
+/// Each wrapper's marker, a misdirected wrapper's being the marker's only record; and, for
+/// each wrapper so repaired, what was wrong (the wrapper, where its pointer landed, why).
+fn intended_markers(
+    bytes: &[u8],
+    fat: &kpack_elf::FatBinary,
+) -> Result<(Vec<WrapperMarker>, Vec<String>), MarkerError> {
+    let sole = sole_marker(bytes, fat);
+    let mut repaired = Vec::new();
+    let markers = wrapper_markers(bytes, fat)
+        .into_iter()
+        .map(|found| match (found, &sole) {
+            (Err(e), Some(metadata)) if e.misdirected => {
+                let w = &fat.wrappers[e.wrapper];
+                let co_index = u32::try_from(w.reserved1).map_err(|_| MarkerError {
+                    problem: format!("reserved1 {:#x} is not a u32", w.reserved1),
+                    misdirected: false,
+                    ..e.clone()
+                })?;
+                repaired.push(e.to_string());
+                Ok(WrapperMarker {
+                    wrapper: e.wrapper,
+                    co_index,
+                    metadata: metadata.clone(),
+                })
+            }
+            (found, _) => found,
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((markers, repaired))
 }
 
 /// The targets to restore, `(canonical, archive spelling)` sorted by canonical spelling:
@@ -308,11 +346,7 @@ fn build_bundles(
     };
     for m in markers {
         let ids: Vec<String> = std::iter::once(host_id.to_owned())
-            .chain(
-                targets
-                    .iter()
-                    .map(|(_, t)| format!("hipv4-amdgcn-amd-amdhsa--{t}")),
-            )
+            .chain(targets.iter().map(|(_, t)| crate::source::hip_bundle_id(t)))
             .collect();
         let mut builder = BundleBuilder::new(
             &ids.iter().map(String::as_str).collect::<Vec<_>>(),
@@ -396,11 +430,14 @@ fn check_output(bytes: &[u8], fatbin_vaddr: u64, bundles: &[u64]) -> Result<(), 
             issues.push(VerifyIssue {
                 offset: Some(w.offset),
                 message: format!(
-                    "wrapper {}: expected HIPF pointing at {:#x}, found {:?} pointing at {:?}",
+                    "wrapper {}: expected HIPF pointing at load base + {:#x}, found {} pointing at {}",
                     w.index,
                     fatbin_vaddr + at,
                     w.magic,
-                    w.target
+                    w.target.map_or_else(
+                        || "an address the loader cannot compute".to_owned(),
+                        |t| format!("load base + {t:#x}")
+                    )
                 ),
             });
         }

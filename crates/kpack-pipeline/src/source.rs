@@ -273,7 +273,7 @@ fn walk_with(
         FileKind::OffloadBinary => walk_offload(&[(bytes, 0)], None, visitor)?,
         FileKind::CodeObject => {
             let target = kpack_target::code_object_target(bytes)?;
-            let id = BundleId::parse(&format!("hipv4-amdgcn-amd-amdhsa--{}", target.target))?;
+            let id = BundleId::parse(&hip_bundle_id(target.target.as_str()))?;
             visitor.device_code(&DeviceCode {
                 member: None,
                 container: Container::Bundle,
@@ -288,6 +288,18 @@ fn walk_with(
         FileKind::KpackArchive | FileKind::Other => {}
     }
     Ok(kind)
+}
+
+/// The bundle entry id clang gives the HIP device code of `target`:
+/// `hipv4-spirv64-amd-amdhsa--amdgcnspirv` for the portable SPIR-V (the spelling a HIP
+/// runtime looks it up by), `hipv4-amdgcn-amd-amdhsa--<target>` for a GPU.
+pub fn hip_bundle_id(target: &str) -> String {
+    let triple = if target == kpack_target::SPIRV {
+        kpack_runtime::target::SPIRV_TRIPLE_PREFIX
+    } else {
+        "amdgcn-amd-amdhsa--"
+    };
+    format!("hipv4-{triple}{target}")
 }
 
 /// A bundle of an ELF's `.hip_fatbin`: where its stored bytes are and which wrappers lead

@@ -27,7 +27,7 @@ use kpack_archive::{
     ArchiveFileWriter, Compression, GroupMember, KernelCompressor, PreparedKernel,
 };
 use kpack_elf::rewrite::{Rewrite, RewriteError};
-use kpack_elf::{FatBinaryKind, VerifyIssue};
+use kpack_elf::{FatBinaryKind, Findings, VerifyIssue};
 use kpack_fs::{Replace, Stage};
 use kpack_pe::{PeRewrite, PeRewriteError};
 use rayon::prelude::*;
@@ -354,12 +354,16 @@ fn prepare_code<'a>(
 }
 
 /// Checks the structure of a host binary as every transform output is checked: the ELF
-/// verifier ([`kpack_elf::verify()`]) or the PE one ([`kpack_pe::verify()`]), by magic.
-pub fn verify_binary(bytes: &[u8]) -> Result<(), Vec<VerifyIssue>> {
+/// verifier ([`kpack_elf::verify::findings`], with its warnings) or the PE one
+/// ([`kpack_pe::verify()`]), by magic.
+pub fn verify_binary(bytes: &[u8]) -> Findings {
     if kpack_pe::is_pe(bytes) {
-        kpack_pe::verify(bytes)
+        Findings {
+            issues: kpack_pe::verify(bytes).err().unwrap_or_default(),
+            warnings: Vec::new(),
+        }
     } else {
-        kpack_elf::verify(bytes)
+        kpack_elf::verify::findings(bytes)
     }
 }
 
@@ -741,7 +745,9 @@ impl<'a> Plan<'a> {
         mode: Option<std::fs::Permissions>,
     ) -> Result<(), TransformError> {
         let map = crate::write_rewrite(path, |out| self.rewrite.write_to(self.input, out))?;
-        verify_binary(&map).map_err(TransformError::Verify)?;
+        verify_binary(&map)
+            .refusals()
+            .map_err(TransformError::Verify)?;
         if let Some(mode) = mode {
             std::fs::set_permissions(path, mode).map_err(io_error(path))?;
         }

@@ -19,6 +19,7 @@ mod fixtures;
 pub mod flips;
 pub mod large_ccob;
 pub mod measured;
+pub mod refmade;
 mod standin;
 mod tree;
 mod wheels;

@@ -296,7 +296,7 @@ pub(crate) fn assign_modules(items: &[Item]) -> Result<BTreeMap<usize, String>, 
         ArtifactError::invalid(
             format!("{}/{}", a.prefix, a.rel),
             format!(
-                "its archives would be named {name:?} like those of {}/{}",
+                "its archives would be named {name} like those of {}/{}",
                 b.prefix, b.rel
             ),
         )

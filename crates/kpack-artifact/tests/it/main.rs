@@ -5,5 +5,6 @@ mod artifact_realworld;
 mod handlers;
 mod pe;
 mod recombine;
+mod refmade;
 mod split;
 mod tarball;

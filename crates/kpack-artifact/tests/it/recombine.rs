@@ -707,7 +707,7 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
         "demo_lib_gfx9/demo/stage/.kpack/bin_demo_gfx900.kpack: a dangling link to bin_demo_gfx9.kpack (no such file in demo_lib_gfx9)",
         "demo_lib_gfx9/demo/stage/.kpack/bin_demo_gfx906.kpack: a dangling link to bin_demo_gfx9.kpack",
         "lib_libdemo.so.1_gfx906.kpack: an absolute link to ",
-        "lib_libdemo.so.1_gfx908.kpack: links to demo/stage/.kpack/lib_libdemo.so.1_other.kpack, which declares gfx_arches [\"gfx900\", \"gfx906\"], none of them the target of this name",
+        "lib_libdemo.so.1_gfx908.kpack: links to demo/stage/.kpack/lib_libdemo.so.1_other.kpack, which declares gfx_arches gfx900, gfx906, none of them the target of this name",
         "code object demo/stage/bin/demo#0 for gfx900 is not recovered byte for byte",
     ] {
         assert!(f.contains(want), "missing {want:?} in:\n{f}");

@@ -67,5 +67,8 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     for a in &summary.archives {
         println!("  from {}", a.display());
     }
+    for r in &summary.repaired {
+        println!("  repaired {r}");
+    }
     Ok(ExitCode::SUCCESS)
 }

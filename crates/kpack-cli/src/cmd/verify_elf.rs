@@ -22,6 +22,13 @@ pub struct Args {
 struct FileResult {
     file: String,
     issues: Vec<String>,
+    /// What the ELF specification forbids but loaders accept: reported, not a failure.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+fn shown(issues: &[impl ToString]) -> Vec<String> {
+    issues.iter().map(ToString::to_string).collect()
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
@@ -29,19 +36,20 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     for path in &args.files {
         let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let map = kpack_pipeline::map_file(&file, path)?;
-        let issues = match kpack_pipeline::transform::verify_binary(&map) {
-            Ok(()) => Vec::new(),
-            Err(issues) => issues.iter().map(ToString::to_string).collect(),
-        };
+        let found = kpack_pipeline::transform::verify_binary(&map);
         results.push(FileResult {
             file: path.display().to_string(),
-            issues,
+            issues: shown(&found.issues),
+            warnings: shown(&found.warnings),
         });
     }
     if args.json {
         output::print_json(&results)?;
     } else {
         for r in &results {
+            for w in &r.warnings {
+                println!("{}: warning: {w}", r.file);
+            }
             if r.issues.is_empty() {
                 println!("{}: ok", r.file);
             }

@@ -14,6 +14,8 @@ mod integrity;
 mod map_reduce;
 mod prune;
 mod prune_forms;
+mod refmade;
+mod refmade_artifacts;
 mod report;
 mod restore;
 mod spirv;

@@ -7,5 +7,6 @@ mod elf_parse;
 mod inspect_fixtures;
 mod malformed;
 mod platforms;
+mod refmade;
 mod rewrite;
 mod shrink;

@@ -11,7 +11,7 @@ use kpack_hostbin::marker::MarkerMetadata;
 use kpack_testkit::{ELF_FIXTURES, LINKED_FAT, PLATFORM_FIXTURES, read_fixture};
 use object::elf::*;
 
-fn marker() -> (MarkerMetadata, Vec<u8>) {
+pub(crate) fn marker() -> (MarkerMetadata, Vec<u8>) {
     let meta = MarkerMetadata {
         kernel_name: "lib/libtest.so".into(),
         search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()],

@@ -491,7 +491,8 @@ fn a_missing_archive_or_entry_is_an_error_naming_wrapper_target_and_paths_and_wr
         other => panic!("{other}"),
     }
     assert!(
-        msg.contains("wrapper 0 (libtwo.so#0), target gfx908") && msg.contains("lacks the kernel"),
+        msg.contains("wrapper 0 (libtwo.so#0), target gfx908")
+            && msg.contains("libtwo_gfx908.kpack lacks the kernel libtwo.so#0;"),
         "{msg}"
     );
     assert!(!out.exists());
@@ -658,19 +659,25 @@ fn librocblas_7_2_4_restores_to_ccob_v3_bundles_and_its_host_bytes() {
     realworld_round_trip(&lib, true, false);
 }
 
+/// `original` transformed (zstd archives) into a new directory, then restored (CCOB bundles
+/// with `compress`) into its `restored/`: the directory and the restored binary.
+fn round_trip(original: &Path, compress: bool) -> (tempfile::TempDir, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let (kpacked, _) = kpack_testkit::transform_into(original, root.path(), Compression::zstd());
+    let out = root
+        .path()
+        .join("restored")
+        .join(original.file_name().unwrap());
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    run_restore(&kpacked, &options(out.clone(), compress));
+    (root, out)
+}
+
 #[test]
 fn aarch64_and_ppc64le_libraries_restore_and_load_under_qemu() {
     for (rel, machine) in PLATFORM_FIXTURES {
         let original_path = fixture(rel);
-        let root = tempfile::tempdir().unwrap();
-        let (kpacked, _) =
-            kpack_testkit::transform_into(&original_path, root.path(), Compression::zstd());
-        let out = root
-            .path()
-            .join("restored")
-            .join(original_path.file_name().unwrap());
-        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-        run_restore(&kpacked, &options(out.clone(), false));
+        let (root, out) = round_trip(&original_path, false);
         assert_eq!(
             code_by_wrapper(&out),
             code_by_wrapper(&original_path),
@@ -707,5 +714,123 @@ fn the_host_comparison_catches_a_changed_host_byte() {
         changed[s.sh_offset as usize + 1] ^= 0xff;
         let caught = std::panic::catch_unwind(|| assert_same_host(&original, &changed, name));
         assert!(caught.is_err(), "a changed byte of {name} went unnoticed");
+    }
+}
+
+/// The entry ids of each wrapper's bundle, in wrapper order, each bundle's in its order.
+fn entry_ids(path: &Path) -> Vec<Vec<String>> {
+    let data = std::fs::read(path).unwrap();
+    let fat = kpack_elf::inspect(&data).unwrap();
+    let fatbin = fat.fatbin.as_ref().unwrap();
+    fat.wrappers
+        .iter()
+        .map(|w| {
+            let b = &fat.bundles[w.bundle.unwrap()];
+            let bytes = &data[(fatbin.offset + b.offset) as usize..][..b.len as usize];
+            let decoded = kpack_bundle::DecodedBundle::decode(bytes).unwrap();
+            let bundles = decoded.bundles().unwrap();
+            bundles
+                .iter()
+                .flat_map(|b| b.entries().iter().map(|e| e.triple.to_owned()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Every linked fat fixture: ELF ones of `fixtures/bin` and `fixtures/modern`, and the
+/// SPIR-V ones.
+fn every_linked_fixture() -> Vec<&'static str> {
+    let spirv = ["spirv/libspirv_v3.so", "spirv/libspirv_nocompress.so"];
+    LINKED_FAT.iter().copied().chain(spirv).collect()
+}
+
+/// The host entry's id says which clang-offload-bundler wrote the bundle (clang 15:
+/// `host-x86_64-unknown-linux`, clang 22: `host-x86_64-unknown-linux-gnu-`), which neither
+/// the kpacked binary nor its archives record: restore writes the current spelling. Every
+/// device entry keeps its id byte for byte, the SPIR-V one (`hipv4-spirv64-amd-amdhsa--`, the
+/// spelling a HIP runtime looks SPIR-V up by) included.
+#[test]
+fn restore_keeps_every_device_entry_id_byte_for_byte_the_spirv_one_included() {
+    for rel in every_linked_fixture() {
+        let original = fixture(rel);
+        let (_root, out) = round_trip(&original, rel.ends_with("_v3.so"));
+        let device = |ids: Vec<Vec<String>>| -> Vec<Vec<String>> {
+            ids.into_iter()
+                .map(|b| {
+                    let mut d: Vec<String> = b
+                        .into_iter()
+                        .filter(|id| !id.starts_with("host-"))
+                        .collect();
+                    d.sort();
+                    d
+                })
+                .collect()
+        };
+        let (want, got) = (device(entry_ids(&original)), device(entry_ids(&out)));
+        assert_eq!(got, want, "{rel}");
+        if rel.starts_with("spirv/") {
+            assert!(
+                want.iter()
+                    .all(|b| b.contains(&"hipv4-spirv64-amd-amdhsa--amdgcnspirv".to_owned())),
+                "{rel}: {want:?}"
+            );
+        }
+    }
+}
+
+/// What the reference rewrote restores: the device code of the fixture it was made from,
+/// for every wrapper and target, and the restored binary transforms into a valid kpacked one
+/// whose every code object the runtime finds; `librelr.so`, whose pointer the loader puts on
+/// the ELF header, is repaired (and said to be).
+#[test]
+fn every_reference_made_library_restores_the_relr_one_repaired() {
+    use kpack_testkit::refmade::{REFMADE_LIBRARIES, REFMADE_MISDIRECTED, refmade_library};
+    for (name, made_from) in REFMADE_LIBRARIES {
+        let work = tempfile::tempdir().unwrap();
+        let out = work.path().join(name);
+        let summary = run_restore(&refmade_library(name), &options(out.clone(), false));
+        kpack_elf::verify(&std::fs::read(&out).unwrap())
+            .unwrap_or_else(|i| panic!("{name}: {i:#?}"));
+        assert_eq!(
+            code_by_wrapper(&out),
+            code_by_wrapper(&fixture(made_from)),
+            "{name}: device code"
+        );
+        let again = tempfile::tempdir().unwrap();
+        let (kpacked, _) = kpack_testkit::transform_into(&out, again.path(), Compression::zstd());
+        kpack_elf::verify(&std::fs::read(&kpacked).unwrap())
+            .unwrap_or_else(|i| panic!("{name} restored and transformed: {i:#?}"));
+        let report = resolve_file(&kpacked, &[]).unwrap().unwrap();
+        for wr in &report.wrappers {
+            assert!(
+                wr.targets
+                    .iter()
+                    .all(|t| matches!(t.outcome, Outcome::Found { .. })),
+                "{name}: {wr:?}"
+            );
+        }
+        if name != REFMADE_MISDIRECTED {
+            assert!(
+                summary.repaired.is_empty(),
+                "{name}: {:?}",
+                summary.repaired
+            );
+            continue;
+        }
+        let input = std::fs::read(refmade_library(name)).unwrap();
+        let w = &kpack_elf::inspect(&input).unwrap().wrappers[0];
+        assert_eq!(summary.repaired.len(), 1, "{:?}", summary.repaired);
+        let repaired = &summary.repaired[0];
+        assert!(
+            repaired.starts_with(&format!(
+                "wrapper 0 at file offset {:#x}: at run time its pointer lands at load base + 0x0, the ELF header",
+                w.offset
+            )) && repaired.contains("under RELR"),
+            "{repaired}"
+        );
+        assert!(
+            !repaired.contains("Some(") && !repaired.contains("None"),
+            "{repaired}"
+        );
     }
 }
