@@ -331,7 +331,6 @@ struct FileCheck {
 /// else an installed tree (packages installed into one prefix) or a tree of archives, else
 /// one archive, told apart by content. I/O errors on the top directory are errors; every
 /// problem inside is a failure of the report.
-#[expect(clippy::too_many_lines)] // Over 150 lines until issue 35 splits it.
 pub fn verify(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, ArtifactError> {
     let with_digests = opts.original.is_some();
     let mut report = VerifyReport::default();
