@@ -458,7 +458,7 @@ impl TemplatedChildren {
 /// process holding such a decoded bundle stays within 512 MB.
 pub const CONTEXT_BUDGET: u64 = 192 << 20;
 
-static CONTEXTS: kpack_fs::MemoryGate = kpack_fs::MemoryGate::new(CONTEXT_BUDGET);
+static CONTEXTS: kpack_concurrency::MemoryGate = kpack_concurrency::MemoryGate::new(CONTEXT_BUDGET);
 
 /// The window of a frame coded against a prefix: prefix and content, at most 2^27.
 fn prefixed_window_log(total: usize) -> u32 {

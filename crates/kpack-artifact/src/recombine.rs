@@ -9,7 +9,7 @@
 //! the packages are written as directories or, with
 //! [`OutputFormat::TarZst`], as `.tar.zst` files. For every component:
 //! * `C_generic` is copied from the primary shard (symlinks kept), plus, per module with
-//!   archives in any group, the [index](crate::index) `<dir>/.kpack/<module>.kpm` listing
+//!   archives in any group, the [index](kpack_package::index) `<dir>/.kpack/<module>.kpm` listing
 //!   every architecture packaged and the group package providing it;
 //! * for each group of the configuration (in order) with at least one architecture
 //!   available, `C_<group>` gets every file of the arch artifacts of its architectures
@@ -41,11 +41,11 @@ use std::path::{Path, PathBuf};
 use kpack_archive::{Archive, Compression};
 use serde::Deserialize;
 
-use crate::handlers::{family_covers, parse_family, parse_target};
-use crate::index::{self, IndexedArchive};
 use crate::tarball::{self, OutputFormat};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RECORD, TreeEntry, manifest};
 use kpack_archive::kpm::KpmManifest;
+use kpack_package::handlers::{family_covers, parse_family, parse_target};
+use kpack_package::index::{self, IndexedArchive};
 
 /// One architecture group of the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -484,17 +484,20 @@ impl Package {
                 Item::Index(kpm) => indexes.push((rel, kpm, to)),
             }
         }
-        let written = crate::parallel_map(&files, threads, |_, (_, item, to)| match item {
-            Item::File(from) if movable(from) => crate::move_file(from, to).map(|_| None),
-            Item::File(from) => crate::copy_file(from, to).map(|_| None),
-            Item::GroupArchive {
-                module,
-                group,
-                sources,
-                compression,
-            } => crate::group::write(to, module, group, sources, *compression).map(Some),
-            _ => unreachable!("only files are queued"),
-        })?;
+        let written =
+            kpack_concurrency::threads::map(&files, threads, |_, (_, item, to)| match item {
+                Item::File(from) if movable(from) => crate::move_file(from, to).map(|_| None),
+                Item::File(from) => crate::copy_file(from, to).map(|_| None),
+                Item::GroupArchive {
+                    module,
+                    group,
+                    sources,
+                    compression,
+                } => kpack_package::group::write(to, module, group, sources, *compression)
+                    .map(Some)
+                    .map_err(ArtifactError::from),
+                _ => unreachable!("only files are queued"),
+            })?;
         for ((rel, _, _), size) in files.iter().zip(written) {
             if let Some(size) = size {
                 sizes.insert((*rel).clone(), size);
@@ -876,7 +879,7 @@ fn write_packages(
             ));
         }
     }
-    let threads = kpack_pipeline::threads::count(opts.threads);
+    let threads = kpack_concurrency::threads::count(opts.threads);
     // Packages with indexes are written last (they take the group archives' sizes).
     let has_index = |p: &&Package| p.items.values().any(|i| matches!(i, Item::Index(_)));
     let (indexed, plain): (Vec<&Package>, Vec<&Package>) = packages.iter().partition(has_index);

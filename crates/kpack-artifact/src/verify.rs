@@ -63,13 +63,13 @@ use std::path::{Path, PathBuf};
 
 use kpack_archive::Archive;
 use kpack_archive::kpm::{KpmEntry, KpmManifest};
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 
-use crate::handlers::{self, Handler, parse_family, parse_target};
-use crate::index::{self, IndexedArchive};
 use crate::integrity::{self, Failure};
 use crate::recombine::Sharing;
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry, manifest};
+use kpack_package::handlers::{self, Handler, parse_family, parse_target};
+use kpack_package::index::{self, IndexedArchive};
 use kpack_pipeline::source::{self, DeviceCode, Visitor};
 use kpack_pipeline::transform::{self, HostState};
 use kpack_tar::MemberKind;
@@ -634,7 +634,7 @@ pub fn verify(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifac
     })) {
         failures.push(format!("packages do not install side by side: {line}"));
     }
-    let threads = kpack_pipeline::threads::count(opts.threads);
+    let threads = kpack_concurrency::threads::count(opts.threads);
 
     // Every regular file read once (checks 2, 4, 5; what checks 3, 7 and 8 need of it):
     // a directory artifact's in parallel, a tarball's as it streams past.
@@ -650,7 +650,7 @@ pub fn verify(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifac
         .iter()
         .filter(|(_, a)| !artifacts[*a].tarball)
         .collect();
-    let read = crate::parallel_map(&in_place, threads, |_, (rel, a)| {
+    let read = kpack_concurrency::threads::map(&in_place, threads, |_, (rel, a)| {
         let path = artifacts[*a].dir.join(rel);
         Ok::<_, ArtifactError>(file_facts(&artifacts[*a], rel, &path, with_digests))
     })?;
@@ -1544,7 +1544,7 @@ fn identity(
             streamed.push((path, members));
         }
     }
-    let mut outcomes = crate::parallel_map(&in_place, threads, |_, (disk, rel, e)| {
+    let mut outcomes = kpack_concurrency::threads::map(&in_place, threads, |_, (disk, rel, e)| {
         Ok::<_, ArtifactError>(original_outcome(ctx, rel, e, disk.as_deref()))
     })?;
     for (tarball, members) in &streamed {

@@ -6,7 +6,7 @@
 //! promises or fails.
 //!
 //! Depends on `kpack-bundle` and `kpack-fs`, and on `kpack-archive`, `kpack-artifact`,
-//! `kpack-elf` and `kpack-pipeline` behind features; a dev-dependency only (the layering:
+//! `kpack-elf`, `kpack-hostbin`, `kpack-package` and `kpack-pipeline` behind features; a dev-dependency only (the layering:
 //! docs/CONTRIBUTING.md).
 
 #[cfg(feature = "transform")]
@@ -534,8 +534,8 @@ pub const SHARDS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
 /// `out`.
 #[cfg(feature = "shards")]
 pub fn split_shards(out: &Path) -> PathBuf {
-    use kpack_artifact::handlers::Handler;
     use kpack_artifact::split::{SplitOptions, split_batch};
+    use kpack_package::handlers::Handler;
     let opts = SplitOptions {
         handlers: vec![Handler::Rocblas],
         ..SplitOptions::default()
@@ -641,7 +641,7 @@ pub fn fetch_through_markers(
     let dir = binary.parent().unwrap();
     let mut fetched = Vec::new();
     for r in regs {
-        let (meta, used) = kpack_archive::marker::MarkerMetadata::decode(&r.bytes).unwrap();
+        let (meta, used) = kpack_hostbin::marker::MarkerMetadata::decode(&r.bytes).unwrap();
         assert_eq!(used, r.bytes.len());
         let key = format!("{}#{}", meta.kernel_name, r.reserved1);
         for obj in objects

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kpack_archive::Compression;
-use kpack_artifact::handlers::{self, Handler};
+use kpack_package::handlers::{self, Handler};
 use kpack_pipeline::transform::{self, HostState, Outcome, TransformOptions};
 use kpack_target::TargetId;
 
@@ -504,7 +504,7 @@ fn group_archives(
         sources.sort();
         let kpack_dir = work.dev_root(&key).join(overlay).join(".kpack");
         let to = kpack_dir.join(format!("{module}_{key}.kpack"));
-        kpack_artifact::group::write(&to, &module, key.as_str(), &sources, opts.compression)?;
+        kpack_package::group::write(&to, &module, key.as_str(), &sources, opts.compression)?;
         for (_, from) in sources.iter().filter(|(_, from)| *from != to) {
             std::fs::remove_file(from).map_err(io(from))?;
         }
@@ -687,12 +687,12 @@ fn write_indexes(
                 continue;
             }
             let rel = format!("{overlay}/.kpack/{}", e.rel.display());
-            archives.extend(kpack_artifact::index::describe_archive(
+            archives.extend(kpack_package::index::describe_archive(
                 &e.path, &rel, &d.dist,
             )?);
         }
     }
-    let indexes = kpack_artifact::index::build(name, archives).map_err(|problems| {
+    let indexes = kpack_package::index::build(name, archives).map_err(|problems| {
         WheelError::Usage(format!(
             "one module's archive for one target in two device wheels: {}",
             problems.join("; ")
@@ -724,8 +724,8 @@ fn publish_all(
     let done = AtomicUsize::new(0);
     let total = jobs.len() as u64;
     progress("write", 0, total);
-    let threads = kpack_pipeline::threads::count(0);
-    kpack_pipeline::threads::map(jobs, threads, |_, (root, dist_info, dest, _)| {
+    let threads = kpack_concurrency::threads::count(0);
+    kpack_concurrency::threads::map(jobs, threads, |_, (root, dist_info, dest, _)| {
         let r = writer::publish(wheel, root, dist_info, format, &dir.join(dest), stored);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         progress("write", n as u64, total);
