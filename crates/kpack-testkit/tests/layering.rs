@@ -313,3 +313,14 @@ fn contributing_describes_every_crate_by_its_modules() {
         missing.join(", ")
     );
 }
+
+#[test]
+fn prune_and_report_do_without_the_artifact_application() {
+    for package in ["kpack-prune", "kpack-report"] {
+        let linked = linked_packages(package);
+        assert!(
+            linked.contains_key("kpack-package") && !linked.contains_key("kpack-artifact"),
+            "{package} links kpack-artifact, or not kpack-package's handlers"
+        );
+    }
+}
