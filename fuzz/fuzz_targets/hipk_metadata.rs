@@ -4,7 +4,7 @@
 
 use std::cell::Cell;
 
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

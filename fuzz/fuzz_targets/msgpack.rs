@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         rmpv::encode::write_value(&mut again, &value).expect("a Vec grows");
         assert_eq!(kpack_archive::msgpack::value_len(&again), Ok(again.len()));
     }
-    if let Ok((_, used)) = kpack_archive::marker::MarkerMetadata::decode(data) {
+    if let Ok((_, used)) = kpack_hostbin::marker::MarkerMetadata::decode(data) {
         assert_eq!(kpack_archive::msgpack::value_len(data), Ok(used));
     }
     let _ = kpack_archive::kpm::KpmManifest::decode(data);

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = kpack_pe::inspect(data);
     let _ = kpack_pe::verify(data);
-    let marker = kpack_archive::marker::MarkerMetadata {
+    let marker = kpack_hostbin::marker::MarkerMetadata {
         kernel_name: "bin/fuzz.dll".into(),
         search_paths: vec![".kpack/fuzz_@GFXARCH@.kpack".into()],
     }

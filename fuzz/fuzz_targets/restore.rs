@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let marker = kpack_archive::marker::MarkerMetadata {
+    let marker = kpack_hostbin::marker::MarkerMetadata {
         kernel_name: "libfuzz.so".into(),
         search_paths: vec!["../.kpack/fuzz_@GFXARCH@.kpack".into()],
     }

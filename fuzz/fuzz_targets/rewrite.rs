@@ -16,7 +16,7 @@ fn check(data: &[u8], edit: &FatbinEdit<'_>, contents: &[u8]) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let marker = kpack_archive::marker::MarkerMetadata {
+    let marker = kpack_hostbin::marker::MarkerMetadata {
         kernel_name: "lib/libfuzz.so".into(),
         search_paths: vec!["../.kpack/fuzz_@GFXARCH@.kpack".into()],
     }

@@ -70,7 +70,7 @@ def split(
     batch: bool = False,
     split_databases: Iterable[str] = (),
     compression: str = "zstd",
-    level: int = 3,
+    level: Optional[int] = None,
     threads: int = 0,
     output_format: str = "dir",
 ) -> List[Dict[str, Any]]:
@@ -82,9 +82,10 @@ def split(
     every artifact under ``input``. ``split_databases`` names the kernel-database handlers to
     apply, in order (``rocblas``, ``hipblaslt``, ``hipsparselt``, ``aotriton``, ``miopen``,
     ``composablekernel``, ``hipkernelprovider``, ``hotswap_cache``). ``compression`` is
-    ``"zstd"`` (at ``level`` 1 to 22), ``"none"`` (both archive format v1, what HIP runtimes
-    read) or ``"unified"`` (format v2, smaller; kpack's runtime only); ``threads=0`` uses one
-    per core.
+    ``"zstd"``, ``"none"`` (both archive format v1, what HIP runtimes read) or ``"unified"``
+    (format v2, smaller; kpack's runtime only); ``level`` is the zstd level, 1 to 22, and by
+    default the scheme's own, as for ``kpack --compression`` (3 for ``"zstd"``, 19 for
+    ``"unified"``); ``threads=0`` uses one per core.
     ``input`` may be an artifact directory or a ``.tar.zst``/``.tar.xz`` of one;
     ``output_format="tar.zst"`` writes every artifact as a reproducible ``<name>.tar.zst``.
 
@@ -116,7 +117,7 @@ def recombine(
     output_format: str = "dir",
     group_archives: bool = False,
     compression: str = "zstd",
-    level: int = 3,
+    level: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Recombines split shards (``kpack recombine``): each component's generic artifact
     from the primary shard and one ``<component>_<group>`` per architecture group of the
@@ -180,7 +181,7 @@ def transform(
     kernel_name: Optional[str] = None,
     search_paths: Iterable[str] = (),
     compression: str = "zstd",
-    level: int = 3,
+    level: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Turns a fat binary into a host-only binary at ``output`` plus one archive per GPU
     target, ``kpack_dir/<name>_<target>.kpack`` (``kpack transform``). ``output`` may be
@@ -272,7 +273,7 @@ def split_wheel(
     variants: bool = False,
     variant_label: str = "variant",
     compression: str = "zstd",
-    level: int = 3,
+    level: Optional[int] = None,
     multi_target_archives: bool = False,
     threads: int = 0,
 ) -> Dict[str, Any]:

@@ -17,7 +17,7 @@ def split(
     batch: bool,
     split_databases: List[str],
     compression: str,
-    level: int,
+    level: Optional[int],
     threads: int,
     output_format: str,
 ) -> str: ...
@@ -30,7 +30,7 @@ def recombine(
     output_format: str,
     group_archives: bool,
     compression: str,
-    level: int,
+    level: Optional[int],
 ) -> str: ...
 def verify(artifacts: _Path, original: Optional[_Path], threads: int) -> str: ...
 def transform(
@@ -41,7 +41,7 @@ def transform(
     kernel_name: Optional[str],
     search_paths: List[str],
     compression: str,
-    level: int,
+    level: Optional[int],
 ) -> str: ...
 def prune(
     paths: List[_Path],
@@ -68,7 +68,7 @@ def split_wheel(
     variants: bool,
     variant_label: str,
     compression: str,
-    level: int,
+    level: Optional[int],
     multi_target_archives: bool,
     threads: int,
 ) -> str: ...

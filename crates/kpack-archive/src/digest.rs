@@ -16,7 +16,7 @@
 //! `bin 8` of the XXH3-64 of every byte before those 8 ([`seal`]), so a flipped arch name or
 //! file name cannot send `kpack which` or the runtime to another archive.
 //!
-//! A HIPK marker ([`crate::marker`]) carries one too, under `xxh3`, its map's first key: the
+//! A HIPK marker ((`kpack_hostbin::marker`)) carries one too, under `xxh3`, its map's first key: the
 //! XXH3-64 of the map but for the digest's own 8 bytes. First, because a
 //! marker is followed by section padding, not by the end of a file, so only parsing finds
 //! where it ends; a damaged length that shortens the map then changes what is hashed, where

@@ -1,7 +1,7 @@
 //! The `.kpack` archive format: a reader built for the runtime and a deterministic writer,
 //! plus `.kpm` manifests, all in MessagePack ([`msgpack`]: the `kpack-msgpack` crate, `rmp`
 //! with offsets in errors and bounded reads of untrusted bytes). The HIPK marker record
-//! ([`marker`]) is `kpack-hostbin`'s, re-exported here beside the archives it names.
+//! that names the archives is `kpack-hostbin`'s (`kpack_hostbin::marker`), its one home.
 //!
 //! # Format (reference spec §1)
 //!
@@ -79,8 +79,8 @@
 //! ordinal; the Python writer stores every entry, so only inputs without duplicates give
 //! byte-identical `none` archives. zstd frames are byte-identical only with the same libzstd.
 //!
-//! Depends on `kpack-hostbin` and `kpack-msgpack`; the writer (feature `write`) also on
-//! `kpack-fs` (the layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-msgpack`; the writer (feature `write`) also on
+//! `kpack-concurrency` and `kpack-fs` (the layering: docs/CONTRIBUTING.md).
 
 //!
 //! # Features
@@ -94,6 +94,8 @@
 
 #[cfg(feature = "write")]
 mod coder;
+#[cfg(feature = "write")]
+mod compression;
 pub mod digest;
 mod error;
 pub mod kpm;
@@ -112,10 +114,11 @@ use std::borrow::Cow;
 
 #[cfg(feature = "write")]
 pub use coder::{CONTEXT_BUDGET, GROUP_BUDGET, RETAINED_BUDGET};
+#[cfg(feature = "write")]
+pub use compression::{COMPRESSION_NAMES, CompressionArgsError};
 pub use error::{ArchiveError, ErrorKind, MetadataError};
-// The marker record is the host binaries' (kpack-hostbin), its msgpack kpack-msgpack's; both
-// re-exported here, where the runtime and the tools have always found them.
-pub use kpack_hostbin::marker;
+// The msgpack of the archives is kpack-msgpack's, re-exported where the tools have always
+// found it.
 pub use kpack_msgpack as msgpack;
 pub use reader::{Archive, EntryInfo};
 #[cfg(feature = "write")]

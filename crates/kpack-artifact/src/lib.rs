@@ -17,14 +17,12 @@
 //! a failed or killed run leaves nothing under the final names, and the next run to the same
 //! output sweeps what a killed one left.
 //!
-//! Depends on `kpack-archive`, `kpack-elf`, `kpack-fs`, `kpack-pipeline`, `kpack-tar` and
-//! `kpack-target` (the layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-archive`, `kpack-concurrency`, `kpack-elf`, `kpack-fs`, `kpack-hostbin`,
+//! `kpack-package`, `kpack-pipeline`, `kpack-tar` and `kpack-target` (the layering:
+//! docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 
-pub mod group;
-pub mod handlers;
-pub mod index;
 pub mod integrity;
 pub mod manifest;
 pub mod recombine;
@@ -170,6 +168,18 @@ impl ArtifactError {
                 other => E::Tar(Box::new(other)),
             },
             other => other,
+        }
+    }
+}
+
+impl From<kpack_package::PackageError> for ArtifactError {
+    fn from(e: kpack_package::PackageError) -> Self {
+        use kpack_package::PackageError as P;
+        match e {
+            P::Io { path, source } => ArtifactError::Io { path, source },
+            P::Archive { path, source } => ArtifactError::Archive { path, source },
+            P::Invalid { path, problem } => ArtifactError::Invalid { path, problem },
+            P::Usage(problem) => ArtifactError::Usage(problem),
         }
     }
 }
@@ -336,15 +346,6 @@ pub fn artifact_dirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError
     Ok(found)
 }
 
-/// Artifact directories one level further down (`DIR/<shard>/<artifact>`), sorted.
-pub fn artifact_dirs_nested(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError> {
-    let mut found = Vec::new();
-    for d in sorted_subdirs(dir)? {
-        found.extend(artifact_dirs(&d)?);
-    }
-    Ok(found)
-}
-
 /// The sub-directories of `dir`, sorted by name ([`kpack_fs::subdirs`]).
 pub(crate) fn sorted_subdirs(dir: &Path) -> Result<Vec<PathBuf>, ArtifactError> {
     Ok(kpack_fs::subdirs(dir)?)
@@ -361,9 +362,6 @@ pub(crate) fn stage_output(out: &Path) -> Result<(kpack_fs::Stage, PathBuf), Art
     })?;
     Ok((stage, root))
 }
-
-// The one pool of file-level work (see its doc for why it is not rayon's).
-pub(crate) use kpack_pipeline::threads::map as parallel_map;
 
 /// Copies a regular file (contents and permissions; `copy_file_range` underneath), creating
 /// the destination's directory.

@@ -11,7 +11,7 @@
 //! the packages are written as directories or, with
 //! [`OutputFormat::TarZst`], as `.tar.zst` files. For every component:
 //! * `C_generic` is copied from the primary shard (symlinks kept), plus, per module with
-//!   archives in any group, the [index](crate::index) `<dir>/.kpack/<module>.kpm` listing
+//!   archives in any group, the [index](kpack_package::index) `<dir>/.kpack/<module>.kpm` listing
 //!   every architecture packaged and the group package providing it;
 //! * for each group of the configuration (in order) with at least one architecture
 //!   available, `C_<group>` gets every file of the arch artifacts of its architectures
@@ -47,10 +47,10 @@ use std::path::{Path, PathBuf};
 
 use kpack_archive::Compression;
 
-use crate::handlers::{family_covers, parse_family, parse_target};
-use crate::index::{self, IndexedArchive};
 use crate::tarball::{self, OutputFormat};
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord};
+use kpack_package::handlers::{family_covers, parse_family, parse_target};
+use kpack_package::index::{self, IndexedArchive};
 
 mod config;
 mod generic;
@@ -422,7 +422,7 @@ fn write_packages(
             ));
         }
     }
-    let threads = kpack_pipeline::threads::count(opts.threads);
+    let threads = kpack_concurrency::threads::count(opts.threads);
     // Packages with indexes are written last (they take the group archives' sizes).
     let has_index = |p: &&Package| p.items.values().any(|i| matches!(i, Item::Index(_)));
     let (indexed, plain): (Vec<&Package>, Vec<&Package>) = packages.iter().partition(has_index);

@@ -161,8 +161,8 @@ fn split_into(
             entries.push((prefix.clone(), rel, entry));
         }
     }
-    let threads = kpack_pipeline::threads::count(opts.threads);
-    let classes = crate::parallel_map(&entries, threads, |_, (prefix, rel, entry)| {
+    let threads = kpack_concurrency::threads::count(opts.threads);
+    let classes = kpack_concurrency::threads::map(&entries, threads, |_, (prefix, rel, entry)| {
         classify(&input.join(prefix).join(rel), rel, entry, &opts.handlers)
     })?;
     let items: Vec<Item> = entries
@@ -174,7 +174,7 @@ fn split_into(
     create_tree(stage, component, &prefixes, &items)?;
     let total = items.len() as u64;
     let done_count = AtomicU64::new(0);
-    let results = crate::parallel_map(&items, threads, |i, item| {
+    let results = kpack_concurrency::threads::map(&items, threads, |i, item| {
         let from = input.join(&item.prefix).join(&item.rel);
         let r = match &item.class {
             Class::Dir | Class::Symlink(_) => Ok(Done::default()),

@@ -65,14 +65,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use kpack_archive::kpm::KpmManifest;
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 
-use crate::handlers::{self, Handler, parse_target};
-use crate::index::IndexedArchive;
 use crate::integrity::Failure;
 use crate::recombine::Sharing;
 use crate::search_path::{Pattern, beside};
 use crate::{ArtifactError, ArtifactKind, TreeEntry};
+use kpack_package::handlers::{self, Handler, parse_target};
+use kpack_package::index::IndexedArchive;
 
 mod arches;
 mod files;
@@ -370,7 +370,7 @@ pub fn verify(path: &Path, opts: &VerifyOptions) -> Result<VerifyReport, Artifac
     })) {
         failures.push(format!("packages do not install side by side: {line}"));
     }
-    let threads = kpack_pipeline::threads::count(opts.threads);
+    let threads = kpack_concurrency::threads::count(opts.threads);
     let spool_dir = crate::tarball::temp_dir()?;
     let facts = read_files(
         &artifacts,
@@ -523,7 +523,7 @@ fn read_files(
         .iter()
         .filter(|(_, a)| !artifacts[*a].tarball)
         .collect();
-    let read = crate::parallel_map(&in_place, threads, |_, (rel, a)| {
+    let read = kpack_concurrency::threads::map(&in_place, threads, |_, (rel, a)| {
         let path = artifacts[*a].dir.join(rel);
         Ok::<_, ArtifactError>(file_facts(&artifacts[*a], rel, &path, with_digests))
     })?;

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ::kpack_archive::Compression;
-use ::kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pipeline::pack::{PackInput, pack};
 use kpack_runtime::{Archive, Cache, Config};
 use kpack_testkit::{median, time};

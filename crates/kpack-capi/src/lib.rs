@@ -15,7 +15,7 @@
 //! kernel (see `kpack-runtime`); output pointers are cleared on failure. A panic, which would
 //! be a bug, is reported as `KPACK_ERROR_IO_ERROR`.
 //!
-//! Depends on `kpack-fs` and `kpack-runtime` (the layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-runtime` (the layering: docs/CONTRIBUTING.md).
 
 #![allow(non_camel_case_types)]
 

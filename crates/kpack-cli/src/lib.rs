@@ -4,9 +4,9 @@
 //! the library crates. The `kpack` binary and the Python package's `kpack` command are both
 //! [`run`], so they cannot drift apart.
 //!
-//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-fs`, `kpack-inputs`, `kpack-pipeline`,
-//! `kpack-prune`, `kpack-report`, `kpack-target` and `kpack-wheel` (the layering:
-//! docs/CONTRIBUTING.md).
+//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-concurrency`, `kpack-detect`,
+//! `kpack-fs`, `kpack-inputs`, `kpack-package`, `kpack-pipeline`, `kpack-prune`,
+//! `kpack-report`, `kpack-target` and `kpack-wheel` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 
@@ -86,7 +86,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
             return u8::try_from(err.exit_code()).unwrap_or(2);
         }
     };
-    kpack_pipeline::threads::set_limit(cli.threads);
+    kpack_concurrency::threads::set_limit(cli.threads);
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Unbundle(args) => cmd::unbundle::run(args),

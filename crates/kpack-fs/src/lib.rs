@@ -13,16 +13,14 @@
 //!   [`STALE_AFTER`]. A killed run's job that had begun publishing is completed, not
 //!   discarded (see [`Stage`]).
 //! * [`walk`]: every entry below a directory, sorted by file name (`walkdir`), errors reported.
-//! * [`MemoryGate`]: the process-wide budget of one kind of working memory (decoded
-//!   bundles, compression contexts) that every thread reserves from before allocating.
 //! * [`fault_point`]: the test hook that lets crash tests kill the real binary at a named
 //!   point.
 //! * [`source_date_epoch`]: the timestamp every output carries, when the build sets one.
 //!
 //! Why a crate of its own: the archive writer (kpack-archive), unbundle and transform
 //! (kpack-pipeline), split and recombine (kpack-artifact), the C library installer
-//! (kpack-capi) and the test kit all write or walk trees; the lowest of them, kpack-archive,
-//! is about one format, and kpack-capi does not depend on it.
+//! (kpack-capi-install) and the test kit all write or walk trees; the lowest of them,
+//! kpack-archive, is about one format, and the installer does not depend on it.
 //!
 //! Depends on no other kpack crate (the layering: docs/CONTRIBUTING.md).
 
@@ -31,7 +29,6 @@
 mod atomic;
 mod epoch;
 mod fault;
-mod gate;
 mod journal;
 mod stage;
 mod sweep;
@@ -40,7 +37,6 @@ mod walk;
 pub use atomic::{symlink_atomic, temp_dir_in, temp_file_beside, write_atomic};
 pub use epoch::{SOURCE_DATE_EPOCH, source_date_epoch};
 pub use fault::{FAULT_ENV, fault_point};
-pub use gate::{MemoryGate, Reservation};
 pub use stage::{Replace, Stage, StageError};
 pub use sweep::{STALE_AFTER, TEMP_PREFIX, sweep, temp_owner};
 pub use walk::{WalkEntry, WalkError, subdirs, walk};

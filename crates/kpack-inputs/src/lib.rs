@@ -128,13 +128,13 @@ pub enum Stop<E> {
 
 impl<E> From<kpack_wheelfile::WheelFileError> for Stop<E> {
     fn from(e: kpack_wheelfile::WheelFileError) -> Self {
-        Stop::Container(SourceError::Container(Box::new(e)))
+        Stop::Container(e.into())
     }
 }
 
 impl<E> From<kpack_tar::TarError> for Stop<E> {
     fn from(e: kpack_tar::TarError) -> Self {
-        Stop::Container(SourceError::Container(Box::new(e)))
+        Stop::Container(e.into())
     }
 }
 

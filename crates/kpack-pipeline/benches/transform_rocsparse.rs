@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use kpack_archive::Compression;
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pipeline::transform::{self, TransformOptions};
 
 fn main() {

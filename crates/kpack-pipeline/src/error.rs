@@ -91,10 +91,14 @@ pub enum SourceError {
         /// What went wrong in it.
         source: Box<SourceError>,
     },
-    /// The wheel or tarball holding an input could not be read (its own error names the
-    /// container, the member and the offset).
+    /// The wheel holding an input could not be read, or one written (its error names the
+    /// wheel and the member).
     #[error(transparent)]
-    Container(Box<dyn std::error::Error + Send + Sync>),
+    Wheel(Box<kpack_wheelfile::WheelFileError>),
+    /// The tarball holding an input could not be read, or one written (its error names the
+    /// tarball, the member and the offset).
+    #[error(transparent)]
+    Tar(Box<kpack_tar::TarError>),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -127,6 +131,18 @@ impl SourceError {
 }
 
 /// Builds the I/O variant for `path`.
+impl From<kpack_wheelfile::WheelFileError> for SourceError {
+    fn from(e: kpack_wheelfile::WheelFileError) -> Self {
+        SourceError::Wheel(Box::new(e))
+    }
+}
+
+impl From<kpack_tar::TarError> for SourceError {
+    fn from(e: kpack_tar::TarError) -> Self {
+        SourceError::Tar(Box::new(e))
+    }
+}
+
 impl From<kpack_fs::StageError> for SourceError {
     fn from(e: kpack_fs::StageError) -> Self {
         SourceError::Io {

@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_elf::FatBinary;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_runtime::{Cache, Config, LoadError};
 
 use crate::error::{SourceError, io_error};

@@ -5,19 +5,18 @@
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
 //! prints what these functions return.
 //!
-//! Depends on `kpack-archive`, `kpack-bundle`, `kpack-elf`, `kpack-fs`, `kpack-offload`,
-//! `kpack-pe`, `kpack-runtime` and `kpack-target` (the layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-archive`, `kpack-bundle`, `kpack-concurrency`, `kpack-elf`, `kpack-fs`,
+//! `kpack-hostbin`, `kpack-offload`, `kpack-pe`, `kpack-runtime`, `kpack-tar`, `kpack-target`
+//! and `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 
 pub mod error;
 pub mod inspect;
 pub mod kpacked;
-pub mod ordered;
 pub mod pack;
 pub mod restore;
 pub mod source;
-pub mod threads;
 pub mod transform;
 pub mod unbundle;
 

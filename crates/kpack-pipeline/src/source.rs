@@ -68,11 +68,6 @@ impl FileKind {
             FileKind::Other => "other",
         }
     }
-
-    /// True for the kinds that can hold device code.
-    pub fn holds_device_code(self) -> bool {
-        !matches!(self, FileKind::Other)
-    }
 }
 
 const EM_AMDGPU: u16 = 224;
@@ -363,7 +358,7 @@ fn slots(
 
 impl BundleSlot {
     /// The memory decoding the bundle takes while in flight, for
-    /// [`crate::ordered::for_each_ordered`]: its decompressed size for a CCOB (at most
+    /// [`kpack_concurrency::ordered::for_each_ordered`]: its decompressed size for a CCOB (at most
     /// [`STREAM_ABOVE`], what reading one as a stream takes), its stored bytes (mapped
     /// pages) otherwise. `elf` is the file the slot is in.
     pub fn decode_cost(&self, elf: &[u8]) -> u64 {
@@ -673,7 +668,7 @@ fn visit_entries<'d>(
 /// walk: a bundle is decoded only while those of the others fit (or when none is), so
 /// parallel walks (verify's workers, transform's) cannot each hold a 160 MB bundle at the
 /// same time. A bundle is released once visited.
-static DECODING: kpack_fs::MemoryGate = kpack_fs::MemoryGate::new(256 << 20);
+static DECODING: kpack_concurrency::MemoryGate = kpack_concurrency::MemoryGate::new(256 << 20);
 
 /// Checks that a code object is built for the target its bundle entry claims.
 ///

@@ -22,19 +22,19 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{
     ArchiveFileWriter, Compression, GroupMember, KernelCompressor, PreparedKernel,
 };
 use kpack_elf::rewrite::{Rewrite, RewriteError};
 use kpack_elf::{FatBinaryKind, Findings, VerifyIssue};
 use kpack_fs::{Replace, Stage};
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pe::{PeRewrite, PeRewriteError};
 use rayon::prelude::*;
 
 use crate::error::{SourceError, io_error};
-use crate::ordered;
 use crate::source::{self, BundleSlot, DeviceCode, Visitor};
+use kpack_concurrency::ordered;
 
 /// What a file is, for `kpack transform --check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -655,7 +655,7 @@ impl<'a> Plan<'a> {
                 code_walked(i, &mut writers)?;
             }
         } else {
-            let threads = crate::threads::count(0);
+            let threads = kpack_concurrency::threads::count(0);
             ordered::for_each_ordered(
                 self.slots.len(),
                 threads,

@@ -14,8 +14,9 @@ use crate::PruneTreeError;
 use crate::job::{PruneJob, is_prunable_bytes, prune_bytes};
 use crate::report::Action;
 
-pub(crate) fn container_error(e: impl std::error::Error + Send + Sync + 'static) -> PruneTreeError {
-    SourceError::Container(Box::new(e)).into()
+/// The error of the wheel or tarball being pruned (read or written).
+pub(crate) fn container_error(e: impl Into<SourceError>) -> PruneTreeError {
+    e.into().into()
 }
 
 /// Where a container's output is written, and where its pruned members are spooled.

@@ -1,7 +1,7 @@
-//! Kernel-database files (as [`kpack_artifact::handlers`] classify them): those of dropped
+//! Kernel-database files (as [`kpack_package::handlers`] classify them): those of dropped
 //! targets are left out, a family's unless a `--keep` list names none of its processors.
 
-use kpack_artifact::handlers::{self, Handler};
+use kpack_package::handlers::{self, Handler};
 
 use crate::Selection;
 use crate::job::PruneJob;

@@ -38,10 +38,10 @@ use std::ops::Range;
 use std::path::Path;
 
 use kpack_bundle::{BundleFormat, CompressionMethod};
+use kpack_concurrency::ordered;
 use kpack_elf::FatBinaryKind;
 use kpack_elf::rewrite::{FatbinEdit, RewriteError};
 use kpack_pipeline::error::{SourceError, io_error};
-use kpack_pipeline::ordered;
 use kpack_pipeline::source::{self, BundleSlot, DeviceCode, FoundBundle, Visitor};
 use kpack_target::{BundleId, TargetId};
 
@@ -462,7 +462,7 @@ fn pack_pruned_bundles(
     dir: &Path,
 ) -> Result<Packed, PruneError> {
     let align = power_of_two_dividing(slots.iter().filter_map(|s| s.section_offset));
-    let threads = kpack_pipeline::threads::count(0);
+    let threads = kpack_concurrency::threads::count(0);
     let mut out = BufWriter::with_capacity(1 << 20, &mut *spool);
     let mut spooled = 0u64;
     let mut packed = Packed {

@@ -14,12 +14,12 @@
 //! Every output is staged and published together ([`kpack_fs::Stage`]) once every input is
 //! done and every named target was found in some input: on any error, nothing is written.
 //!
-//! An application crate: it may depend on `kpack-inputs`, `kpack-artifact` (the
+//! An application crate: it may depend on `kpack-inputs`, `kpack-package` (the
 //! kernel-database handlers), `kpack-wheelfile` and everything below them, never on a front end.
 //!
-//! Depends on `kpack-artifact`, `kpack-bundle`, `kpack-elf`, `kpack-fs`, `kpack-inputs`,
-//! `kpack-offload`, `kpack-pipeline`, `kpack-tar`, `kpack-target` and `kpack-wheelfile` (the
-//! layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-bundle`, `kpack-concurrency`, `kpack-elf`, `kpack-fs`, `kpack-inputs`,
+//! `kpack-offload`, `kpack-package`, `kpack-pipeline`, `kpack-tar`, `kpack-target` and
+//! `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

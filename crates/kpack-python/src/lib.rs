@@ -7,9 +7,9 @@
 //!
 //! Long calls release the GIL, so other Python threads run meanwhile.
 //!
-//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-cli`, `kpack-inputs`, `kpack-pipeline`,
-//! `kpack-prune`, `kpack-target`, `kpack-wheel` and `kpack-wheelfile` (the layering:
-//! docs/CONTRIBUTING.md).
+//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-cli`, `kpack-concurrency`,
+//! `kpack-inputs`, `kpack-package`, `kpack-pipeline`, `kpack-prune`, `kpack-target`,
+//! `kpack-wheel` and `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
 
 // PyO3's macros expand to `unsafe` blocks (FFI glue); this crate writes none of its own.
 #![allow(unsafe_code)]
@@ -19,10 +19,10 @@ use std::path::PathBuf;
 
 use kpack_archive::{ArchiveError, Compression, ErrorKind};
 use kpack_artifact::ArtifactError;
-use kpack_artifact::handlers::Handler;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions};
 use kpack_artifact::split::SplitOptions;
 use kpack_artifact::verify::VerifyOptions;
+use kpack_package::handlers::Handler;
 use kpack_pipeline::SourceError;
 use kpack_pipeline::restore::{RestoreError, RestoreOptions};
 use kpack_pipeline::transform::{TransformError, TransformOptions};
@@ -163,19 +163,10 @@ fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
-/// `--compression none|zstd|unified` and `--level N`, checked as the command line checks them.
-fn compression(scheme: &str, level: i32) -> PyResult<Compression> {
-    if !(1..=22).contains(&level) {
-        return Err(usage(format!("zstd level {level} is not in 1..=22")));
-    }
-    match scheme {
-        "none" => Ok(Compression::None),
-        "zstd" => Ok(Compression::Zstd { level }),
-        "unified" => Ok(Compression::Unified { level }),
-        other => Err(usage(format!(
-            "unknown compression {other:?}; expected \"none\", \"zstd\" or \"unified\""
-        ))),
-    }
+/// `--compression none|zstd|unified` and `--level N`, read as the command line reads them
+/// (no level: the scheme's default).
+fn compression(scheme: &str, level: Option<i32>) -> PyResult<Compression> {
+    Compression::from_args(scheme, level).map_err(|e| usage(e.to_string()))
 }
 
 /// Runs the `kpack` command line with `argv` (program name first) in this process and
@@ -218,7 +209,7 @@ fn split(
     batch: bool,
     split_databases: Vec<String>,
     compression: &str,
-    level: i32,
+    level: Option<i32>,
     threads: usize,
     output_format: &str,
 ) -> PyResult<String> {
@@ -274,7 +265,7 @@ fn recombine(
     output_format: &str,
     group_archives: bool,
     compression: &str,
-    level: i32,
+    level: Option<i32>,
 ) -> PyResult<String> {
     let output_format = self::output_format(output_format)?;
     let compression = self::compression(compression, level)?;
@@ -320,7 +311,7 @@ fn transform(
     kernel_name: Option<String>,
     search_paths: Vec<String>,
     compression: &str,
-    level: i32,
+    level: Option<i32>,
 ) -> PyResult<String> {
     let opts = TransformOptions {
         output,
@@ -414,14 +405,14 @@ struct ThreadLimit;
 
 impl ThreadLimit {
     fn set(threads: usize) -> ThreadLimit {
-        kpack_pipeline::threads::set_limit(threads);
+        kpack_concurrency::threads::set_limit(threads);
         ThreadLimit
     }
 }
 
 impl Drop for ThreadLimit {
     fn drop(&mut self) {
-        kpack_pipeline::threads::set_limit(0);
+        kpack_concurrency::threads::set_limit(0);
     }
 }
 
@@ -440,7 +431,7 @@ fn split_wheel(
     variants: bool,
     variant_label: String,
     compression: &str,
-    level: i32,
+    level: Option<i32>,
     multi_target_archives: bool,
     threads: usize,
 ) -> PyResult<String> {

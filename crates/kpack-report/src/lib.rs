@@ -5,7 +5,7 @@
 //! per-target code-object totals equal `kpack inspect`'s), [`treemap`] lays it out and
 //! [`html`] draws the self-contained page that [`write_html`] writes atomically.
 //!
-//! Depends on `kpack-artifact`, `kpack-fs`, `kpack-inputs`, `kpack-pipeline` and `kpack-target`
+//! Depends on `kpack-fs`, `kpack-inputs`, `kpack-package`, `kpack-pipeline` and `kpack-target`
 //! (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use kpack_artifact::handlers::Handler;
+use kpack_package::handlers::Handler;
 use kpack_pipeline::inspect::{self, BundleReport, Details, FileReport};
 use kpack_pipeline::source::FileKind;
 use serde::Serialize;

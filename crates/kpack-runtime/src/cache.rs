@@ -6,8 +6,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{Archive, ArchiveError, CompressionScheme, binary_key};
+use kpack_hostbin::marker::MarkerMetadata;
 
 use crate::config::Config;
 use crate::paths;

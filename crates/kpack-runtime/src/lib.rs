@@ -50,7 +50,7 @@
 //!   encoding requires (at most 64 KiB), rather than copying a blind 64 KiB window.
 //! * Corrupt archives and metadata are errors, never out-of-bounds reads or aborts.
 //!
-//! Depends on `kpack-archive` and `kpack-target` (the layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-archive`, `kpack-hostbin` and `kpack-target` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 
@@ -66,7 +66,6 @@ mod sync;
 pub use cache::{Cache, CacheStats, Found};
 pub use config::Config;
 pub use discover::{DiscoverError, MappedAddress, discover_binary_path};
-pub use kpack_archive::marker::MarkerMetadata;
 pub use kpack_archive::{Archive, ArchiveError, CompressionScheme};
 pub use metadata::{MAX_METADATA_LEN, MetadataReadError, read_metadata};
 pub use paths::{GFXARCH, files_matching};

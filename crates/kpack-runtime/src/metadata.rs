@@ -12,8 +12,8 @@
 //! [`MarkerMetadata::decode`].
 
 use kpack_archive::MetadataError;
-use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::msgpack::{self, Source};
+use kpack_hostbin::marker::MarkerMetadata;
 
 use crate::ErrorCode;
 

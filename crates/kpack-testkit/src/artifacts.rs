@@ -61,8 +61,8 @@ pub const SHARDS: [&str; 3] = ["shard-a", "shard-b", "shard-c"];
 /// `out`.
 #[cfg(feature = "shards")]
 pub fn split_shards(out: &Path) -> PathBuf {
-    use kpack_artifact::handlers::Handler;
     use kpack_artifact::split::{SplitOptions, split_batch};
+    use kpack_package::handlers::Handler;
     let opts = SplitOptions {
         handlers: vec![Handler::Rocblas],
         ..SplitOptions::default()

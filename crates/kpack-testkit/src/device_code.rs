@@ -90,7 +90,7 @@ pub fn fetch_through_markers(
     let dir = binary.parent().unwrap();
     let mut fetched = Vec::new();
     for r in regs {
-        let (meta, used) = kpack_archive::marker::MarkerMetadata::decode(&r.bytes).unwrap();
+        let (meta, used) = kpack_hostbin::marker::MarkerMetadata::decode(&r.bytes).unwrap();
         assert_eq!(used, r.bytes.len());
         let key = format!("{}#{}", meta.kernel_name, r.reserved1);
         for obj in objects

@@ -6,8 +6,8 @@
 //! promises or fails.
 //!
 //! Depends on `kpack-bundle` and `kpack-fs`, and on `kpack-archive`, `kpack-artifact`,
-//! `kpack-elf` and `kpack-pipeline` behind features; a dev-dependency only (the layering:
-//! docs/CONTRIBUTING.md).
+//! `kpack-elf`, `kpack-hostbin`, `kpack-package` and `kpack-pipeline` behind features; a
+//! dev-dependency only (the layering: docs/CONTRIBUTING.md).
 
 mod artifacts;
 mod bench;

@@ -34,9 +34,8 @@ fn layering(contributing: &str) -> (BTreeMap<String, usize>, Vec<String>) {
     (line_of, dev_only)
 }
 
-/// Per workspace crate, its dependencies on workspace crates: (name, kind), kind `None`
-/// for normal ones, as `cargo metadata` gives them.
-fn workspace_graph() -> BTreeMap<String, Vec<(String, Option<String>)>> {
+/// `cargo metadata --no-deps` of the workspace: its `packages`.
+fn workspace_packages() -> Vec<serde_json::Value> {
     let out = Command::new(env!("CARGO"))
         .args([
             "metadata",
@@ -54,7 +53,13 @@ fn workspace_graph() -> BTreeMap<String, Vec<(String, Option<String>)>> {
         String::from_utf8_lossy(&out.stderr)
     );
     let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let packages = metadata["packages"].as_array().unwrap();
+    metadata["packages"].as_array().unwrap().clone()
+}
+
+/// Per workspace crate, its dependencies on workspace crates: (name, kind), kind `None`
+/// for normal ones, as `cargo metadata` gives them.
+fn workspace_graph() -> BTreeMap<String, Vec<(String, Option<String>)>> {
+    let packages = workspace_packages();
     let names: Vec<&str> = packages
         .iter()
         .map(|p| p["name"].as_str().unwrap())
@@ -110,13 +115,15 @@ fn violations(contributing: &str) -> Vec<String> {
     found
 }
 
-/// The kpack crates the doc of `crate_name` (its `src/lib.rs`) says it depends on: the
-/// backquoted names of its paragraph that begins `//! Depends on`.
+/// The kpack crates the doc of `crate_name` (its `src/lib.rs`, or `src/main.rs` for a
+/// program) says it depends on: the backquoted names of its paragraph that begins
+/// `//! Depends on`.
 fn documented_dependencies(crate_name: &str) -> Vec<String> {
-    let lib = workspace_root()
-        .join("crates")
-        .join(crate_name)
-        .join("src/lib.rs");
+    let src = workspace_root().join("crates").join(crate_name).join("src");
+    let lib = [src.join("lib.rs"), src.join("main.rs")]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{}: neither lib.rs nor main.rs", src.display()));
     let source = std::fs::read_to_string(&lib).unwrap();
     let paragraph: String = source
         .lines()
@@ -189,4 +196,131 @@ fn a_layering_that_puts_a_dependency_above_its_user_is_refused() {
             .any(|v| v.contains("kpack-elf depends on kpack-hostbin")),
         "{found:?}"
     );
+}
+
+/// The packages `cargo tree` lists under `package` through normal dependencies (what its
+/// library links), each with the features it is built with.
+fn linked_packages(package: &str) -> BTreeMap<String, Vec<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "-e", "normal", "--prefix", "none"])
+        .args(["--format", "{p}|{f}", "-p", package])
+        .current_dir(workspace_root())
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let (package, features) = line.split_once('|')?;
+            let name = package.split_whitespace().next()?.to_owned();
+            let features = features
+                .split(',')
+                .filter(|f| !f.is_empty())
+                .map(str::to_owned)
+                .collect();
+            Some((name, features))
+        })
+        .collect()
+}
+
+#[test]
+fn the_c_library_links_only_the_runtime_its_readers_and_libc() {
+    let linked = linked_packages("kpack-capi");
+    let kpack: Vec<&str> = linked
+        .keys()
+        .map(String::as_str)
+        .filter(|n| n.starts_with("kpack-"))
+        .collect();
+    // kpack-fs (atomic publishing, the tree walk) is what the installer needs, Unix-only: it
+    // must not reach librocm_kpack.
+    assert_eq!(
+        kpack,
+        [
+            "kpack-archive",
+            "kpack-capi",
+            "kpack-hostbin",
+            "kpack-msgpack",
+            "kpack-runtime",
+            "kpack-target"
+        ],
+        "the kpack crates librocm_kpack links"
+    );
+    assert!(
+        linked.contains_key("libc"),
+        "librocm_kpack links libc: {linked:?}"
+    );
+    assert!(
+        !linked["kpack-archive"].iter().any(|f| f == "write"),
+        "librocm_kpack links kpack-archive's writer: {:?}",
+        linked["kpack-archive"]
+    );
+}
+
+/// The rows of `docs/layout.md`'s crate table: crate, job.
+fn layout_table() -> BTreeMap<String, String> {
+    let layout = std::fs::read_to_string(workspace_root().join("docs/layout.md")).unwrap();
+    layout
+        .lines()
+        .filter_map(|line| {
+            let row = line.strip_prefix("| `")?.strip_suffix(" |")?;
+            let (name, job) = row.split_once("` | ")?;
+            Some((name.to_owned(), job.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_layout_table_lists_every_crate_with_its_cargo_description() {
+    let table = layout_table();
+    let mut wrong = Vec::new();
+    let packages = workspace_packages();
+    for p in &packages {
+        let name = p["name"].as_str().unwrap();
+        let description = p["description"].as_str().unwrap_or("");
+        match table.get(name) {
+            None => wrong.push(format!("{name} has no row in docs/layout.md")),
+            Some(job) if job != description => wrong.push(format!(
+                "{name}: docs/layout.md says\n  {job}\nCargo.toml says\n  {description}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for name in table.keys() {
+        if !packages.iter().any(|p| p["name"] == name.as_str()) {
+            wrong.push(format!(
+                "docs/layout.md lists {name}, not a workspace crate"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn contributing_describes_every_crate_by_its_modules() {
+    let contributing = contributing();
+    let missing: Vec<String> = workspace_graph()
+        .into_keys()
+        .filter(|name| !contributing.contains(&format!("\n- `crates/{name}` ")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/CONTRIBUTING.md has no entry for {}",
+        missing.join(", ")
+    );
+}
+
+#[test]
+fn prune_and_report_do_without_the_artifact_application() {
+    for package in ["kpack-prune", "kpack-report"] {
+        let linked = linked_packages(package);
+        assert!(
+            linked.contains_key("kpack-package") && !linked.contains_key("kpack-artifact"),
+            "{package} links kpack-artifact, or not kpack-package's handlers"
+        );
+    }
 }

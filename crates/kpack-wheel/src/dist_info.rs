@@ -53,7 +53,7 @@ pub fn host_extras_block(version: &str, devices: &[DeviceDist]) -> String {
         devices.iter().map(|d| (&d.key, d.dist.as_str())).collect();
     let mut block = String::new();
     for target in extra_targets(devices) {
-        let extra = format!("device-{target}");
+        let extra = target.extra();
         block.push_str(&format!("Provides-Extra: {extra}\n"));
         let mut dists: Vec<&str> = target
             .chain()

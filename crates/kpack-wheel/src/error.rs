@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use kpack_wheelfile::WheelFileError;
 
-/// Why [`split_wheel`](crate::split_wheel) or [`detect`](crate::detect) failed; nothing was
-/// published.
+/// Why [`split_wheel`](crate::split_wheel) failed; nothing was published.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WheelError {
@@ -38,8 +37,7 @@ pub enum WheelError {
     Artifact(Box<kpack_artifact::ArtifactError>),
     /// The request cannot be met as given: a bad option (a variant label with unsafe
     /// characters), options that do not fit the input (an overlay root that is not there,
-    /// fat binaries under several top-level directories and no overlay root given), or a
-    /// GPU node whose KFD properties name no known target.
+    /// fat binaries under several top-level directories and no overlay root given).
     #[error("{0}")]
     Usage(String),
 }
@@ -66,6 +64,12 @@ pub(crate) fn entry(
 impl From<kpack_fs::WalkError> for WheelError {
     fn from(e: kpack_fs::WalkError) -> Self {
         WheelError::File(e.into())
+    }
+}
+
+impl From<kpack_package::PackageError> for WheelError {
+    fn from(e: kpack_package::PackageError) -> Self {
+        WheelError::Artifact(Box::new(e.into()))
     }
 }
 

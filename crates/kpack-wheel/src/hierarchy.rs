@@ -186,6 +186,11 @@ impl BundleKey {
         }
     }
 
+    /// The host wheel's extra that installs this key's wheels (`device-gfx1100`).
+    pub fn extra(&self) -> String {
+        format!("device-{self}")
+    }
+
     /// This key and the keys above it, nearest first (`gfx1100` → `gfx110x` → `gfx11`).
     pub fn chain(&self) -> Vec<BundleKey> {
         let mut chain = vec![self.clone()];

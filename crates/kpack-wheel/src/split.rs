@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_archive::Compression;
-use kpack_artifact::handlers::Handler;
+use kpack_package::handlers::Handler;
 
 use kpack_wheelfile::WheelFileError;
 use kpack_wheelfile::metadata::{self, Identity};

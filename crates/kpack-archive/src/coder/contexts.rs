@@ -26,7 +26,8 @@ const WIDE_TRIAL_MAX_HASH_LOG: u32 = 22;
 /// process holding such a decoded bundle stays within 512 MB.
 pub const CONTEXT_BUDGET: u64 = 192 << 20;
 
-pub(super) static CONTEXTS: kpack_fs::MemoryGate = kpack_fs::MemoryGate::new(CONTEXT_BUDGET);
+pub(super) static CONTEXTS: kpack_concurrency::MemoryGate =
+    kpack_concurrency::MemoryGate::new(CONTEXT_BUDGET);
 
 /// The window of a frame coded against a prefix: prefix and content, at most 2^27.
 pub(super) fn prefixed_window_log(total: usize) -> u32 {

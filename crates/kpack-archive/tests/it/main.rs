@@ -6,7 +6,6 @@ mod common;
 mod concurrency;
 mod kpm;
 mod malformed;
-mod marker;
 mod unified;
 mod vectors;
 mod writer;

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use kpack_archive::kpm::KpmManifest;
 use kpack_archive::{Archive, Compression};
 
-use crate::index;
 use crate::{ArtifactError, ArtifactRecord, RECORD, TreeEntry, manifest};
+use kpack_package::index;
 
 /// One entry of a package to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,17 +162,20 @@ impl Package {
                 Item::Index(kpm) => indexes.push((rel, kpm, to)),
             }
         }
-        let written = crate::parallel_map(&files, threads, |_, (_, item, to)| match item {
-            Item::File(from) if movable(from) => crate::move_file(from, to).map(|_| None),
-            Item::File(from) => crate::copy_file(from, to).map(|_| None),
-            Item::GroupArchive {
-                module,
-                group,
-                sources,
-                compression,
-            } => crate::group::write(to, module, group, sources, *compression).map(Some),
-            _ => unreachable!("only files are queued"),
-        })?;
+        let written =
+            kpack_concurrency::threads::map(&files, threads, |_, (_, item, to)| match item {
+                Item::File(from) if movable(from) => crate::move_file(from, to).map(|_| None),
+                Item::File(from) => crate::copy_file(from, to).map(|_| None),
+                Item::GroupArchive {
+                    module,
+                    group,
+                    sources,
+                    compression,
+                } => kpack_package::group::write(to, module, group, sources, *compression)
+                    .map(Some)
+                    .map_err(ArtifactError::from),
+                _ => unreachable!("only files are queued"),
+            })?;
         for ((rel, _, _), size) in files.iter().zip(written) {
             if let Some(size) = size {
                 sizes.insert((*rel).clone(), size);

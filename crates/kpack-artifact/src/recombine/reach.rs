@@ -13,13 +13,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 
 use super::{Item, Package};
 use crate::ArtifactError;
-use crate::handlers::parse_target;
-use crate::index;
 use crate::search_path::Pattern;
+use kpack_package::handlers::parse_target;
+use kpack_package::index;
 
 /// A marker of the generic package: where it is installed and what it searches.
 struct Marker {

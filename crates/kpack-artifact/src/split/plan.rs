@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use kpack_archive::Compression;
 use kpack_target::TargetId;
 
-use crate::handlers::{self, DbArch, Handler};
 use crate::tarball::OutputFormat;
 use crate::{ArtifactError, ArtifactKind, ArtifactRecord, RecordBinary, TreeEntry, manifest};
+use kpack_package::handlers::{self, DbArch, Handler};
 use kpack_pipeline::transform::{self, HostState, TransformOptions};
 
 /// How to split.

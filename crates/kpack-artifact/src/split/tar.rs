@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use kpack_tar::MemberKind;
 
 use super::plan::{self, Class, Done, Item, Progress, SplitOptions, SplitSummary};
-use crate::{ArtifactError, TreeEntry, handlers, manifest, tarball};
+use kpack_package::handlers;
+
+use crate::{ArtifactError, TreeEntry, manifest, tarball};
 
 pub(crate) fn split_tar_into(
     input: &Path,

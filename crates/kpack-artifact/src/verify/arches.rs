@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use super::Ctx;
 use crate::ArtifactKind;
-use crate::handlers::parse_target;
+use kpack_package::handlers::parse_target;
 
 /// The processor of a target as archives and indexes write it (`gfx90a` of `gfx90a:xnack+`).
 fn processor(target: &str) -> Option<String> {

@@ -6,15 +6,15 @@ use std::path::Path;
 
 use kpack_archive::Archive;
 use kpack_archive::kpm::KpmManifest;
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pipeline::transform::{self, HostState};
 
 use super::listing::as_member;
 use super::{ArchiveFacts, ArtifactInfo, Facts, FileCheck, digest};
 use crate::ArtifactKind;
-use crate::handlers::{self, Handler};
-use crate::index::{self, IndexedArchive};
 use crate::integrity::{self, Failure};
+use kpack_package::handlers::{self, Handler};
+use kpack_package::index::{self, IndexedArchive};
 
 /// A mapped file as an [`Archive`]'s backing.
 struct Mapped(kpack_pipeline::FileBytes);

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use kpack_archive::kpm::{KpmEntry, KpmManifest};
 
 use super::{ArtifactInfo, Facts};
-use crate::index::{self, IndexedArchive};
 use crate::{ArtifactKind, TreeEntry};
+use kpack_package::index::{self, IndexedArchive};
 
 /// Check 7: per component, the indexes of its generic artifact against the archives of its
 /// other artifacts.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pipeline::source::{self, DeviceCode, Visitor};
 use kpack_pipeline::transform::{self, HostState};
 
@@ -234,7 +234,7 @@ pub(super) fn identity(
             streamed.push((path, members));
         }
     }
-    let mut outcomes = crate::parallel_map(&in_place, threads, |_, (disk, rel, e)| {
+    let mut outcomes = kpack_concurrency::threads::map(&in_place, threads, |_, (disk, rel, e)| {
         Ok::<_, ArtifactError>(original_outcome(ctx, rel, e, disk.as_deref()))
     })?;
     for (tarball, members) in &streamed {

@@ -11,12 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use kpack_archive::kpm::KpmManifest;
-use kpack_artifact::handlers::Handler;
 use kpack_artifact::manifest;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_artifact::split::{SplitOptions, split};
 use kpack_artifact::tarball::OutputFormat;
 use kpack_artifact::verify::{VerifyOptions, verify};
+use kpack_package::handlers::Handler;
 
 struct Package {
     deb: &'static str,

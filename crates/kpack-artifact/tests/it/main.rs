@@ -2,7 +2,6 @@
 //! (one link of the dependency graph instead of one per file).
 
 mod artifact_realworld;
-mod handlers;
 mod pe;
 mod recombine;
 mod refmade;

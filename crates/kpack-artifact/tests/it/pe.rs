@@ -3,10 +3,10 @@
 //! wrappers, `.kpackrf`), their code objects land in the per-processor artifacts, and verify
 //! recovers every one of them byte for byte.
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_artifact::manifest;
 use kpack_artifact::split::{SplitOptions, split};
 use kpack_artifact::verify::{VerifyOptions, verify};
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_testkit::fixture;
 
 #[test]

@@ -4,12 +4,12 @@
 use std::path::Path;
 
 use kpack_archive::Archive;
-use kpack_archive::marker::MarkerMetadata;
-use kpack_artifact::handlers::Handler;
 use kpack_artifact::recombine::compare_generic;
 use kpack_artifact::split::{SplitOptions, module_name, split};
 use kpack_artifact::verify::{VerifyOptions, verify};
 use kpack_artifact::{ArtifactRecord, manifest};
+use kpack_hostbin::marker::MarkerMetadata;
+use kpack_package::handlers::Handler;
 use kpack_testkit::{SHARDS, fixture, snapshot, split_shards};
 
 fn marker(path: &Path) -> MarkerMetadata {

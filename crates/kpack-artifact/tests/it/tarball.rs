@@ -5,11 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use kpack_artifact::handlers::Handler;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_artifact::split::{SplitOptions, split, split_batch};
 use kpack_artifact::tarball::OutputFormat;
 use kpack_artifact::verify::{VerifyOptions, verify};
+use kpack_package::handlers::Handler;
 use kpack_tar::PackOptions;
 use kpack_testkit::{SHARDS, fixture, run_tool, snapshot};
 

@@ -9,8 +9,8 @@ use std::ffi::{CString, c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{Archive, ArchiveError, ArchiveWriter, Compression};
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_runtime::{Cache, Config, ErrorCode};
 use kpack_testkit::fixture;
 use kpack_testkit::flips::{

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use kpack_wheel::BundleKey;
+
 use crate::output::{self, Error};
 
 #[derive(clap::Args)]
@@ -18,15 +20,48 @@ pub struct Args {
     json: bool,
 }
 
+/// One GPU `kpack_detect` found, with the device wheels the packaging hierarchy gives it.
+#[derive(serde::Serialize)]
+struct Gpu {
+    node: u32,
+    gfx_target_version: u64,
+    target: String,
+    /// Its device wheels, nearest first: target, sub-family, family.
+    chain: Vec<BundleKey>,
+    /// The portable SPIR-V wheel the extra installs instead when a package has no wheel of
+    /// the chain; absent for a processor outside the packaging hierarchy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback: Option<BundleKey>,
+    /// The host wheel's extra that installs them (`device-gfx1100`).
+    extra: String,
+}
+
+impl Gpu {
+    fn of(gpu: kpack_detect::Gpu) -> Result<Gpu, Error> {
+        let key = BundleKey::of_target(&gpu.target)?;
+        Ok(Gpu {
+            node: gpu.node,
+            gfx_target_version: gpu.gfx_target_version,
+            target: gpu.target.to_string(),
+            chain: key.chain(),
+            fallback: key.portable_fallback(),
+            extra: key.extra(),
+        })
+    }
+}
+
 #[derive(serde::Serialize)]
 struct Report<'a> {
-    gpus: &'a [kpack_wheel::Gpu],
+    gpus: &'a [Gpu],
     /// The extras to install, each once, in node order.
     extras: Vec<&'a str>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    let gpus = kpack_wheel::detect(&args.sysfs_root)?;
+    let gpus = kpack_detect::detect(&args.sysfs_root)?
+        .into_iter()
+        .map(Gpu::of)
+        .collect::<Result<Vec<_>, _>>()?;
     let mut extras: Vec<&str> = Vec::new();
     for g in &gpus {
         if !extras.contains(&g.extra.as_str()) {

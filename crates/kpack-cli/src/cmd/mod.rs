@@ -20,6 +20,8 @@ pub mod which;
 
 use kpack_archive::Compression;
 
+use crate::output::Error;
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Scheme {
     /// Version 1, code objects stored as they are.
@@ -43,17 +45,11 @@ pub struct CompressionArgs {
 }
 
 impl CompressionArgs {
-    /// The archive compression these options select.
-    pub fn compression(&self) -> Compression {
-        match self.compression {
-            Scheme::None => Compression::None,
-            Scheme::Zstd => Compression::Zstd {
-                level: self.level.unwrap_or(kpack_archive::DEFAULT_ZSTD_LEVEL),
-            },
-            Scheme::Unified => Compression::Unified {
-                level: self.level.unwrap_or(kpack_archive::DEFAULT_UNIFIED_LEVEL),
-            },
-        }
+    /// The archive compression these options select, as the Python API selects it.
+    pub fn compression(&self) -> Result<Compression, Error> {
+        let scheme =
+            clap::ValueEnum::to_possible_value(&self.compression).expect("every scheme has a name");
+        Ok(Compression::from_args(scheme.get_name(), self.level)?)
     }
 }
 

@@ -56,7 +56,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "kpack".to_owned())
     });
-    let compression = args.compression.compression();
+    let compression = args.compression.compression()?;
     let summary = pack(
         &inputs,
         &args.output,

@@ -48,7 +48,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         output: args.output_format.into(),
         group_archives: RecombineOptions::group_archives_for(
             args.group_archives,
-            args.compression.compression(),
+            args.compression.compression()?,
         ),
     };
     let summary = recombine::recombine(&args.shards, &config, &args.output, &opts)?;

@@ -37,7 +37,7 @@ struct Report {
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     let archive = Archive::open(&args.input)?;
     archive.validate()?;
-    let compression = args.compression.compression();
+    let compression = args.compression.compression()?;
     let input_size = std::fs::metadata(&args.input)
         .map_err(|e| format!("{}: {e}", args.input.display()))?
         .len();

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_artifact::handlers::Handler;
 use kpack_artifact::split::{self, SplitOptions, SplitSummary};
+use kpack_package::handlers::Handler;
 
 use crate::output::{self, Error};
 
@@ -42,7 +42,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     super::return_large_buffers_to_the_system();
     let opts = SplitOptions {
         handlers: args.handlers.clone(),
-        compression: args.compression.compression(),
+        compression: args.compression.compression()?,
         threads: 0,
         output: args.output_format.into(),
     };

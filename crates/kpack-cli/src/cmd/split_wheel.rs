@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_artifact::handlers::Handler;
+use kpack_package::handlers::Handler;
 use kpack_wheel::{OutputFormat, SplitOptions, split_wheel_with_progress};
 
 use crate::output::{self, Error};
@@ -68,7 +68,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     };
     opts.variants = args.variants;
     opts.variant_label = args.variant_label;
-    opts.compression = args.compression.compression();
+    opts.compression = args.compression.compression()?;
     opts.multi_target_archives = args.multi_target_archives;
     let bar = output::progress(0, "split-wheel");
     let progress = |phase: &str, done: u64, total: u64| {

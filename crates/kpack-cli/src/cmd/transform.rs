@@ -82,7 +82,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         group: args.name.clone(),
         kernel_name: args.kernel_name.clone(),
         search_paths: args.search_paths.clone(),
-        compression: args.compression.compression(),
+        compression: args.compression.compression()?,
     };
     let outcome =
         transform::transform(input, &opts).map_err(|e| format!("{}: {e}", input.display()))?;

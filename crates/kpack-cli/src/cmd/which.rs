@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use kpack_artifact::index::{self, Resolution};
+use kpack_package::index::{self, Resolution};
 use kpack_target::TargetId;
 use serde::Serialize;
 

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{Archive, Compression};
+use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pipeline::source::device_code_objects;
 use kpack_pipeline::transform::{Outcome, TransformOptions, TransformSummary, transform};
 use kpack_testkit::{

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use kpack_archive::marker::MarkerMetadata;
 use kpack_archive::{ArchiveWriter, Compression};
+use kpack_hostbin::marker::MarkerMetadata;
 
 pub use kpack_testkit::{fixture, read_fixture};
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use kpack_artifact::handlers;
+use kpack_package::handlers;
 use kpack_target::TargetId;
 use kpack_wheelfile::metadata::{self, Identity};
 use kpack_wheelfile::reader::InputFile;
@@ -111,12 +111,12 @@ pub(super) fn write_indexes(
                 continue;
             }
             let rel = format!("{overlay}/.kpack/{}", e.rel.display());
-            archives.extend(kpack_artifact::index::describe_archive(
+            archives.extend(kpack_package::index::describe_archive(
                 &e.path, &rel, &d.dist,
             )?);
         }
     }
-    let indexes = kpack_artifact::index::build(name, archives).map_err(|problems| {
+    let indexes = kpack_package::index::build(name, archives).map_err(|problems| {
         WheelError::Usage(format!(
             "one module's archive for one target in two device wheels: {}",
             problems.join("; ")

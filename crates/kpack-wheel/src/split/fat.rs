@@ -152,7 +152,7 @@ pub(super) fn group_archives(
         sources.sort();
         let kpack_dir = work.dev_root(&key).join(overlay).join(".kpack");
         let to = kpack_dir.join(format!("{module}_{key}.kpack"));
-        kpack_artifact::group::write(&to, &module, key.as_str(), &sources, opts.compression)?;
+        kpack_package::group::write(&to, &module, key.as_str(), &sources, opts.compression)?;
         for (_, from) in sources.iter().filter(|(_, from)| *from != to) {
             std::fs::remove_file(from).map_err(io(from))?;
         }

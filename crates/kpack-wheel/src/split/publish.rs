@@ -101,8 +101,8 @@ pub(super) fn publish_all(
     let done = AtomicUsize::new(0);
     let total = jobs.len() as u64;
     progress("write", 0, total);
-    let threads = kpack_pipeline::threads::count(0);
-    kpack_pipeline::threads::map(jobs, threads, |_, (root, dist_info, dest, _)| {
+    let threads = kpack_concurrency::threads::count(0);
+    kpack_concurrency::threads::map(jobs, threads, |_, (root, dist_info, dest, _)| {
         let r = writer::publish(wheel, root, dist_info, format, &dir.join(dest), stored);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         progress("write", n as u64, total);

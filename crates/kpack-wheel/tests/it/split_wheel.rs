@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kpack_artifact::handlers::Handler;
+use kpack_package::handlers::Handler;
 use kpack_testkit::{fixture, run_tool};
 use kpack_wheel::{OutputFormat, SplitOptions, Summary, WheelError, split_wheel};
 

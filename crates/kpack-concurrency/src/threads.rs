@@ -37,7 +37,7 @@ pub fn count(requested: usize) -> usize {
 ///
 /// Scoped std threads, not rayon: the tasks of kpack's file-level pools (split, recombine
 /// and verify of artifacts, publishing split wheels) hold reservations of a
-/// [`kpack_fs::MemoryGate`] (decoded bundles, compression contexts) while the `unified`
+/// [`MemoryGate`](crate::MemoryGate) (decoded bundles, compression contexts) while the `unified`
 /// coder inside them runs on rayon's pool. Were these tasks rayon's too, a rayon worker
 /// blocked on the gate would be one the coder waits for, and with every worker so blocked
 /// nothing would release the gate: a deadlock.

@@ -1,11 +1,16 @@
-//! HIPK marker metadata: Python's exact bytes, and the runtime's tolerant decoding.
+//! HIPK marker metadata: Python's exact bytes, and the runtime's tolerant decoding (its errors
+//! as the runtime classes them, kpack-archive's `ErrorKind`).
 
 use kpack_archive::ErrorKind;
-use kpack_archive::marker::MarkerMetadata;
+use kpack_hostbin::marker::MarkerMetadata;
 use rmpv::Value;
 
-use crate::common;
-use common::encode;
+/// `value` as msgpack bytes.
+fn encode(value: &Value) -> Result<Vec<u8>, rmpv::encode::Error> {
+    let mut out = Vec::new();
+    rmpv::encode::write_value(&mut out, value)?;
+    Ok(out)
+}
 
 fn concat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()

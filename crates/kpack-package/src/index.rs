@@ -21,7 +21,7 @@ use kpack_archive::Archive;
 use kpack_archive::kpm::{KpmEntry, KpmManifest};
 use kpack_target::TargetId;
 
-use crate::{ArtifactError, TreeEntry};
+use crate::PackageError;
 
 /// The directory holding archives, at any depth of an install tree.
 pub const KPACK_DIR: &str = ".kpack";
@@ -78,30 +78,27 @@ pub fn describe_archive(
     path: &Path,
     rel: &str,
     package: &str,
-) -> Result<Vec<IndexedArchive>, ArtifactError> {
-    let a = Archive::open(path).map_err(|source| ArtifactError::Archive {
-        path: path.to_owned(),
-        source: Box::new(source),
-    })?;
+) -> Result<Vec<IndexedArchive>, PackageError> {
+    let a = Archive::open(path).map_err(PackageError::archive(path))?;
     let size = std::fs::metadata(path)
-        .map_err(ArtifactError::io(path))?
+        .map_err(PackageError::io(path))?
         .len();
     describe_opened(&a, size, path, rel, package)
 }
 
 /// [`describe_archive`] of an archive already open, `size` bytes long; `path` names it in
 /// errors.
-pub(crate) fn describe_opened(
+pub fn describe_opened(
     a: &Archive,
     size: u64,
     path: &Path,
     rel: &str,
     package: &str,
-) -> Result<Vec<IndexedArchive>, ArtifactError> {
+) -> Result<Vec<IndexedArchive>, PackageError> {
     let dir = archive_dir(rel)
-        .ok_or_else(|| ArtifactError::invalid(path, "not an archive in a .kpack directory"))?;
+        .ok_or_else(|| PackageError::invalid(path, "not an archive in a .kpack directory"))?;
     if a.gfx_arches().is_empty() {
-        return Err(ArtifactError::invalid(
+        return Err(PackageError::invalid(
             path,
             "expected at least one architecture in gfx_arches, found none",
         ));
@@ -181,34 +178,35 @@ pub fn build(
 
 /// The `.kpm` indexes at or below `path`: the file itself, or every `*.kpm` directly inside
 /// a `.kpack` directory of the tree, sorted.
-pub fn find_indexes(path: &Path) -> Result<Vec<PathBuf>, ArtifactError> {
+pub fn find_indexes(path: &Path) -> Result<Vec<PathBuf>, PackageError> {
     if !path.is_dir() {
         return Ok(vec![path.to_owned()]);
     }
-    Ok(crate::walk_tree(path)?
-        .into_iter()
-        .filter(|(rel, e)| {
-            *e == TreeEntry::File
-                && rel.ends_with(".kpm")
-                && rel
-                    .rsplit('/')
-                    .nth(1)
-                    .is_some_and(|parent| parent == KPACK_DIR)
-        })
-        .map(|(rel, _)| path.join(rel))
-        .collect())
+    let mut found = Vec::new();
+    for e in kpack_fs::walk(path) {
+        let e = e?;
+        let in_kpack_dir = e.rel.parent().and_then(Path::file_name) == Some(KPACK_DIR.as_ref());
+        let named_kpm = e
+            .rel
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().ends_with(b".kpm"));
+        if e.file_type.is_file() && in_kpack_dir && named_kpm {
+            found.push(e.path);
+        }
+    }
+    Ok(found)
 }
 
 /// Reads and decodes an index. Every target must be a GPU target and every file an
 /// archive's name beside the index: [`resolve`] would otherwise pass over a damaged
 /// target (telling the user no package serves the GPU) or look for a file elsewhere.
-pub fn read(path: &Path) -> Result<KpmManifest, ArtifactError> {
-    let bytes = std::fs::read(path).map_err(ArtifactError::io(path))?;
+pub fn read(path: &Path) -> Result<KpmManifest, PackageError> {
+    let bytes = std::fs::read(path).map_err(PackageError::io(path))?;
     let index = KpmManifest::decode(&bytes)
-        .map_err(|e| ArtifactError::invalid(path, format!("invalid index: {e}")))?;
+        .map_err(|e| PackageError::invalid(path, format!("invalid index: {e}")))?;
     for (target, entry) in &index.kpack_files {
         if crate::handlers::parse_target(target).is_none() {
-            return Err(ArtifactError::invalid(
+            return Err(PackageError::invalid(
                 path,
                 format!(
                     "invalid index: kpack_files[{target:?}]: expected a GPU target (gfx90a:xnack+)"
@@ -217,7 +215,7 @@ pub fn read(path: &Path) -> Result<KpmManifest, ArtifactError> {
         }
         let file = &entry.file;
         if file.contains(['/', '\\']) || !file.ends_with(".kpack") || file == ".kpack" {
-            return Err(ArtifactError::invalid(
+            return Err(PackageError::invalid(
                 path,
                 format!(
                     "invalid index: kpack_files[{target:?}].file {file:?}: expected the name of a .kpack archive beside the index"
@@ -252,10 +250,10 @@ pub struct Resolution {
 
 /// Parses a GPU as the user or the HIP runtime names it: `gfx90a:xnack+` or the ISA name
 /// `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`.
-pub fn parse_gpu(gpu: &str) -> Result<TargetId, ArtifactError> {
+pub fn parse_gpu(gpu: &str) -> Result<TargetId, PackageError> {
     let bare = gpu.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(gpu);
     crate::handlers::parse_target(bare).ok_or_else(|| {
-        ArtifactError::Usage(format!(
+        PackageError::Usage(format!(
             "{gpu:?} is not a GPU: expected a target such as gfx90a, gfx90a:xnack+ or \
              amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"
         ))

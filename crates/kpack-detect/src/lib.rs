@@ -1,5 +1,6 @@
-//! Which GPUs this machine has, from the amdkfd topology in sysfs, and which device wheel
-//! each needs.
+//! Which GPUs this machine has, from the amdkfd topology in sysfs: each GPU's topology node,
+//! its `gfx_target_version` and its target id. Which device wheel a GPU needs is
+//! `kpack-wheel`'s packaging hierarchy; `kpack detect` puts the two together.
 //!
 //! amdkfd (Linux `drivers/gpu/drm/amd/amdkfd/kfd_topology.c`, `node_show`) writes one
 //! `properties` file per topology node under `/sys/class/kfd/kfd/topology/nodes/<n>/`:
@@ -11,13 +12,17 @@
 //! XNACK is a per-process mode (`AMDKFD_IOC_SET_XNACK_MODE`), not a node property, so the
 //! target is reported without `:xnack` (any), which is also what picks the wheel: features
 //! fold into the processor's device wheel.
+//!
+//! The `properties` format is a few lines of `name value`: read by hand, as no crate reads
+//! amdkfd's topology.
+//!
+//! Depends on `kpack-target` (the layering: docs/CONTRIBUTING.md).
 
-use std::path::Path;
+#![warn(missing_docs)]
 
-use kpack_target::TargetId;
+use std::path::{Path, PathBuf};
 
-use crate::error::{WheelError, io};
-use crate::hierarchy::BundleKey;
+use kpack_target::{TargetError, TargetId};
 
 /// `HSA_CAP_SRAM_EDCSUPPORTED` of kfd_topology.h.
 const HSA_CAP_SRAM_EDCSUPPORTED: u64 = 0x0400_0000;
@@ -26,7 +31,7 @@ const HSA_CAP_SRAM_EDCSUPPORTED: u64 = 0x0400_0000;
 const SRAMECC_PROCESSORS: &[&str] = &["gfx906", "gfx908", "gfx90a", "gfx942", "gfx950"];
 
 /// One GPU found.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gpu {
     /// The topology node number.
     pub node: u32,
@@ -34,15 +39,43 @@ pub struct Gpu {
     /// stepping as decimal digit pairs, the number the target id is derived from.
     pub gfx_target_version: u64,
     /// The target id (`gfx942:sramecc+`).
-    pub target: String,
-    /// Its device wheels, nearest first: target, sub-family, family.
-    pub chain: Vec<BundleKey>,
-    /// The portable SPIR-V wheel (`amdgcnspirv`) the extra installs instead when a package
-    /// has no wheel of the chain; absent for a processor outside the packaging hierarchy.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<BundleKey>,
-    /// The host wheel's extra that installs them (`device-gfx1100`).
-    pub extra: String,
+    pub target: TargetId,
+}
+
+/// Why the topology could not be read. Each error names the file at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DetectError {
+    /// A directory or `properties` file of the topology could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A property the detection reads is not a decimal number.
+    #[error("{}: {name} '{value}' is not a decimal number", path.display())]
+    NotDecimal {
+        /// The node's `properties` file.
+        path: PathBuf,
+        /// The property.
+        name: String,
+        /// Its value as written.
+        value: String,
+    },
+    /// A node's `gfx_target_version` names no valid target id.
+    #[error("{}: gfx_target_version {version} gives '{target}': {source}", path.display())]
+    Target {
+        /// The node's `properties` file.
+        path: PathBuf,
+        /// The property's value.
+        version: u64,
+        /// The target id derived from it.
+        target: String,
+        /// Why it is not one.
+        source: TargetError,
+    },
 }
 
 /// The processor name of a `gfx_target_version`.
@@ -57,7 +90,11 @@ pub fn processor_name(gfx_target_version: u64) -> String {
 
 /// The GPUs of the topology under `sysfs_root` (normally `/sys`), by node number. A
 /// machine without amdkfd has none.
-pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, WheelError> {
+pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, DetectError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| DetectError::Io { path, source }
+    };
     let nodes = sysfs_root.join("class/kfd/kfd/topology/nodes");
     let entries = match std::fs::read_dir(&nodes) {
         Ok(rd) => rd,
@@ -76,7 +113,7 @@ pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, WheelError> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(io(&path)(e)),
         };
-        let prop = |name: &str| -> Result<Option<u64>, WheelError> {
+        let prop = |name: &str| -> Result<Option<u64>, DetectError> {
             let Some(v) = text.lines().find_map(|l| {
                 l.split_once(' ')
                     .filter(|(k, _)| *k == name)
@@ -84,11 +121,10 @@ pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, WheelError> {
             }) else {
                 return Ok(None);
             };
-            v.parse().map(Some).map_err(|_| {
-                WheelError::Usage(format!(
-                    "{}: {name} {v:?} is not a decimal number",
-                    path.display()
-                ))
+            v.parse().map(Some).map_err(|_| DetectError::NotDecimal {
+                path: path.clone(),
+                name: name.to_owned(),
+                value: v.to_owned(),
             })
         };
         let version = prop("gfx_target_version")?.unwrap_or(0);
@@ -101,20 +137,16 @@ pub fn detect(sysfs_root: &Path) -> Result<Vec<Gpu>, WheelError> {
             let on = prop("capability")?.unwrap_or(0) & HSA_CAP_SRAM_EDCSUPPORTED != 0;
             target.push_str(if on { ":sramecc+" } else { ":sramecc-" });
         }
-        let id = TargetId::parse(&target).map_err(|e| {
-            WheelError::Usage(format!(
-                "{}: gfx_target_version {version} gives {target:?}: {e}",
-                path.display()
-            ))
+        let target = TargetId::parse(&target).map_err(|source| DetectError::Target {
+            path: path.clone(),
+            version,
+            target,
+            source,
         })?;
-        let key = BundleKey::of_target(&id).map_err(|e| WheelError::Usage(e.to_string()))?;
         gpus.push(Gpu {
             node,
             gfx_target_version: version,
             target,
-            extra: format!("device-{key}"),
-            chain: key.chain(),
-            fallback: key.portable_fallback(),
         });
     }
     gpus.sort_by_key(|g| g.node);

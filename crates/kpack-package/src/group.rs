@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_archive::{Archive, ArchiveFileWriter, Compression, PreparedKernel};
 
-use crate::ArtifactError;
+use crate::PackageError;
 
 /// One entry of a source archive: the source's index, the arch and the entry's metadata.
 type SourceEntry<'a> = (usize, &'a str, &'a [(String, String)]);
@@ -29,20 +29,13 @@ pub fn write(
     group: &str,
     sources: &[(String, PathBuf)],
     compression: Compression,
-) -> Result<u64, ArtifactError> {
-    let archive_error = |path: &Path| {
-        let path = path.to_owned();
-        move |source| ArtifactError::Archive {
-            path,
-            source: Box::new(source),
-        }
-    };
+) -> Result<u64, PackageError> {
     let opened = sources
         .iter()
-        .map(|(_, src)| Archive::open(src).map_err(archive_error(src)))
+        .map(|(_, src)| Archive::open(src).map_err(PackageError::archive(src)))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut w =
-        ArchiveFileWriter::create(to, module, group, compression).map_err(archive_error(to))?;
+    let mut w = ArchiveFileWriter::create(to, module, group, compression)
+        .map_err(PackageError::archive(to))?;
     let mut arches: Vec<String> = Vec::new();
     for a in &opened {
         for arch in a.gfx_arches() {
@@ -51,7 +44,8 @@ pub fn write(
             }
         }
     }
-    w.set_gfx_arches(arches).map_err(archive_error(to))?;
+    w.set_gfx_arches(arches)
+        .map_err(PackageError::archive(to))?;
     // Binary keys in order of first appearance, each with its entries from every source.
     let mut kernels: Vec<(&str, Vec<SourceEntry>)> = Vec::new();
     let mut position: HashMap<&str, usize> = HashMap::new();
@@ -68,19 +62,20 @@ pub fn write(
         for (source, arch, metadata) in entries {
             let (a, src) = (&opened[source], &sources[source].1);
             let stored = PreparedKernel::stored_in(a, binary, arch, compression)
-                .map_err(archive_error(src))?;
+                .map_err(PackageError::archive(src))?;
             let added = match stored {
                 Some(kernel) => w.add_prepared(binary, arch, kernel, metadata),
                 None => {
-                    let code = a.get(binary, arch).map_err(archive_error(src))?;
+                    let code = a.get(binary, arch).map_err(PackageError::archive(src))?;
                     w.add(binary, arch, code, metadata)
                 }
             };
-            added.map_err(archive_error(to))?;
+            added.map_err(PackageError::archive(to))?;
             // Every source is open at once (a kernel's targets are added together): without
             // this, each would stay resident whole once read (ru_maxrss counts mapped pages).
-            a.forget_stored(binary, arch).map_err(archive_error(src))?;
+            a.forget_stored(binary, arch)
+                .map_err(PackageError::archive(src))?;
         }
     }
-    w.finish().map_err(archive_error(to))
+    w.finish().map_err(PackageError::archive(to))
 }

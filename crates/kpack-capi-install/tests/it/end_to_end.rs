@@ -13,8 +13,8 @@ use std::process::Command;
 
 use kpack_archive::Compression;
 use kpack_archive::kpm::KpmManifest;
-use kpack_artifact::handlers::Handler;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
+use kpack_package::handlers::Handler;
 use kpack_pipeline::source::{DeviceCode, Visitor, walk};
 use kpack_testkit::{
     LINKED_FAT, Registration, SHARDS, Standin, fixture, originals, run_tool, sha256_hex, standin,
@@ -264,7 +264,7 @@ fn rust_runtime_load(cache: &kpack_runtime::Cache, binary: &Path, w: u64, target
     let bytes = std::fs::read(binary).unwrap();
     let fat = kpack_elf::inspect(&bytes).unwrap();
     let marker = fat.marker.as_ref().unwrap().bytes(&bytes).unwrap();
-    let (meta, _) = kpack_runtime::MarkerMetadata::decode(marker).unwrap();
+    let (meta, _) = kpack_hostbin::marker::MarkerMetadata::decode(marker).unwrap();
     cache
         .load(&meta, binary, w as u32, &[&isa(target)])
         .unwrap_or_else(|e| panic!("{} #{w} {target}: {e}", binary.display()))

@@ -1,6 +1,7 @@
-//! Installs librocm_kpack with its one documented command, builds `tests/c/kpack_c_test.c`
-//! against the installed package through CMake `find_package(rocm-kpack)` (shared and static)
-//! and through pkg-config, runs each, and checks what the library exports.
+//! Installs librocm_kpack with its one documented command, builds kpack-capi's
+//! `tests/c/kpack_c_test.c` against the installed package through CMake
+//! `find_package(rocm-kpack)` (shared and static) and through pkg-config, runs each, and
+//! checks what the library exports.
 //! Needs gcc, cmake, pkg-config and nm (`scripts/setup.sh` installs them).
 
 use std::path::Path;
@@ -168,7 +169,7 @@ fn installed_library_passes_the_c_test_program_via_cmake_and_pkg_config() {
     let data = tmp.path().join("data");
     make_data_dir(&data);
 
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kpack-capi/tests/c");
     let build = tmp.path().join("build");
     run(Command::new("cmake")
         .arg("-S")

@@ -1,7 +1,7 @@
 //! Database handlers on real file names (Debian ROCm 7.2.4 packages, TheRock layouts), both
 //! the files each handler claims and the ones it must leave generic.
 
-use kpack_artifact::handlers::{Handler, classify, family_covers};
+use kpack_package::handlers::{Handler, classify, family_covers};
 
 fn arch(h: Handler, rel: &str) -> Option<(String, String)> {
     h.classify(rel).map(|a| (a.artifact, a.target))

@@ -1,11 +1,11 @@
 //! Installs librocm_kpack under a prefix:
 //!
 //! ```sh
-//! cargo run --release -p kpack-capi --bin install-rocm-kpack -- --prefix /usr/local
+//! cargo run --release -p kpack-capi-install -- --prefix /usr/local
 //! ```
 //!
-//! Cargo builds the shared and static libraries with this program (`target/<profile>/`);
-//! it installs, under the prefix:
+//! Cargo builds the shared and static libraries with this program (`target/<profile>/`),
+//! as they are `kpack-capi`'s, a dependency of this crate; it installs, under the prefix:
 //!
 //! * `lib/librocm_kpack.so.<version>` with the `librocm_kpack.so.0` (SONAME) and
 //!   `librocm_kpack.so` links, and `lib/librocm_kpack.a`;
@@ -33,15 +33,22 @@
 //!
 //! The layout (`lib/` with the SONAME link chain, `include/<library>/`, `lib/pkgconfig/`) is
 //! the one `cargo-c` uses, so switching later would change nothing for consumers.
+//!
+//! A crate of its own, so that the C library's dependencies stay the runtime and `libc`: what
+//! installing needs (`kpack-fs`'s atomic publishing, symbolic links) is Unix-only, and would
+//! otherwise be linked into librocm_kpack.
+//!
+//! Depends on `kpack-capi` and `kpack-fs` (the layering: docs/CONTRIBUTING.md).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
-const HEADER: &str = include_str!("../../include/rocm_kpack/kpack.h");
-const CMAKE_CONFIG: &str = include_str!("../../cmake/rocm-kpack-config.cmake");
-const CMAKE_VERSION: &str = include_str!("../../cmake/rocm-kpack-config-version.cmake");
-const PKG_CONFIG: &str = include_str!("../../cmake/rocm-kpack.pc");
+// The header and the package files are kpack-capi's, kept beside the sources they describe.
+const HEADER: &str = include_str!("../../kpack-capi/include/rocm_kpack/kpack.h");
+const CMAKE_CONFIG: &str = include_str!("../../kpack-capi/cmake/rocm-kpack-config.cmake");
+const CMAKE_VERSION: &str = include_str!("../../kpack-capi/cmake/rocm-kpack-config-version.cmake");
+const PKG_CONFIG: &str = include_str!("../../kpack-capi/cmake/rocm-kpack.pc");
 /// `rustc --print native-static-libs` for the static library on Linux.
 const STATIC_LIBS: [&str; 7] = ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"];
 
@@ -79,7 +86,10 @@ fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
             .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
             .max();
         let (_, p) = newest.ok_or_else(|| {
-            format!("{name} not found beside {}: run `cargo run -p kpack-capi --bin install-rocm-kpack`", exe.display())
+            format!(
+                "{name} not found beside {}: run `cargo run -p kpack-capi-install`",
+                exe.display()
+            )
         })?;
         std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
     };

@@ -1,0 +1,3 @@
+//! The kpack-hostbin integration tests, one module per behaviour, linked into one test binary.
+
+mod marker;
