@@ -2,7 +2,6 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::coder::{Coded, Coder, GROUP_BUDGET};
@@ -1010,9 +1009,7 @@ impl Blobs<'_> {
                 let io = io_error("reading back a streamed blob");
                 out.flush().map_err(&io)?;
                 let mut stored = vec![0u8; len as usize];
-                out.get_ref()
-                    .read_exact_at(&mut stored, offset)
-                    .map_err(&io)?;
+                kpack_fs::read_exact_at(out.get_ref(), &mut stored, offset).map_err(&io)?;
                 Ok(Cow::Owned(stored))
             }
         }
