@@ -232,4 +232,7 @@ if [ ! -f "$SPIRV_BIN/llvm-spirv" ] || [ -L "$SPIRV_BIN/llvm-link" ]; then
   done
   "$SPIRV_BIN/llvm-spirv" --version | head -n 1
 fi
+# Windows (issue 37): sid's rustc with rust-src for -Zbuild-std, mingw-w64 and wine with its
+# prefix, into $CORPUS/rustwin (scripts/windows.sh, the Windows stage, builds and tests with it).
+KPACK_CORPUS=$CORPUS "$(dirname "$0")/windows-toolchain.sh"
 echo "setup: ready (corpus in $CORPUS)"

@@ -50,6 +50,24 @@ enum Data {
     Held(Backing),
 }
 
+/// Opens an archive for reading. On Windows with `FILE_SHARE_READ | FILE_SHARE_DELETE` and
+/// not `FILE_SHARE_WRITE` (std's default shares all three): other readers may open it, and a
+/// package manager may rename it aside while it is mapped and put a new file at its path, as
+/// Windows installers update a file in use (the map keeps the old bytes; Windows itself
+/// refuses to delete or replace a file while a view of it is mapped), but no process may
+/// write into it.
+fn open_shared(path: &Path) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::OpenOptionsExt;
+        use windows_sys::Win32::Storage::FileSystem::{FILE_SHARE_DELETE, FILE_SHARE_READ};
+        options.share_mode(FILE_SHARE_READ | FILE_SHARE_DELETE);
+    }
+    options.open(path)
+}
+
 /// One TOC entry as the reader sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EntryInfo<'a> {
@@ -77,7 +95,7 @@ impl Archive {
 
     fn open_inner(path: &Path) -> Result<Archive, ArchiveError> {
         let io = |context| move |source| ArchiveError::Io { context, source };
-        let mut file = File::open(path).map_err(io("opening archive"))?;
+        let mut file = open_shared(path).map_err(io("opening archive"))?;
         let len = file.metadata().map_err(io("reading archive size"))?.len();
         // Tiny files are read rather than mapped: an empty file cannot be mapped portably, and
         // the header parser still gives these their precise error.
@@ -93,6 +111,8 @@ impl Archive {
         // if another process truncates or rewrites the file while mapped. Archives are
         // immutable build outputs, and our writer replaces them by rename (a new inode), so
         // open mappings never observe its writes; same contract as the C runtime's FILE*.
+        // On Windows the file is open without FILE_SHARE_WRITE ([`open_shared`]): no other
+        // process can open it for writing while it is mapped.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io("mapping archive"))?;
         let index = Index::parse(&map)?;
         let archive = Archive {
@@ -438,23 +458,37 @@ impl Archive {
         Ok(())
     }
 
-    /// `MADV_DONTNEED` over the pages of `range` of a mapped archive (memmap2 widens it to
-    /// whole pages); nothing for bytes held in memory, whose pages it would zero. The map is
-    /// private and read-only, so this only forgets the pages: a later read faults them in
-    /// again from the file, with the same bytes. A refusal only leaves the pages resident.
+    /// Drops the pages of `range` of a mapped archive from this process's resident set; nothing
+    /// for bytes held in memory. The map is read-only, so this only forgets the pages: a later
+    /// read faults them in again from the file, with the same bytes. A refusal only leaves the
+    /// pages resident. On Unix, `MADV_DONTNEED` (memmap2 widens the range to whole pages; not
+    /// for held bytes, whose pages it would zero); on Windows, `VirtualUnlock` of the range,
+    /// which for pages that are not locked (none are) removes them from the working set, as
+    /// its documentation says.
     fn forget(&self, range: Range<usize>) {
-        if let Data::Mapped(map) = &self.data {
-            #[allow(unsafe_code)]
-            // SAFETY: DONTNEED on a private read-only file mapping cannot change what any
-            // reference into it reads (the pages are re-read from the unchanged file).
-            let _ = unsafe {
-                map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    range.start,
-                    range.len(),
-                )
-            };
+        let Data::Mapped(map) = &self.data else {
+            return;
+        };
+        if range.is_empty() || range.end > map.len() {
+            return;
         }
+        #[cfg(unix)]
+        #[allow(unsafe_code)]
+        // SAFETY: DONTNEED on a private read-only file mapping cannot change what any
+        // reference into it reads (the pages are re-read from the unchanged file).
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len())
+        };
+        #[cfg(windows)]
+        #[allow(unsafe_code)]
+        // SAFETY: the range lies inside the live mapping (checked above); VirtualUnlock of
+        // unlocked pages changes no byte of them, only whether they are resident.
+        let _ = unsafe {
+            windows_sys::Win32::System::Memory::VirtualUnlock(
+                map.as_ptr().add(range.start).cast(),
+                range.len(),
+            )
+        };
     }
 
     /// The zstd frames' ranges: from the TOC's frame sizes, or located on first use.

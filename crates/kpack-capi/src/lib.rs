@@ -5,7 +5,9 @@
 //!
 //! Every entry point checks its pointer arguments, turns a panic into an error code (void
 //! functions swallow it) so no unwind crosses into C, and returns buffers from `malloc`, so
-//! `free()` and the `kpack_free_*` functions are interchangeable.
+//! `free()` and the `kpack_free_*` functions are interchangeable (on Windows only for a
+//! caller using the same C runtime, msvcrt: others call the `kpack_free_*` functions).
+//! Paths are bytes on Unix and UTF-8 on Windows.
 //!
 //! Differences a caller can observe, all where the reference misbehaves (spec §9 B14/B15):
 //! malformed archives are rejected at open with `INVALID_FORMAT` (an empty file too, which
@@ -152,15 +154,33 @@ unsafe fn c_str<'a>(p: *const c_char) -> Result<&'a CStr, kpack_error_t> {
     Ok(unsafe { CStr::from_ptr(p) })
 }
 
+/// A path from C: its bytes as they are on Unix; UTF-8 on Windows (C strings there have no
+/// encoding of their own; the one that spells every name is UTF-8), where other bytes are
+/// `KPACK_ERROR_INVALID_ARGUMENT`.
 #[cfg(unix)]
-fn c_path(s: &CStr) -> &Path {
+fn c_path(s: &CStr) -> Result<&Path, kpack_error_t> {
     use std::os::unix::ffi::OsStrExt;
-    Path::new(OsStr::from_bytes(s.to_bytes()))
+    Ok(Path::new(OsStr::from_bytes(s.to_bytes())))
 }
 
 #[cfg(not(unix))]
-fn c_path(s: &CStr) -> &Path {
-    Path::new(OsStr::new(s.to_str().unwrap_or("")))
+fn c_path(s: &CStr) -> Result<&Path, kpack_error_t> {
+    s.to_str()
+        .map(Path::new)
+        .map_err(|_| KPACK_ERROR_INVALID_ARGUMENT)
+}
+
+/// A path for C, as [`c_path`] reads them: on Windows a name that is not valid UTF-16 (a lone
+/// surrogate) has no UTF-8 spelling and is `None`.
+#[cfg(unix)]
+fn path_for_c(path: &OsStr) -> Option<&[u8]> {
+    use std::os::unix::ffi::OsStrExt;
+    Some(path.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn path_for_c(path: &OsStr) -> Option<&[u8]> {
+    path.to_str().map(str::as_bytes)
 }
 
 /// A `malloc` copy of `bytes` (never NULL on success, even for 0 bytes).
@@ -188,7 +208,7 @@ unsafe fn set<T>(out: *mut T, value: T) {
 
 fn open_handle(path: &CStr) -> Result<kpack_archive, kpack_error_t> {
     let archive =
-        Archive::open(c_path(path)).map_err(|e| kpack_error_t::from(ErrorCode::from(&e)))?;
+        Archive::open(c_path(path)?).map_err(|e| kpack_error_t::from(ErrorCode::from(&e)))?;
     let c_strings = |names: Vec<&str>| -> Result<Vec<CString>, kpack_error_t> {
         names
             .into_iter()
@@ -472,13 +492,16 @@ pub unsafe extern "C" fn kpack_cache_destroy(cache: kpack_cache_t) {
 /// The path of the file mapped at `address_in_binary` (any address inside a loaded library
 /// or executable, such as a fat-binary wrapper's), from /proc/self/maps, as a NUL-terminated
 /// string in `path_out`; and, if `offset_out` is not NULL, the address's offset in that file.
+/// On Windows: the DLL or EXE whose image holds the address (`GetModuleHandleExW`,
+/// `GetModuleFileNameW`), its path in UTF-8, the offset the address's RVA.
 ///
 /// Returns:
 ///   KPACK_SUCCESS
 ///   KPACK_ERROR_INVALID_ARGUMENT if `address_in_binary` or `path_out` is NULL,
 ///                                `path_out_size` is 0, or the path does not fit
-///   KPACK_ERROR_PATH_DISCOVERY_FAILED if no file is mapped there
-///   KPACK_ERROR_NOT_IMPLEMENTED on platforms other than Linux
+///   KPACK_ERROR_PATH_DISCOVERY_FAILED if no file is mapped there (on Windows, also a module
+///                                     path that is not valid UTF-16, which UTF-8 cannot spell)
+///   KPACK_ERROR_NOT_IMPLEMENTED on platforms other than Linux and Windows
 ///
 /// # Safety
 /// `path_out` is NULL or writable for `path_out_size` bytes; `offset_out` is NULL or
@@ -498,7 +521,7 @@ pub unsafe extern "C" fn kpack_discover_binary_path(
         }
         let found = kpack_runtime::discover_binary_path(address_in_binary as usize)
             .map_err(|e| kpack_error_t::from(e.code()))?;
-        let path = found.path.as_encoded_bytes();
+        let path = path_for_c(&found.path).ok_or(KPACK_ERROR_PATH_DISCOVERY_FAILED)?;
         if path.len() >= path_out_size {
             return Err(KPACK_ERROR_INVALID_ARGUMENT);
         }
@@ -578,7 +601,7 @@ pub unsafe extern "C" fn kpack_load_code_object(
             return Err(KPACK_ERROR_INVALID_ARGUMENT);
         }
         // SAFETY: the caller's contract on `binary_path`.
-        let binary_path = c_path(unsafe { c_str(binary_path) }?);
+        let binary_path = c_path(unsafe { c_str(binary_path) }?)?;
         // SAFETY: non-NULL, and a live cache by the caller's contract.
         let cache = unsafe { &(*cache).cache };
         if cache.config().disabled {

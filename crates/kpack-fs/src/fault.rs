@@ -3,8 +3,8 @@
 /// The environment variable naming the point at which [`fault_point`] kills the process.
 pub const FAULT_ENV: &str = "KPACK_TEST_KILL_AT";
 
-/// A test hook: when the environment variable [`FAULT_ENV`] names `point`, the process sends
-/// itself `SIGKILL` here, so crash tests can stop the real `kpack` binary at a chosen step of
+/// A test hook: when the environment variable [`FAULT_ENV`] names `point`, the process kills
+/// itself here (`SIGKILL` on Unix; `TerminateProcess` with exit status 137 on Windows), so crash tests can stop the real `kpack` binary at a chosen step of
 /// writing its outputs and check what is left. The points: `stage-created` (a job's first
 /// staging directory exists, nothing written), `atomic-written` (a temporary file is written,
 /// not renamed), `before-publish` (every output of a job staged, none published),
@@ -26,13 +26,7 @@ pub fn fault_point(point: &str) {
         return;
     };
     if name == point && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
-        // A kill -9 of ourselves: no destructor, no flush, exactly what a crash leaves.
-        use rustix::process::{Signal, getpid, kill_process};
-        let _ = kill_process(getpid(), Signal::KILL);
-        // SIGKILL cannot be caught or blocked; wait for it rather than run on.
-        loop {
-            std::thread::park();
-        }
+        crate::sys::kill_self();
     }
 }
 

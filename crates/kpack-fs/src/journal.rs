@@ -1,12 +1,14 @@
 //! The publish journal of a [`crate::Stage`]: the renames of one job, in order.
 //!
-//! Paths are stored as their bytes, each followed by a NUL (which no path contains):
-//! `staged\0final\0staged\0final\0…`. Staged paths are absolute.
+//! Paths are stored in the system's own form, each followed by a terminator no path contains
+//! (`crate::sys::encode_path`: bytes and a NUL on Unix, UTF-16LE units and a 0 unit on
+//! Windows): `staged\0final\0staged\0final\0…`. Staged paths are absolute. A journal is
+//! read only by a later run on the same machine, so the two forms never meet.
 
-use std::ffi::OsStr;
 use std::io::ErrorKind;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::sys;
 
 /// The journal's name in each staging directory of a publishing job.
 pub(crate) const NAME: &str = ".kpack-publish";
@@ -14,10 +16,8 @@ pub(crate) const NAME: &str = ".kpack-publish";
 pub(crate) fn encode<'a>(renames: impl Iterator<Item = (&'a Path, &'a Path)>) -> Vec<u8> {
     let mut out = Vec::new();
     for (staged, to) in renames {
-        for p in [staged, to] {
-            out.extend_from_slice(p.as_os_str().as_bytes());
-            out.push(0);
-        }
+        sys::encode_path(staged, &mut out);
+        sys::encode_path(to, &mut out);
     }
     out
 }
@@ -30,13 +30,10 @@ pub(crate) fn roll_forward(staging: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
         other => other?,
     };
-    let paths: Vec<&Path> = bytes
-        .split(|&b| b == 0)
-        .map(|p| Path::new(OsStr::from_bytes(p)))
-        .collect();
+    let paths: Vec<PathBuf> = sys::decode_paths(&bytes);
     let mut staging_dirs = vec![staging.to_owned()];
     for pair in paths.chunks_exact(2) {
-        let (staged, to) = (pair[0], pair[1]);
+        let (staged, to) = (&pair[0], &pair[1]);
         if staged.symlink_metadata().is_ok() {
             let _ = std::fs::rename(staged, to);
         }
@@ -54,4 +51,36 @@ pub(crate) fn roll_forward(staging: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file name that is not valid Unicode: a lone UTF-16 surrogate on Windows, a byte that
+    /// is not UTF-8 on Unix. Both systems allow such names.
+    fn not_unicode() -> PathBuf {
+        #[cfg(windows)]
+        let name = <std::ffi::OsString as std::os::windows::ffi::OsStringExt>::from_wide(&[
+            0x61, 0xD800, 0x62,
+        ]);
+        #[cfg(unix)]
+        let name =
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"a\xffb").to_owned();
+        PathBuf::from(name)
+    }
+
+    #[test]
+    fn a_journal_keeps_every_path_exactly_names_that_are_not_unicode_included() {
+        let dir = std::env::temp_dir();
+        let odd = dir.join(not_unicode());
+        assert!(odd.to_str().is_none());
+        let staged = dir.join(".kpack-tmp-1-x").join("m.kpack");
+        let renames = [
+            (staged.as_path(), odd.as_path()),
+            (odd.as_path(), staged.as_path()),
+        ];
+        let decoded = sys::decode_paths(&encode(renames.into_iter()));
+        assert_eq!(decoded[..4], [staged.clone(), odd.clone(), odd, staged]);
+    }
 }

@@ -16,6 +16,14 @@
 //! * [`fault_point`]: the test hook that lets crash tests kill the real binary at a named
 //!   point.
 //! * [`source_date_epoch`]: the timestamp every output carries, when the build sets one.
+//! * [`symlink`], [`read_exact_at`], [`mode`] and [`set_mode`]: what `std` offers per system (`std::os::unix`,
+//!   `std::os::windows`), one way for callers on both.
+//!
+//! On Windows every step works the same: a rename replaces an existing file
+//! (`MoveFileExW` with `MOVEFILE_REPLACE_EXISTING`, which `std::fs::rename` and `tempfile`
+//! use), staging directories, the publish journal and the sweep are the same, a process's
+//! liveness is asked of `OpenProcess`, and the crash-test hook ends the process with
+//! `TerminateProcess`.
 //!
 //! Why a crate of its own: the archive writer (kpack-archive), unbundle and transform
 //! (kpack-pipeline), split and recombine (kpack-artifact), the C library installer
@@ -32,6 +40,7 @@ mod fault;
 mod journal;
 mod stage;
 mod sweep;
+mod sys;
 mod walk;
 
 pub use atomic::{symlink_atomic, temp_dir_in, temp_file_beside, write_atomic};
@@ -39,7 +48,8 @@ pub use epoch::{SOURCE_DATE_EPOCH, source_date_epoch};
 pub use fault::{FAULT_ENV, fault_point};
 pub use stage::{Replace, Stage, StageError};
 pub use sweep::{STALE_AFTER, TEMP_PREFIX, sweep, temp_owner};
-pub use walk::{WalkEntry, WalkError, subdirs, walk};
+pub use sys::{mode, read_exact_at, set_mode, symlink};
+pub use walk::{WalkEntry, WalkError, slash_path, subdirs, walk};
 
 use std::path::Path;
 

@@ -75,7 +75,7 @@ pub fn sweep(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             .ok()
             .and_then(|m| now.duration_since(m).ok())
             .is_some_and(|age| age > STALE_AFTER);
-        if !old && (owner == me || alive(owner)) {
+        if !old && (owner == me || crate::sys::alive(owner)) {
             continue;
         }
         let gone = if meta.is_dir() {
@@ -101,18 +101,4 @@ pub fn sweep(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     }
     removed.sort();
     Ok(removed)
-}
-
-/// Whether a process `pid` exists (signal 0: "no such process" is the only no).
-fn alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return false;
-    };
-    !matches!(
-        rustix::process::test_kill_process(pid),
-        Err(e) if e == rustix::io::Errno::SRCH
-    )
 }

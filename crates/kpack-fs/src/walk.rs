@@ -77,3 +77,21 @@ pub fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, WalkError> {
         })
         .collect()
 }
+
+/// `rel` (a path relative to a walked root) as a member name in tarballs, wheels and
+/// archives: its components joined by `/` whatever the system's separator (`\` on
+/// Windows); `None` when a component is not valid Unicode or is not a plain name (`..`, a
+/// root, a drive).
+pub fn slash_path(rel: &Path) -> Option<String> {
+    let mut out = String::new();
+    for c in rel.components() {
+        let std::path::Component::Normal(name) = c else {
+            return None;
+        };
+        if !out.is_empty() {
+            out.push('/');
+        }
+        out.push_str(name.to_str()?);
+    }
+    Some(out)
+}

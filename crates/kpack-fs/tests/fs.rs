@@ -5,9 +5,35 @@ use std::process::Command;
 
 use kpack_fs::{Replace, Stage, TEMP_PREFIX, sweep, walk, write_atomic};
 
+/// A command that exits at once: `true`, or on Windows `cmd /c exit`.
+fn exiting() -> Command {
+    if cfg!(windows) {
+        let mut c = Command::new("cmd");
+        c.args(["/c", "exit"]);
+        c
+    } else {
+        Command::new("true")
+    }
+}
+
+/// A process that runs until it is killed: it waits for a line on its stdin, which is a
+/// pipe nobody writes to (`cat`, or on Windows `cmd /c set /p`).
+fn waiting() -> std::process::Child {
+    let mut c = if cfg!(windows) {
+        let mut c = Command::new("cmd");
+        c.args(["/c", "set /p line="]);
+        c
+    } else {
+        Command::new("cat")
+    };
+    c.stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("the waiting child runs")
+}
+
 /// The id of a process that has exited (and been reaped).
 fn dead_pid() -> u32 {
-    let mut child = Command::new("true").spawn().expect("true runs");
+    let mut child = exiting().spawn().expect("the exiting child runs");
     let pid = child.id();
     child.wait().unwrap();
     pid
@@ -42,10 +68,14 @@ fn failed_atomic_write_keeps_the_old_file_and_leaves_no_temporary() {
     write_atomic(&path, |f| std::io::Write::write_all(f, b"new"), |_, e| e).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), b"new");
     assert_eq!(names(dir.path()), ["out.kpack"]);
-    // Readable by others as a file made with the umask, not tempfile's private 0600.
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-    assert_ne!(mode & 0o044, 0, "mode {mode:o}");
+    // Readable by others as a file made with the umask, not tempfile's private 0600. Unix
+    // only: Windows files have no mode bits (their ACL is the directory's).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_ne!(mode & 0o044, 0, "mode {mode:o}");
+    }
 }
 
 #[test]
@@ -53,7 +83,7 @@ fn sweep_removes_dead_runs_temporaries_old_names_included_and_keeps_live_ones() 
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let dead = dead_pid();
-    let mut live = Command::new("sleep").arg("60").spawn().unwrap();
+    let mut live = waiting();
     let dead_dir = d.join(format!("{TEMP_PREFIX}{dead}-abc"));
     std::fs::create_dir_all(dead_dir.join("C_generic/lib")).unwrap();
     std::fs::write(dead_dir.join("C_generic/lib/x"), b"x").unwrap();
@@ -174,25 +204,123 @@ fn walk_is_sorted_by_file_name_with_directories_first_reached_and_reports_errors
         std::fs::create_dir_all(d.join(p).parent().unwrap()).unwrap();
         std::fs::write(d.join(p), b"").unwrap();
     }
-    std::os::unix::fs::symlink("b", d.join("link")).unwrap();
+    // wine 8 (where the Windows tests run) reports CreateSymbolicLinkW done but makes no
+    // link: the symlink is Unix's.
+    #[cfg(unix)]
+    kpack_fs::symlink(Path::new("b"), &d.join("link")).unwrap();
     let entries: Vec<(String, bool)> = walk(d)
         .map(|e| e.unwrap())
-        .map(|e| (e.rel.display().to_string(), e.file_type.is_symlink()))
+        .map(|e| {
+            (
+                kpack_fs::slash_path(&e.rel).unwrap(),
+                e.file_type.is_symlink(),
+            )
+        })
         .collect();
-    assert_eq!(
-        entries,
-        [
-            ("a".to_owned(), false),
-            ("b".to_owned(), false),
-            ("b/z".to_owned(), false),
-            ("b.c".to_owned(), false),
-            ("link".to_owned(), true),
-        ]
-    );
+    let mut expected = vec![
+        ("a".to_owned(), false),
+        ("b".to_owned(), false),
+        ("b/z".to_owned(), false),
+        ("b.c".to_owned(), false),
+    ];
+    if cfg!(unix) {
+        expected.push(("link".to_owned(), true));
+    }
+    assert_eq!(entries, expected);
     let missing = d.join("missing");
     let errors: Vec<_> = walk(&missing).collect();
     assert_eq!(errors.len(), 1);
     let err = errors.into_iter().next().unwrap().unwrap_err();
     assert_eq!(err.path, missing);
     assert_eq!(err.source.kind(), std::io::ErrorKind::NotFound);
+}
+
+#[test]
+fn a_positioned_read_leaves_the_writers_position_where_it_was() {
+    use std::io::{Seek, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = tempfile::tempfile_in(dir.path()).unwrap();
+    file.write_all(b"0123456789").unwrap();
+    let mut buf = [0u8; 4];
+    kpack_fs::read_exact_at(&file, &mut buf, 3).unwrap();
+    assert_eq!(&buf, b"3456");
+    assert_eq!(file.stream_position().unwrap(), 10);
+    file.write_all(b"ab").unwrap();
+    let mut all = [0u8; 12];
+    kpack_fs::read_exact_at(&file, &mut all, 0).unwrap();
+    assert_eq!(&all, b"0123456789ab");
+    let err = kpack_fs::read_exact_at(&file, &mut buf, 10).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    assert_eq!(file.stream_position().unwrap(), 12);
+}
+
+/// Set in a child run of the test below: the directory its job writes into.
+const KILLED_CHILD_DIR: &str = "KPACK_FS_TEST_KILLED_CHILD_DIR";
+
+/// Whether a child's status is that of a run `kpack_fs::fault_point` killed: `SIGKILL` on
+/// Unix, `TerminateProcess` with 137 on Windows.
+fn killed(status: std::process::ExitStatus) -> bool {
+    #[cfg(unix)]
+    return std::os::unix::process::ExitStatusExt::signal(&status) == Some(9);
+    #[cfg(windows)]
+    return status.code() == Some(137);
+}
+
+#[test]
+fn a_killed_run_leaves_nothing_partial_at_a_final_path_and_the_next_sweep_finishes_its_job() {
+    if let Some(dir) = std::env::var_os(KILLED_CHILD_DIR) {
+        // The child: one file written atomically, then a job of two outputs; the fault point
+        // named by the parent kills it on the way.
+        let dir = Path::new(&dir);
+        write_atomic(
+            &dir.join("one.kpack"),
+            |f| std::io::Write::write_all(f, b"one"),
+            |_, e| e,
+        )
+        .unwrap();
+        let mut stage = Stage::new();
+        for name in ["a.kpack", "b.kpack"] {
+            let staged = stage.add(&dir.join(name), Replace::Allowed).unwrap();
+            std::fs::write(staged, name).unwrap();
+        }
+        stage.publish().unwrap();
+        return;
+    }
+    let run_killed_at = |point: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_killed_run_leaves_nothing_partial_at_a_final_path_and_the_next_sweep_finishes_its_job",
+                "--test-threads=1",
+            ])
+            .env(KILLED_CHILD_DIR, dir.path())
+            .env(kpack_fs::FAULT_ENV, point)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(killed(status), "{point}: {status}");
+        dir
+    };
+    // Killed with the temporary file written: nothing at the final path.
+    let dir = run_killed_at("atomic-written");
+    let left = names(dir.path());
+    assert!(
+        left.len() == 1 && left[0].starts_with(TEMP_PREFIX),
+        "{left:?}"
+    );
+    assert_eq!(sweep(dir.path()).unwrap().len(), 1);
+    assert!(names(dir.path()).is_empty());
+    // Killed with every output staged: nothing at the final paths but the earlier file.
+    let dir = run_killed_at("before-publish");
+    assert_eq!(sweep(dir.path()).unwrap().len(), 1);
+    assert_eq!(names(dir.path()), ["one.kpack"]);
+    // Killed after the first of two renames: the sweep completes the job from its journal.
+    let dir = run_killed_at("publish-partial");
+    assert_eq!(sweep(dir.path()).unwrap().len(), 1);
+    assert_eq!(names(dir.path()), ["a.kpack", "b.kpack", "one.kpack"]);
+    assert_eq!(
+        std::fs::read(dir.path().join("b.kpack")).unwrap(),
+        b"b.kpack"
+    );
 }

@@ -34,7 +34,8 @@ impl Config {
     }
 
     /// Reads the variables through `lookup` (the environment, or a test's map). Path lists
-    /// split on the platform separator (`:` on Unix) and drop empty parts; a flag is on when
+    /// split on the platform separator (`:` on Unix, `;` on Windows, where `:` follows drive
+    /// letters; `std::env::split_paths`) and drop empty parts; a flag is on when
     /// set, non-empty and not starting with `0` (so `false` turns it on, as in the reference).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Config {
         let paths = |name| {
@@ -87,8 +88,9 @@ mod tests {
         assert_eq!(config(&[]), Config::default());
     }
 
+    #[cfg(unix)]
     #[test]
-    fn path_lists_drop_empty_components() {
+    fn path_lists_split_on_colons_and_drop_empty_components() {
         let c = config(&[
             (ENV_PATH, ":/a/x.kpack::rel/y.kpack:"),
             (ENV_PATH_PREFIX, "/p/@GFXARCH@.kpack"),
@@ -99,5 +101,30 @@ mod tests {
         );
         assert_eq!(c.prefix_paths, [PathBuf::from("/p/@GFXARCH@.kpack")]);
         assert!(config(&[(ENV_PATH, ":::")]).override_paths.is_empty());
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn path_lists_split_on_semicolons_not_drive_colons_and_drop_empty_components() {
+        let c = config(&[
+            (
+                ENV_PATH,
+                r";C:\a\x.kpack;;rel/y.kpack;D:/b/@GFXARCH@.kpack;",
+            ),
+            (ENV_PATH_PREFIX, r"\\server\share\p\@GFXARCH@.kpack"),
+        ]);
+        assert_eq!(
+            c.override_paths,
+            [
+                PathBuf::from(r"C:\a\x.kpack"),
+                PathBuf::from("rel/y.kpack"),
+                PathBuf::from("D:/b/@GFXARCH@.kpack")
+            ]
+        );
+        assert_eq!(
+            c.prefix_paths,
+            [PathBuf::from(r"\\server\share\p\@GFXARCH@.kpack")]
+        );
+        assert!(config(&[(ENV_PATH, ";;;")]).override_paths.is_empty());
     }
 }

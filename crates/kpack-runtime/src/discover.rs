@@ -34,7 +34,7 @@ pub enum DiscoverError {
 }
 
 impl DiscoverError {
-    /// The C error code: `PATH_DISCOVERY_FAILED`, or `NOT_IMPLEMENTED` off Linux.
+    /// The C error code: `PATH_DISCOVERY_FAILED`, or `NOT_IMPLEMENTED` off Linux and Windows.
     pub fn code(&self) -> ErrorCode {
         match self {
             DiscoverError::Maps(_) | DiscoverError::NotMapped(_) | DiscoverError::ModuleName(_) => {
@@ -57,61 +57,16 @@ pub fn discover_binary_path(address: usize) -> Result<MappedAddress, DiscoverErr
     }
 }
 
-/// The module (DLL or EXE) holding `address` in this process: `GetModuleHandleExW` with
-/// `GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS` finds it from any address inside its image (a
-/// wrapper in `.hipFatB` included), `GetModuleFileNameW` names it. The offset is the
-/// address's RVA. Written against the Win32 documentation; no Windows Rust target can be
-/// installed where kpack is developed, so this is compiled only by Windows builds.
+/// The module (DLL or EXE) holding `address` in this process, as the reference loader finds
+/// it: `GetModuleHandleExW` with `GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS` from any address
+/// inside its image (a wrapper in `.hipFatB` included), `GetModuleFileNameW` for its path
+/// (paths longer than `MAX_PATH` included). The offset is the address's RVA.
 #[cfg(windows)]
-#[allow(unsafe_code)]
 pub fn discover_binary_path(address: usize) -> Result<MappedAddress, DiscoverError> {
-    use std::os::windows::ffi::OsStringExt;
-    type Module = *mut std::ffi::c_void;
-    const FROM_ADDRESS: u32 = 0x4;
-    const UNCHANGED_REFCOUNT: u32 = 0x2;
-    /// Longest path `GetModuleFileNameW` can return (`\\?\` paths).
-    const MAX_PATH_UNITS: usize = 32_768;
-    #[link(name = "kernel32")]
-    unsafe extern "system" {
-        fn GetModuleHandleExW(flags: u32, name: *const u16, module: *mut Module) -> i32;
-        fn GetModuleFileNameW(module: Module, name: *mut u16, size: u32) -> u32;
-    }
-    let mut module: Module = std::ptr::null_mut();
-    // SAFETY: with FROM_ADDRESS the name argument is only compared with module ranges, never
-    // read; `module` is a valid out-pointer; UNCHANGED_REFCOUNT takes no reference to release.
-    let found = unsafe {
-        GetModuleHandleExW(
-            FROM_ADDRESS | UNCHANGED_REFCOUNT,
-            address as *const u16,
-            &mut module,
-        )
-    };
-    if found == 0 || module.is_null() {
-        return Err(DiscoverError::NotMapped(address));
-    }
-    let mut name = vec![0u16; 260];
-    loop {
-        // SAFETY: `name` holds `name.len()` units; the call writes at most that many.
-        let len = unsafe { GetModuleFileNameW(module, name.as_mut_ptr(), name.len() as u32) };
-        let len = len as usize;
-        if len == 0 {
-            return Err(DiscoverError::ModuleName(std::io::Error::last_os_error()));
-        }
-        // A full buffer means the name was cut: grow and ask again.
-        if len < name.len() {
-            name.truncate(len);
-            break;
-        }
-        if name.len() >= MAX_PATH_UNITS {
-            return Err(DiscoverError::ModuleName(std::io::Error::other(
-                "module path longer than 32767 UTF-16 units",
-            )));
-        }
-        name.resize(name.len() * 2, 0);
-    }
+    let (path, base) = crate::win::module_of(address)?;
     Ok(MappedAddress {
-        path: OsString::from_wide(&name),
-        offset: (address - module as usize) as u64,
+        path,
+        offset: (address - base) as u64,
     })
 }
 
@@ -161,6 +116,7 @@ fn os_string(bytes: &[u8]) -> OsString {
     std::ffi::OsStr::from_bytes(bytes).to_owned()
 }
 
+// `/proc/self/maps` is Linux's; elsewhere its text is parsed only by the tests, as UTF-8.
 #[cfg(not(unix))]
 fn os_string(bytes: &[u8]) -> OsString {
     String::from_utf8_lossy(bytes).into_owned().into()
@@ -198,12 +154,18 @@ garbage line
     }
 
     #[test]
-    fn a_function_of_this_test_binary_is_found_in_the_test_binary() {
-        let address =
-            a_function_of_this_test_binary_is_found_in_the_test_binary as *const () as usize;
+    fn a_function_of_this_test_binary_is_found_in_the_test_binary_with_its_offset() {
+        let address = a_function_of_this_test_binary_is_found_in_the_test_binary_with_its_offset
+            as *const () as usize;
         let found = discover_binary_path(address).unwrap();
         let exe = std::fs::canonicalize(std::env::current_exe().unwrap()).unwrap();
         assert_eq!(std::fs::canonicalize(&found.path).unwrap(), exe);
+        // A static's address (data, as a wrapper is) lies in the same file, past the code.
+        static DATA: [u8; 4] = *b"HIPK";
+        let data = discover_binary_path(std::ptr::addr_of!(DATA) as usize).unwrap();
+        assert_eq!(std::fs::canonicalize(&data.path).unwrap(), exe);
+        assert_ne!(data.offset, found.offset);
+        assert!(found.offset > 0);
         assert!(matches!(
             discover_binary_path(1),
             Err(DiscoverError::NotMapped(1))

@@ -62,6 +62,8 @@ pub mod target;
 mod cache;
 mod paths;
 mod sync;
+#[cfg(windows)]
+mod win;
 
 pub use cache::{Cache, CacheStats, Found};
 pub use config::Config;

@@ -101,34 +101,45 @@ pub fn has_placeholder(path: &Path) -> bool {
 }
 
 /// `path` with every `@GFXARCH@` replaced by `target`. (The reference replaces only the
-/// first; writers emit one, and a second left literal could never name a file.)
+/// first; writers emit one, and a second left literal could never name a file.) The rest of
+/// the path is kept exactly, whether or not it is valid Unicode.
 pub fn expand(path: &Path, target: &str) -> PathBuf {
-    let mut bytes = path.as_os_str().as_encoded_bytes();
-    let mut out = Vec::with_capacity(bytes.len() + target.len());
-    while let Some(at) = find(bytes, GFXARCH.as_bytes()) {
-        out.extend_from_slice(&bytes[..at]);
-        out.extend_from_slice(target.as_bytes());
-        bytes = &bytes[at + GFXARCH.len()..];
-    }
-    out.extend_from_slice(bytes);
-    path_from_bytes(out)
+    replace_in_path(path, GFXARCH, target)
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+fn find<T: PartialEq>(haystack: &[T], needle: &[T]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// `haystack` with every `needle` replaced by `with`: over bytes on Unix, over UTF-16 units
+/// on Windows (a path's own code units, so that nothing else in it changes).
+fn replace_all<T: PartialEq + Copy>(mut haystack: &[T], needle: &[T], with: &[T]) -> Vec<T> {
+    let mut out = Vec::with_capacity(haystack.len() + with.len());
+    while let Some(at) = find(haystack, needle) {
+        out.extend_from_slice(&haystack[..at]);
+        out.extend_from_slice(with);
+        haystack = &haystack[at + needle.len()..];
+    }
+    out.extend_from_slice(haystack);
+    out
+}
+
 #[cfg(unix)]
-fn path_from_bytes(bytes: Vec<u8>) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt;
+fn replace_in_path(path: &Path, from: &str, to: &str) -> PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = replace_all(path.as_os_str().as_bytes(), from.as_bytes(), to.as_bytes());
     PathBuf::from(std::ffi::OsString::from_vec(bytes))
 }
 
-#[cfg(not(unix))]
-fn path_from_bytes(bytes: Vec<u8>) -> PathBuf {
-    // Only reached with a path that was valid before one UTF-8 substring was replaced by
-    // another; the lossy conversion is then exact for every path that was valid UTF-8.
-    PathBuf::from(String::from_utf8_lossy(&bytes).into_owned())
+#[cfg(windows)]
+fn replace_in_path(path: &Path, from: &str, to: &str) -> PathBuf {
+    use std::os::windows::ffi::{OsStrExt, OsStringExt};
+    let units: Vec<u16> = path.as_os_str().encode_wide().collect();
+    let (from, to): (Vec<u16>, Vec<u16>) =
+        (from.encode_utf16().collect(), to.encode_utf16().collect());
+    PathBuf::from(std::ffi::OsString::from_wide(&replace_all(
+        &units, &from, &to,
+    )))
 }
 
 /// The directory a binary's relative search paths start from (empty: the working directory).
@@ -167,19 +178,42 @@ mod tests {
         let real = tmp.path().join("real");
         std::fs::create_dir_all(real.join("lib")).unwrap();
         std::fs::create_dir_all(real.join(".kpack")).unwrap();
-        std::os::unix::fs::symlink(&real, tmp.path().join("link")).unwrap();
+        // The binary's directory through a link to `real`. On Windows `real` itself: wine 8
+        // (where the Windows tests run) reports CreateSymbolicLinkW done but makes no link.
+        #[cfg(unix)]
+        let lib = {
+            std::os::unix::fs::symlink(&real, tmp.path().join("link")).unwrap();
+            tmp.path().join("link/lib")
+        };
+        #[cfg(windows)]
+        let lib = real.join("lib");
         let canonical_real = std::fs::canonicalize(&real).unwrap();
-        let resolved = resolve(
-            &tmp.path().join("link/lib"),
-            "../.kpack/blas_@GFXARCH@.kpack",
-        );
+        let resolved = resolve(&lib, "../.kpack/blas_@GFXARCH@.kpack");
         assert_eq!(resolved, canonical_real.join(".kpack/blas_@GFXARCH@.kpack"));
         // The part that does not exist is normalised lexically.
-        let resolved = resolve(&tmp.path().join("link/lib"), "../missing/./x/../y.kpack");
+        let resolved = resolve(&lib, "../missing/./x/../y.kpack");
         assert_eq!(resolved, canonical_real.join("missing/y.kpack"));
+        let absolute = if cfg!(windows) {
+            r"C:\abs\x.kpack"
+        } else {
+            "/abs/x.kpack"
+        };
+        assert_eq!(resolve(Path::new("/any"), absolute), Path::new(absolute));
+    }
+
+    #[test]
+    fn expansion_keeps_the_rest_of_a_path_that_is_not_unicode() {
+        #[cfg(unix)]
+        let odd =
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"d\xff").to_owned();
+        #[cfg(windows)]
+        let odd =
+            <std::ffi::OsString as std::os::windows::ffi::OsStringExt>::from_wide(&[0x64, 0xD800]);
+        let dir = PathBuf::from(odd);
+        assert!(dir.to_str().is_none());
         assert_eq!(
-            resolve(Path::new("/any"), "/abs/x.kpack"),
-            Path::new("/abs/x.kpack")
+            expand(&dir.join("x_@GFXARCH@.kpack"), "gfx1100"),
+            dir.join("x_gfx1100.kpack")
         );
     }
 

@@ -459,27 +459,27 @@ pub fn write_member(member: &Member, content: &mut dyn Read, root: &Path) -> Res
     match &member.kind {
         MemberKind::Dir => std::fs::create_dir_all(&to).map_err(io_error(&to)),
         MemberKind::Symlink(target) => {
-            std::os::unix::fs::symlink(target, &to).map_err(io_error(&to))
+            kpack_fs::symlink(Path::new(target), &to).map_err(io_error(&to))
         }
         MemberKind::File { mode, .. } => write_file(content, &to, *mode).map(|_| ()),
     }
 }
 
 /// Writes `content` to the new file `to` (never through an existing file or link) with the
-/// permission bits `mode`, creating its directory; returns the bytes written.
+/// permission bits `mode` ([`kpack_fs::set_mode`]: on Windows, read-only without the owner's
+/// write bit), creating its directory; returns the bytes written.
 pub fn write_file(content: &mut dyn Read, to: &Path, mode: u32) -> Result<u64, TarError> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(dir) = to.parent() {
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(to)
-        .map_err(io_error(to))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    // Private until its mode is set (Windows files are created with their directory's ACL).
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(to).map_err(io_error(to))?;
     let bytes = std::io::copy(content, &mut file).map_err(io_error(to))?;
-    std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode)).map_err(io_error(to))?;
+    kpack_fs::set_mode(to, mode).map_err(io_error(to))?;
     Ok(bytes)
 }
 
@@ -508,7 +508,6 @@ impl PackOptions {
 /// Writes the tree `dir` as the zstd tarball `out` (see the crate docs); `out` appears only
 /// when complete. Returns the number of members.
 pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarError> {
-    use std::os::unix::fs::PermissionsExt;
     // Named as every kpack temporary (a killed run's is swept), mode 0666 less the umask.
     let temp = kpack_fs::temp_file_beside(out).map_err(io_error(out))?;
     let mut writer = TarWriter::new(temp.as_file(), Compression::Zstd, opts, out)?;
@@ -518,10 +517,11 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
             path: e.path,
             source: e.source,
         })?;
-        let name = e.rel.to_str().ok_or_else(|| TarError::Io {
+        let name = kpack_fs::slash_path(&e.rel).ok_or_else(|| TarError::Io {
             path: e.path.clone(),
             source: std::io::Error::other("file name is not UTF-8"),
         })?;
+        let name = name.as_str();
         let kind = e.file_type;
         if kind.is_symlink() {
             let target = std::fs::read_link(&e.path).map_err(io_error(&e.path))?;
@@ -531,7 +531,7 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
         } else if kind.is_file() {
             let file = std::fs::File::open(&e.path).map_err(io_error(&e.path))?;
             let meta = file.metadata().map_err(io_error(&e.path))?;
-            writer.file(name, meta.permissions().mode() & 0o7777, meta.len(), file)
+            writer.file(name, kpack_fs::mode(&meta), meta.len(), file)
         } else {
             Err(std::io::Error::other(
                 "neither a file, a directory nor a symlink",

@@ -9,6 +9,10 @@
 //! seconds. A command's output may be kept beside its record ([`keep`]) for a benchmark that
 //! reads it ([`kept`]): the level-19 `unified` archive of librocsparse a real-world test makes
 //! is the C API bench's v2 archive.
+//!
+//! Unix only: the figures are `wait4`'s rusage of the child, and they are the Linux
+//! benchmarks' (nothing is measured under wine).
+#![cfg(unix)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -32,12 +32,15 @@ pub fn snapshot_digests(root: &Path) -> Vec<(String, String, Vec<u8>)> {
 }
 
 fn snapshot_by(root: &Path, file: impl Fn(&Path) -> Vec<u8>) -> Vec<(String, String, Vec<u8>)> {
-    use std::os::unix::fs::PermissionsExt;
     let mut out: Vec<_> = kpack_fs::walk(root)
         .map(|e| {
             let e = e.unwrap_or_else(|e| panic!("{e}"));
             let meta = std::fs::symlink_metadata(&e.path).unwrap();
-            let mode = format!("{:o}", meta.permissions().mode());
+            // The whole st_mode on Unix (file type included); Windows has only read-only.
+            #[cfg(unix)]
+            let mode = format!("{:o}", std::os::unix::fs::MetadataExt::mode(&meta));
+            #[cfg(not(unix))]
+            let mode = format!("{:o}", kpack_fs::mode(&meta));
             let content = if e.file_type.is_symlink() {
                 let t = std::fs::read_link(&e.path).unwrap();
                 t.display().to_string().into_bytes()
@@ -79,7 +82,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
         let e = e.unwrap_or_else(|e| panic!("{e}"));
         let dst = to.join(&e.rel);
         if e.file_type.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(&e.path).unwrap(), &dst).unwrap();
+            kpack_fs::symlink(&std::fs::read_link(&e.path).unwrap(), &dst).unwrap();
         } else if e.file_type.is_dir() {
             std::fs::create_dir_all(&dst).unwrap();
         } else {

@@ -320,14 +320,14 @@ fn load_record<'a>(
     Ok(record)
 }
 
-/// Creates the file `dest/rel` (and its parents) with `mode`, filled by `fill`.
+/// Creates the file `dest/rel` (and its parents) with `mode` ([`kpack_fs::set_mode`]: on
+/// Windows, read-only without the owner's write bit), filled by `fill`.
 fn write_file(
     dest: &Path,
     rel: &str,
     mode: u32,
     fill: impl FnOnce(&mut dyn Write) -> Result<(), WheelFileError>,
 ) -> Result<(), WheelFileError> {
-    use std::os::unix::fs::PermissionsExt;
     let path = dest.join(rel);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io(parent))?;
@@ -335,9 +335,9 @@ fn write_file(
     let file = std::fs::File::create(&path).map_err(io(&path))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     fill(&mut out)?;
-    let file = out.into_inner().map_err(|e| io(&path)(e.into_error()))?;
-    file.set_permissions(std::fs::Permissions::from_mode(mode))
-        .map_err(io(&path))
+    // Flushed and closed before its mode is set.
+    drop(out.into_inner().map_err(|e| io(&path)(e.into_error()))?);
+    kpack_fs::set_mode(&path, mode).map_err(io(&path))
 }
 
 /// Reads every entry of the wheel zip `reader` (`wheel` names it in errors), writing the
@@ -495,16 +495,12 @@ fn plan_zip<R: Read + Seek>(
 /// (symlinks and special files refused, RECORD read first and every file checked against
 /// it). Returns the regular files sorted by path.
 pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelFileError> {
-    use std::os::unix::fs::PermissionsExt;
     // (path inside the wheel, path on disk, mode, size)
     let mut plan = Vec::new();
     for e in kpack_fs::walk(dir) {
         let e = e?;
-        let child = e
-            .rel
-            .to_str()
-            .ok_or_else(|| entry_error(dir, &e.rel.to_string_lossy(), "file name is not UTF-8"))?
-            .to_owned();
+        let child = kpack_fs::slash_path(&e.rel)
+            .ok_or_else(|| entry_error(dir, &e.rel.to_string_lossy(), "file name is not UTF-8"))?;
         check_entry_name(dir, &child)?;
         if e.file_type.is_symlink() {
             return Err(entry_error(
@@ -518,12 +514,7 @@ pub fn read_dir(dir: &Path, dest: &Path) -> Result<Vec<InputFile>, WheelFileErro
             return Err(entry_error(dir, &child, "not a regular file"));
         }
         let meta = std::fs::metadata(&e.path).map_err(io(&e.path))?;
-        plan.push((
-            child,
-            e.path,
-            meta.permissions().mode() & 0o7777,
-            meta.len(),
-        ));
+        plan.push((child, e.path, kpack_fs::mode(&meta), meta.len()));
     }
     plan.sort_by(|a, b| a.0.cmp(&b.0));
     let members = plan.iter().map(|(name, _, _, size)| (name.as_str(), *size));

@@ -41,14 +41,14 @@ pub struct Published {
 /// The regular files below `root` (paths `/`-separated) with their modes, in wheel order:
 /// sorted, `dist_info/` last, RECORD excluded (it is regenerated).
 fn tree_files(root: &Path, dist_info: &str) -> Result<Vec<(String, u32)>, WheelFileError> {
-    use std::os::unix::fs::PermissionsExt;
     let mut out = Vec::new();
     for e in kpack_fs::walk(root) {
         let e = e?;
         if !e.file_type.is_dir() {
             let meta = std::fs::symlink_metadata(&e.path).map_err(io(&e.path))?;
-            let rel = e.rel.to_string_lossy().into_owned();
-            out.push((rel, meta.permissions().mode() & 0o7777));
+            let rel = kpack_fs::slash_path(&e.rel)
+                .ok_or_else(|| io(&e.path)(std::io::Error::other("file name is not UTF-8")))?;
+            out.push((rel, kpack_fs::mode(&meta)));
         }
     }
     let record = format!("{dist_info}/RECORD");

@@ -3,7 +3,6 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
 
 use super::Compression;
 use crate::ArchiveError;
@@ -58,9 +57,7 @@ impl Blobs<'_> {
                 let io = io_error("reading back a streamed blob");
                 out.flush().map_err(&io)?;
                 let mut stored = vec![0u8; len as usize];
-                out.get_ref()
-                    .read_exact_at(&mut stored, offset)
-                    .map_err(&io)?;
+                kpack_fs::read_exact_at(out.get_ref(), &mut stored, offset).map_err(&io)?;
                 Ok(Cow::Owned(stored))
             }
         }

@@ -45,3 +45,37 @@ fn concurrent_gets_agree_with_sequential_ones() {
         }
     }
 }
+
+/// Every entry's bytes, in TOC order.
+fn contents(a: &Archive) -> Vec<Vec<u8>> {
+    a.entries()
+        .map(|(b, arch, _)| a.get(b, arch).unwrap().into_owned())
+        .collect()
+}
+
+#[test]
+fn an_open_archive_keeps_its_bytes_while_an_update_moves_it_aside_and_puts_a_new_file_in_its_place()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lib_gfx1100.kpack");
+    std::fs::copy(vector_path("test_noop.kpack"), &path).unwrap();
+    let open = Archive::open(&path).unwrap();
+    let before = contents(&open);
+    // On Windows the file is shared for reading and deleting (renaming), never for writing.
+    #[cfg(windows)]
+    assert!(
+        std::fs::OpenOptions::new().write(true).open(&path).is_err(),
+        "an open archive was opened for writing"
+    );
+    // An update of a file in use, as Windows installers do it (Windows refuses to delete or
+    // replace a file while it is mapped, whatever its sharing): the open file renamed aside,
+    // the new one renamed into its place.
+    let new = dir.path().join("lib_gfx1100.kpack.new");
+    std::fs::copy(vector_path("test_zstd.kpack"), &new).unwrap();
+    std::fs::rename(&path, dir.path().join("lib_gfx1100.kpack.old")).unwrap();
+    std::fs::rename(&new, &path).unwrap();
+    assert_eq!(contents(&open), before);
+    let updated = Archive::open(&path).unwrap();
+    let expected = contents(&Archive::open(vector_path("test_zstd.kpack")).unwrap());
+    assert_eq!(contents(&updated), expected);
+}

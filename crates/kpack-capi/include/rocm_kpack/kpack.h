@@ -10,9 +10,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+// On Windows the functions are imported from rocm_kpack.dll (link its import library,
+// rocm_kpack.lib or librocm_kpack.dll.a); define KPACK_STATIC to link librocm_kpack.a instead.
 #ifndef KPACK_API
-#if defined(_WIN32)
+#if defined(_WIN32) && defined(KPACK_STATIC)
 #define KPACK_API
+#elif defined(_WIN32)
+#define KPACK_API __declspec(dllimport)
 #else
 #define KPACK_API __attribute__((visibility("default")))
 #endif
@@ -201,13 +205,16 @@ KPACK_API void kpack_cache_destroy(kpack_cache_t cache);
 // The path of the file mapped at `address_in_binary` (any address inside a loaded library
 // or executable, such as a fat-binary wrapper's), from /proc/self/maps, as a NUL-terminated
 // string in `path_out`; and, if `offset_out` is not NULL, the address's offset in that file.
+// On Windows: the DLL or EXE whose image holds the address (`GetModuleHandleExW`,
+// `GetModuleFileNameW`), its path in UTF-8, the offset the address's RVA.
 //
 // Returns:
 //   KPACK_SUCCESS
 //   KPACK_ERROR_INVALID_ARGUMENT if `address_in_binary` or `path_out` is NULL,
 //                                `path_out_size` is 0, or the path does not fit
-//   KPACK_ERROR_PATH_DISCOVERY_FAILED if no file is mapped there
-//   KPACK_ERROR_NOT_IMPLEMENTED on platforms other than Linux
+//   KPACK_ERROR_PATH_DISCOVERY_FAILED if no file is mapped there (on Windows, also a module
+//                                     path that is not valid UTF-16, which UTF-8 cannot spell)
+//   KPACK_ERROR_NOT_IMPLEMENTED on platforms other than Linux and Windows
 //
 // # Safety
 // `path_out` is NULL or writable for `path_out_size` bytes; `offset_out` is NULL or

@@ -25,3 +25,25 @@ fn checked_in_header_matches_the_sources() {
         header.display()
     );
 }
+
+#[test]
+fn the_windows_export_list_names_exactly_the_functions_of_the_header() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let header = std::fs::read_to_string(dir.join("include/rocm_kpack/kpack.h")).unwrap();
+    // `KPACK_API <type> <name>(`, the declaration on one line or several; the macro's own
+    // definitions are no `kpack_` name.
+    let mut declared: Vec<&str> = header
+        .split("KPACK_API")
+        .skip(1)
+        .filter_map(|d| d.split_once('(').map(|(before, _)| before))
+        .map(|before| before.trim_end().rsplit([' ', '*', '\n']).next().unwrap())
+        .filter(|name| name.starts_with("kpack_"))
+        .collect();
+    declared.sort_unstable();
+    let def = std::fs::read_to_string(dir.join("rocm_kpack.def")).unwrap();
+    let exports = def.split_once("EXPORTS").expect("an EXPORTS section").1;
+    let mut listed: Vec<&str> = exports.split_whitespace().collect();
+    listed.sort_unstable();
+    assert_eq!(declared.len(), 14, "{declared:?}");
+    assert_eq!(listed, declared);
+}
