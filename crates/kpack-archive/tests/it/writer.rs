@@ -73,7 +73,7 @@ fn zstd_frames_decode_with_an_independent_decoder_and_record_their_size_and_chec
 /// Needs the `zstd` command (`scripts/setup.sh` installs it): a missing one fails the test.
 #[test]
 fn zstd_frames_decode_with_the_zstd_cli() {
-    let cli = Path::new("/usr/bin/zstd");
+    let cli = std::path::Path::new("/usr/bin/zstd");
     assert!(
         cli.exists(),
         "{} is not installed (scripts/setup.sh installs it)",
