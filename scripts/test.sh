@@ -69,8 +69,9 @@ set_up() {
 }
 stage "fmt" cargo fmt --all -- --check
 stage "clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
-# The archive reader as librocm_kpack links it: kpack-archive without its `write` feature.
-stage "clippy, reader only" cargo clippy -p kpack-archive --no-default-features --lib --quiet -- -D warnings
+# The archive reader as librocm_kpack links it: kpack-archive without its `write` feature;
+# and the ELF and PE readers without their `rewrite` feature.
+stage "clippy, reader only" cargo clippy -p kpack-archive -p kpack-elf -p kpack-pe --no-default-features --lib --quiet -- -D warnings
 stage "build tests" cargo test --workspace --release --no-run --quiet
 # Everything else that compiles, while the set-up may still be downloading: the benches (as
 # scripts/bench.sh builds them) and the loom model (as run below), then, once the set-up has

@@ -9,13 +9,13 @@ impl kpack_pipeline::source::Visitor for Ignore {}
 
 fuzz_target!(|data: &[u8]| {
     let _ = kpack_elf::inspect(data);
-    if let Ok(members) = kpack_elf::ar::members(data) {
+    if let Ok(members) = kpack_ar::members(data) {
         let halved: Vec<_> = members
             .iter()
             .map(|m| Some(m.data[..m.data.len() / 2].to_vec()))
             .collect();
-        if let Ok(rebuilt) = kpack_elf::ar::rebuild(data, &halved) {
-            let again = kpack_elf::ar::members(&rebuilt).expect("a rebuilt archive reads");
+        if let Ok(rebuilt) = kpack_ar::rebuild(data, &halved) {
+            let again = kpack_ar::members(&rebuilt).expect("a rebuilt archive reads");
             assert_eq!(again.len(), members.len());
         }
     }

@@ -1,4 +1,5 @@
-//! ELF fat-binary inspection (HIP wrappers, relocations, bundles) and `ar` archives.
+//! ELF fat-binary inspection (HIP wrappers, relocations, bundles), and behind the `rewrite`
+//! feature the host rewrite, its way back, `shrink` and the verifier.
 //!
 //! # What is parsed
 //! [`ElfFile`] is a strict ELF64 little-endian parser over `&[u8]` (ELF32,
@@ -44,30 +45,43 @@
 //! *i* (upstream's assumption, reference spec §9 B10).
 //!
 //! # Archives
-//! [`ar`] reads GNU and BSD `ar` archives (static libraries) and inspects their
-//! ELF members.
+//! [`inspect_ar`] inspects the ELF members of a static library; the `ar` format is
+//! `kpack-ar`'s.
+//!
+//! # Readers apart from rewriters
+//! By default the crate is the reader and inspection above (with [`landing`]: where a
+//! wrapper's pointer lands), all that a consumer of fat or kpacked binaries needs. The
+//! `rewrite` feature adds `rewrite`, `restore`, `shrink` and `verify`, for the crates
+//! that write host binaries (`kpack-pipeline`, `kpack-prune`), as `object` gates its writer.
 //!
 //! # Modules
-//! Dependencies point one way: [`shrink`] → [`rewrite`] → [`verify`] → [`landing`] →
+//! Dependencies point one way: `shrink` → `rewrite` → `verify` → [`landing`] →
 //! `fatbin` → `elf` → [`relr`]. Records and constants come from `object::elf`, read under the range checks of
 //! `kpack_hostbin::bytes` (shared with the PE reader); [`machine`] holds what depends on the
 //! target machine (page size, relocation kinds), so a new machine is added in one place.
 //!
-//! Depends on `kpack-bundle` and `kpack-hostbin` (the layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-ar`, `kpack-bundle` and `kpack-hostbin` (the layering:
+//! docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 
-pub mod ar;
+mod ar_members;
 mod elf;
 mod error;
 mod fatbin;
 pub mod landing;
 pub mod machine;
 pub mod relr;
+#[cfg(feature = "rewrite")]
 pub mod restore;
+#[cfg(feature = "rewrite")]
 pub mod rewrite;
+#[cfg(feature = "rewrite")]
 pub mod shrink;
+#[cfg(feature = "rewrite")]
 pub mod verify;
+
+pub use ar_members::{InspectArError, InspectedMember, inspect_ar};
 
 pub use elf::{
     DynEntry, ElfFile, ElfHeader, ProgramHeader, Rel, Rela, RelocationEntries, RelocationSection,
@@ -88,5 +102,7 @@ pub use kpack_hostbin::{
 pub use landing::{Misdirected, marker_offset};
 pub use machine::{RelocKind, reloc_kind};
 pub use relr::RelrEntry;
+#[cfg(feature = "rewrite")]
 pub use rewrite::{FatbinEdit, Rewrite, RewriteError, RewriteSummary};
+#[cfg(feature = "rewrite")]
 pub use verify::verify;

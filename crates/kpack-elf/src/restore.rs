@@ -32,10 +32,12 @@ use object::elf::{ET_DYN, ET_EXEC, PN_XNUM, PT_NULL, SHT_NULL, SHT_PROGBITS};
 use crate::elf::{ElfFile, SectionHeader};
 use crate::fatbin::inspect_elf;
 use crate::machine;
-use crate::rewrite::{
-    Cut, Rewrite, RewriteError, SectionTable, align_up, drop_trailing_tables, finish, layout,
-    place_marker_segment, point_wrappers,
-};
+use crate::rewrite::assemble::finish;
+use crate::rewrite::marker_segment::place_marker_segment;
+use crate::rewrite::sections::SectionTable;
+use crate::rewrite::split::drop_trailing_tables;
+use crate::rewrite::wrappers::point_wrappers;
+use crate::rewrite::{Cut, Rewrite, RewriteError, align_up, layout};
 use crate::verify::verify_layout;
 use kpack_hostbin::splice::{Patches, Piece};
 use kpack_hostbin::{FatBinaryKind, HIPF_MAGIC, WrapperMagic};

@@ -22,8 +22,9 @@
 //! comes from where its pointer leads, as for ELF.
 //!
 //! # Rewrite and verifier
-//! [`rewrite::plan`] turns a fat image into a kpacked one (see its doc); [`verify()`] checks
-//! the structure of any image and runs on every output.
+//! `rewrite::plan` turns a fat image into a kpacked one (see its doc); `verify` checks
+//! the structure of any image and runs on every output. Both sit behind the `rewrite` feature:
+//! without it the crate is the reader and inspection only.
 //!
 //! Depends on `kpack-bundle` and `kpack-hostbin` (the layering: docs/CONTRIBUTING.md).
 
@@ -32,7 +33,9 @@
 mod error;
 mod fatbin;
 mod pe;
+#[cfg(feature = "rewrite")]
 pub mod rewrite;
+#[cfg(feature = "rewrite")]
 pub mod verify;
 
 pub use error::PeError;
@@ -44,5 +47,7 @@ pub use pe::{
     BaseRelocation, Checksum, DataDirectory, IMAGE_REL_BASED_DIR64, PeFile, Section, checksum_of,
     is_pe,
 };
+#[cfg(feature = "rewrite")]
 pub use rewrite::{PeRewrite, PeRewriteError, PeRewriteSummary};
+#[cfg(feature = "rewrite")]
 pub use verify::{verify, verify_layout};

@@ -25,6 +25,7 @@ const SYMBOL_SIZE: u64 = 18;
 /// The most data directories a PE32+ file has.
 const MAX_DATA_DIRECTORIES: u32 = 16;
 
+#[cfg(feature = "rewrite")]
 /// Data directory index of the certificate table (Authenticode signatures).
 pub const DIRECTORY_SECURITY: usize = 4;
 /// Data directory index of the base relocation table.
@@ -51,6 +52,7 @@ pub(crate) fn u64_at(data: &[u8], offset: u64, what: &str) -> Result<u64, PeErro
     Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
 }
 
+#[cfg(feature = "rewrite")]
 /// Rounds `value` up to a multiple of `align` (a power of two).
 pub(crate) fn align_up(value: u64, align: u64) -> u64 {
     value.div_ceil(align.max(1)) * align.max(1)
@@ -182,18 +184,28 @@ pub const IMAGE_FILE_RELOCS_STRIPPED: u16 = 0x0001;
 
 /// Offsets of the optional-header fields kpack edits, from the optional header's start.
 pub(crate) mod field {
+    #[cfg(feature = "rewrite")]
     pub const SIZE_OF_INITIALIZED_DATA: u64 = 8;
+    #[cfg(feature = "rewrite")]
     pub const SIZE_OF_UNINITIALIZED_DATA: u64 = 12;
+    #[cfg(feature = "rewrite")]
     pub const SIZE_OF_IMAGE: u64 = 56;
+    #[cfg(feature = "rewrite")]
     pub const CHECKSUM: u64 = 64;
     pub const DATA_DIRECTORIES: u64 = 112;
+    #[cfg(feature = "rewrite")]
     /// From the COFF file header's start (`e_lfanew + 4`).
     pub const NUMBER_OF_SECTIONS: u64 = 2;
+    #[cfg(feature = "rewrite")]
     pub const POINTER_TO_SYMBOL_TABLE: u64 = 8;
+    #[cfg(feature = "rewrite")]
     /// From a section header's start.
     pub const VIRTUAL_SIZE: u64 = 8;
+    #[cfg(feature = "rewrite")]
     pub const SIZE_OF_RAW_DATA: u64 = 16;
+    #[cfg(feature = "rewrite")]
     pub const POINTER_TO_RAW_DATA: u64 = 20;
+    #[cfg(feature = "rewrite")]
     pub const CHARACTERISTICS: u64 = 36;
 }
 

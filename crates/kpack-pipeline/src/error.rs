@@ -56,7 +56,7 @@ pub enum SourceError {
     Pe(#[from] kpack_pe::PeError),
     /// The `ar` archive is malformed.
     #[error(transparent)]
-    Ar(#[from] kpack_elf::ar::ArError),
+    Ar(#[from] kpack_ar::ArError),
     /// A bundle id, target id or code-object header is malformed.
     #[error(transparent)]
     Target(#[from] kpack_target::TargetError),

@@ -5,9 +5,9 @@
 //! This crate knows nothing of the command line; `kpack-cli` only parses arguments and
 //! prints what these functions return.
 //!
-//! Depends on `kpack-archive`, `kpack-bundle`, `kpack-concurrency`, `kpack-elf`, `kpack-fs`,
-//! `kpack-hostbin`, `kpack-offload`, `kpack-pe`, `kpack-runtime`, `kpack-tar`, `kpack-target`
-//! and `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
+//! Depends on `kpack-ar`, `kpack-archive`, `kpack-bundle`, `kpack-concurrency`, `kpack-elf`,
+//! `kpack-fs`, `kpack-hostbin`, `kpack-offload`, `kpack-pe`, `kpack-runtime`, `kpack-tar`,
+//! `kpack-target` and `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 

@@ -86,7 +86,7 @@ pub fn classify(bytes: &[u8]) -> FileKind {
         }
     } else if kpack_pe::is_pe(bytes) {
         FileKind::Pe
-    } else if kpack_elf::ar::is_ar(bytes) {
+    } else if kpack_ar::is_ar(bytes) {
         FileKind::Ar
     } else if bytes.starts_with(kpack_bundle::BUNDLE_MAGIC) {
         FileKind::Bundle
@@ -248,7 +248,7 @@ fn walk_with(
             walk_slots(bytes, &pe_bundle_slots(&fat), 0, None, mapping, visitor)?;
         }
         FileKind::Ar => {
-            let members = kpack_elf::ar::members(bytes)?;
+            let members = kpack_ar::members(bytes)?;
             for m in &members {
                 if classify(m.data) == FileKind::Elf {
                     walk_elf(m.data, m.offset, Some(m.name.as_ref()), mapping, visitor)?;

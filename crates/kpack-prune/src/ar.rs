@@ -1,7 +1,7 @@
 //! `kpack prune` of a static library (an `ar` archive): each member holding OffloadBinary
 //! device code ([`holds_offload`]: a relocatable object with `.llvm.offloading`) is
 //! pruned as it would be alone ([`prune_offload_bytes`]), every other member is copied
-//! byte for byte, and the archive is written again by [`kpack_elf::ar::rebuild`] (same
+//! byte for byte, and the archive is written again by [`kpack_ar::rebuild`] (same
 //! variant, member order, names, header fields and symbols; the symbol table gets the new
 //! member offsets). Members are small objects: the output is built in memory.
 
@@ -12,8 +12,8 @@ use crate::{PruneError, PrunedFile, Selection};
 
 /// Whether `bytes` are an `ar` archive with a member [`prune_archive_bytes`] rewrites.
 pub fn holds_prunable_member(bytes: &[u8]) -> bool {
-    kpack_elf::ar::is_ar(bytes)
-        && kpack_elf::ar::members(bytes).is_ok_and(|m| m.iter().any(|m| holds_offload(m.data)))
+    kpack_ar::is_ar(bytes)
+        && kpack_ar::members(bytes).is_ok_and(|m| m.iter().any(|m| holds_offload(m.data)))
 }
 
 /// Prunes the members of the archive `input` in memory. In the result, sizes and counts are
@@ -22,7 +22,7 @@ pub fn prune_archive_bytes(
     input: &[u8],
     selection: &Selection,
 ) -> Result<(Vec<u8>, PrunedFile), PruneError> {
-    let members = kpack_elf::ar::members(input)?;
+    let members = kpack_ar::members(input)?;
     let mut total = PrunedFile {
         input_size: input.len() as u64,
         output_size: 0,
@@ -56,7 +56,7 @@ pub fn prune_archive_bytes(
         dropped.extend(p.dropped);
         replaced.push((p.bundles_rewritten > 0).then_some(bytes));
     }
-    let bytes = kpack_elf::ar::rebuild(input, &replaced)?;
+    let bytes = kpack_ar::rebuild(input, &replaced)?;
     total.output_size = bytes.len() as u64;
     total.removed = input.len().saturating_sub(bytes.len()) as u64;
     total.kept = kept.into_iter().collect();

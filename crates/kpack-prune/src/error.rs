@@ -17,7 +17,7 @@ pub enum PruneError {
     Source(#[from] SourceError),
     /// A static library that does not read or write as an `ar` archive.
     #[error(transparent)]
-    Ar(#[from] kpack_elf::ar::ArError),
+    Ar(#[from] kpack_ar::ArError),
     /// A member of a static library that does not prune.
     #[error("member {name:?} (header at offset {offset:#x}): {source}")]
     Member {

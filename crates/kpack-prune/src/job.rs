@@ -72,7 +72,7 @@ pub(crate) fn prune_bytes(
     mode: std::fs::Permissions,
     selection: &Selection,
 ) -> Result<PrunedFile, PruneError> {
-    let (pruned_bytes, pruned) = if kpack_elf::ar::is_ar(bytes) {
+    let (pruned_bytes, pruned) = if kpack_ar::is_ar(bytes) {
         prune_archive_bytes(bytes, selection)?
     } else if holds_offload(bytes) {
         prune_offload_bytes(bytes, selection)?

@@ -17,8 +17,8 @@
 //! An application crate: it may depend on `kpack-inputs`, `kpack-package` (the
 //! kernel-database handlers), `kpack-wheelfile` and everything below them, never on a front end.
 //!
-//! Depends on `kpack-bundle`, `kpack-concurrency`, `kpack-elf`, `kpack-fs`, `kpack-inputs`,
-//! `kpack-offload`, `kpack-package`, `kpack-pipeline`, `kpack-tar`, `kpack-target` and
+//! Depends on `kpack-ar`, `kpack-bundle`, `kpack-concurrency`, `kpack-elf`, `kpack-fs`,
+//! `kpack-inputs`, `kpack-offload`, `kpack-package`, `kpack-pipeline`, `kpack-tar`, `kpack-target` and
 //! `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]

@@ -8,24 +8,12 @@
 //! attribute to its closing `}` at the start of a line, as rustfmt writes it), and the file
 //! (or directory) of a `#[cfg(test)] mod …;`. Integration tests, benches and fuzz targets are
 //! not under `src/`.
-//!
-//! The files still over the limit are named in [`OVER_THE_LIMIT`]; a named file that is no
-//! longer over it fails the test too, so that the list only shrinks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The most lines a non-test source file may have.
 const MAX_FILE_LINES: usize = 800;
-
-/// The files allowed over [`MAX_FILE_LINES`] for now (paths from the workspace root), each
-/// being split by its owner under issue 35. (Their functions over 150 lines carry
-/// `#[expect(clippy::too_many_lines)]` naming the issue, which fails clippy once unneeded.)
-const OVER_THE_LIMIT: &[&str] = &[
-    "crates/kpack-elf/src/elf.rs",
-    "crates/kpack-elf/src/rewrite.rs",
-    "crates/kpack-pipeline/src/transform.rs",
-];
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -142,36 +130,17 @@ fn non_test_lines(root: &Path) -> BTreeMap<String, usize> {
 }
 
 #[test]
-fn no_source_file_is_over_800_lines_but_those_named() {
-    let counts = non_test_lines(&workspace_root());
-    let listed: BTreeSet<&str> = OVER_THE_LIMIT.iter().copied().collect();
-    let over: Vec<String> = counts
+fn no_source_file_is_over_800_lines() {
+    let over: Vec<String> = non_test_lines(&workspace_root())
         .iter()
-        .filter(|(file, n)| **n > MAX_FILE_LINES && !listed.contains(file.as_str()))
+        .filter(|(_, n)| **n > MAX_FILE_LINES)
         .map(|(file, n)| format!("  {file}: {n} lines"))
         .collect();
-    let needless: Vec<String> = OVER_THE_LIMIT
-        .iter()
-        .filter(|f| counts.get(**f).is_none_or(|n| *n <= MAX_FILE_LINES))
-        .map(|f| match counts.get(*f) {
-            Some(n) => format!("  {f}: {n} lines"),
-            None => format!("  {f}: no longer a source file"),
-        })
-        .collect();
-    let mut report = String::new();
-    if !over.is_empty() {
-        report += &format!(
-            "non-test source files over {MAX_FILE_LINES} lines (split them along their seams):\n{}\n",
-            over.join("\n")
-        );
-    }
-    if !needless.is_empty() {
-        report += &format!(
-            "named in OVER_THE_LIMIT but no longer over {MAX_FILE_LINES} lines (take them off the list):\n{}\n",
-            needless.join("\n")
-        );
-    }
-    assert!(report.is_empty(), "{report}");
+    assert!(
+        over.is_empty(),
+        "non-test source files over {MAX_FILE_LINES} lines (split them along their seams):\n{}",
+        over.join("\n")
+    );
 }
 
 /// The counting itself: an inline test module is left out, a test module's file is not a

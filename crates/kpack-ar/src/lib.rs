@@ -16,11 +16,16 @@
 //! while a pruned static library must keep every header field, the member order, the
 //! long-name table and the symbols as they are: only member sizes and the symbol
 //! table's member offsets change.
+//!
+//! A crate of its own because `ar` is not ELF: `kpack-elf` inspects the ELF members
+//! (`kpack_elf::inspect_ar`), `kpack-prune` rebuilds pruned libraries, and neither the
+//! format nor its users need the other's code.
+//!
+//! Depends on no other kpack crate (the layering: docs/CONTRIBUTING.md).
+
+#![warn(missing_docs)]
 
 use thiserror::Error;
-
-use crate::ElfError;
-use crate::fatbin::{FatBinary, inspect as inspect_elf_bytes};
 
 /// Global header of an archive.
 pub const MAGIC: &[u8; 8] = b"!<arch>\n";
@@ -147,17 +152,6 @@ pub enum ArError {
         /// Its new size.
         size: u64,
     },
-    /// An ELF member that does not parse.
-    #[error("member {name:?} at offset {offset:#x}: {source}")]
-    Elf {
-        /// The member's name.
-        name: String,
-        /// Offset of the member's header.
-        offset: u64,
-        /// Why it does not parse.
-        #[source]
-        source: ElfError,
-    },
 }
 
 /// One regular member of an archive.
@@ -171,15 +165,6 @@ pub struct Member<'a> {
     pub offset: u64,
     /// The member's bytes.
     pub data: &'a [u8],
-}
-
-/// An archive member and, for ELF members, its inspection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InspectedMember<'a> {
-    /// The member.
-    pub member: Member<'a>,
-    /// `None` for members that are not ELF files.
-    pub fat: Option<FatBinary>,
 }
 
 /// Whether `data` starts with the `ar` global header.
@@ -387,27 +372,6 @@ fn remap_symbols<const W: usize>(
         slot.copy_from_slice(&new.to_be_bytes()[8 - W..]);
     }
     Ok(table)
-}
-
-/// Every member, with an inspection of those that are ELF files.
-pub fn inspect(data: &[u8]) -> Result<Vec<InspectedMember<'_>>, ArError> {
-    members(data)?
-        .into_iter()
-        .map(|member| {
-            let fat = if crate::is_elf(member.data) {
-                Some(
-                    inspect_elf_bytes(member.data).map_err(|source| ArError::Elf {
-                        name: member.name.clone(),
-                        offset: member.offset,
-                        source,
-                    })?,
-                )
-            } else {
-                None
-            };
-            Ok(InspectedMember { member, fat })
-        })
-        .collect()
 }
 
 /// The member's name and its data (which excludes a BSD `#1/N` name).

@@ -1,0 +1,3 @@
+//! The kpack-ar integration tests, linked into one test binary.
+
+mod ar;
