@@ -233,15 +233,26 @@ impl<'a> Cursor<'a> {
     #[cold]
     #[inline(never)]
     fn str_bytes_slow<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
+        self.length_prefixed(path, "str", rmp::decode::read_str_len)
+    }
+
+    /// The bytes of a value whose marker `read_len` reads with its length (a str or a bin),
+    /// borrowed; on a mismatch the cursor stays where it was.
+    fn length_prefixed<E: WalkError, Err>(
+        &mut self,
+        path: &Path<'_>,
+        expected: &'static str,
+        read_len: impl FnOnce(&mut Bytes<'a>) -> Result<u32, Err>,
+    ) -> Result<&'a [u8], E> {
         let start = self.pos;
-        if let Some(n) = self.rmp(rmp::decode::read_str_len) {
-            if let Some(s) = self.bytes.get(self.pos..self.pos + n as usize) {
-                self.pos += s.len();
-                return Ok(s);
+        if let Some(n) = self.rmp(read_len) {
+            if let Some(b) = self.bytes.get(self.pos..self.pos + n as usize) {
+                self.pos += b.len();
+                return Ok(b);
             }
         }
         self.pos = start;
-        Err(self.mismatch(path, "str"))
+        Err(self.mismatch(path, expected))
     }
 
     /// `s`, bytes of the input that [`Cursor::str_bytes`] returned, as a str.
@@ -294,15 +305,7 @@ impl<'a> Cursor<'a> {
 
     /// A bin's bytes, borrowed.
     pub fn bin<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
-        let start = self.pos;
-        if let Some(n) = self.rmp(rmp::decode::read_bin_len) {
-            if let Some(b) = self.bytes.get(self.pos..self.pos + n as usize) {
-                self.pos += b.len();
-                return Ok(b);
-            }
-        }
-        self.pos = start;
-        Err(self.mismatch(path, "bin"))
+        self.length_prefixed(path, "bin", rmp::decode::read_bin_len)
     }
 
     /// Reads the map at the cursor, at `map` in a document whose maps may hold keys of other
