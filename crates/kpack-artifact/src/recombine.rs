@@ -445,7 +445,8 @@ fn write_packages(
     {
         g.files = files[g.artifact.as_str()];
     }
-    tarball::pack_staged(&root, packages.iter().map(|p| p.name.clone()), opts.output)?;
+    let names: Vec<String> = packages.iter().map(|p| p.name.clone()).collect();
+    tarball::pack_staged(&root, &names, opts.output, threads)?;
     stage.publish()?;
     Ok(())
 }

@@ -28,7 +28,8 @@
 //!
 //! The input is an artifact directory or a tarball of one (`.tar.zst`, `.tar.xz`, `.tar`;
 //! streamed, see [`tar`]); either gives the same bytes. With
-//! [`OutputFormat::TarZst`] each artifact is written as a reproducible `<name>.tar.zst`.
+//! [`OutputFormat::TarZst`](tarball::OutputFormat::TarZst) each artifact is written as a
+//! reproducible `<name>.tar.zst`, the artifacts packed in parallel.
 //!
 //! Inputs are only read. Output files are always new files (a hard link in the input is
 //! never written through). Work is spread over the cores per file (and per target inside a
@@ -41,7 +42,7 @@ mod tar;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::tarball::{self, OutputFormat};
+use crate::tarball;
 use crate::{ArtifactError, TreeEntry, manifest};
 use plan::{
     Class, Done, Item, assign_modules, classify, copied, copy_destination, create_tree, finish,
@@ -63,7 +64,7 @@ pub fn split(
     let (stage, root) = crate::stage_output(out)?;
     refuse_existing(out, component)?;
     let summary = split_into(input, &root, component, opts, progress)?;
-    pack_outputs(&root, &summary, opts.output)?;
+    pack_outputs(&root, &summary, opts)?;
     stage.publish()?;
     Ok(summary)
 }
@@ -106,7 +107,7 @@ pub fn split_batch(
     let mut summaries = Vec::new();
     for (component, dir) in &jobs {
         let summary = split_into(dir, &root, component, opts, progress)?;
-        pack_outputs(&root, &summary, opts.output)?;
+        pack_outputs(&root, &summary, opts)?;
         summaries.push(summary);
     }
     stage.publish()?;
@@ -127,9 +128,11 @@ fn check_component(component: &str) -> Result<(), ArtifactError> {
 fn pack_outputs(
     stage: &Path,
     summary: &SplitSummary,
-    format: OutputFormat,
+    opts: &SplitOptions,
 ) -> Result<(), ArtifactError> {
-    tarball::pack_staged(stage, summary.artifacts.iter().map(|a| &a.name), format)
+    let names: Vec<String> = summary.artifacts.iter().map(|a| a.name.clone()).collect();
+    let threads = kpack_concurrency::threads::count(opts.threads);
+    tarball::pack_staged(stage, &names, opts.output, threads)
 }
 
 fn refuse_existing(out: &Path, component: &str) -> Result<(), ArtifactError> {

@@ -86,22 +86,24 @@ pub(crate) fn temp_dir() -> Result<tempfile::TempDir, ArtifactError> {
 }
 
 /// Packs each artifact directory `stage/<name>` into `stage/<name>.tar.zst` and removes the
-/// directory (one at a time, so the extra space is one artifact's tarball).
+/// directory, on `threads` workers (so the extra space is that many artifacts' tarballs).
+/// Each tarball is packed alone, its members in the directory's sorted order, so its bytes
+/// do not depend on the thread count.
 pub(crate) fn pack_staged(
     stage: &Path,
-    names: impl IntoIterator<Item = impl AsRef<str>>,
+    names: &[String],
     format: OutputFormat,
+    threads: usize,
 ) -> Result<(), ArtifactError> {
     if format == OutputFormat::Dir {
         return Ok(());
     }
     let opts = kpack_tar::PackOptions::from_env();
-    for name in names {
-        let name = name.as_ref();
+    kpack_concurrency::threads::map(names, threads, |_, name| {
         let dir = stage.join(name);
         kpack_tar::pack_dir(&dir, &stage.join(format!("{name}.tar.zst")), opts)?;
-        std::fs::remove_dir_all(&dir).map_err(ArtifactError::io(&dir))?;
-    }
+        std::fs::remove_dir_all(&dir).map_err(ArtifactError::io(&dir))
+    })?;
     Ok(())
 }
 

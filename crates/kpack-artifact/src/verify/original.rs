@@ -113,8 +113,15 @@ struct Outcome {
     host: Option<(String, Vec<String>)>,
 }
 
-/// Check 8 for the original entry `rel` (an overlay path), a file read at `disk`.
-fn original_outcome(ctx: &Ctx, rel: &str, e: &TreeEntry, disk: Option<&Path>) -> Outcome {
+/// Check 8 for the original entry `rel` (an overlay path), a file read at `disk`; a fat
+/// binary's bundles are decoded on `threads` workers.
+fn original_outcome(
+    ctx: &Ctx,
+    rel: &str,
+    e: &TreeEntry,
+    disk: Option<&Path>,
+    threads: usize,
+) -> Outcome {
     let mut o = Outcome {
         file: *e == TreeEntry::File,
         failures: Vec::new(),
@@ -165,7 +172,7 @@ fn original_outcome(ctx: &Ctx, rel: &str, e: &TreeEntry, disk: Option<&Path>) ->
                     .push(format!("{rel}: the output is not a kpacked binary"));
                 return o;
             };
-            let mut recover = Recover {
+            let recover = || Recover {
                 ctx,
                 rel,
                 out_bin: rel,
@@ -173,11 +180,13 @@ fn original_outcome(ctx: &Ctx, rel: &str, e: &TreeEntry, disk: Option<&Path>) ->
                 checked: 0,
                 failures: Vec::new(),
             };
-            if let Err(err) = source::walk_mapped(&bytes, &mut recover) {
+            let walked = source::walk_mapped_parallel(&bytes, threads, recover, |r| {
+                o.checked += r.checked;
+                o.failures.extend(r.failures);
+            });
+            if let Err(err) = walked {
                 o.failures.push(format!("{rel}: original: {err}"));
             }
-            o.checked += recover.checked;
-            o.failures.extend(recover.failures);
             let changes = if kpack_elf::is_elf(&bytes) {
                 with_rewritten(ctx, copies[0], rel, |rw| host::changes(&bytes, rw))
                     .unwrap_or_else(|e| vec![e])
@@ -235,7 +244,7 @@ pub(super) fn identity(
         }
     }
     let mut outcomes = kpack_concurrency::threads::map(&in_place, threads, |_, (disk, rel, e)| {
-        Ok::<_, ArtifactError>(original_outcome(ctx, rel, e, disk.as_deref()))
+        Ok::<_, ArtifactError>(original_outcome(ctx, rel, e, disk.as_deref(), threads))
     })?;
     for (tarball, members) in &streamed {
         each_spooled_member(
@@ -243,7 +252,7 @@ pub(super) fn identity(
             spool_dir,
             &|m| members.contains_key(m),
             &mut |member, spool| {
-                let mut o = original_outcome(ctx, member, &TreeEntry::File, Some(spool));
+                let mut o = original_outcome(ctx, member, &TreeEntry::File, Some(spool), threads);
                 let shown = tarball.join(member);
                 for f in &mut o.failures {
                     *f = as_member(f, spool, &shown);

@@ -247,6 +247,63 @@ fn tarball_artifacts_split_recombine_and_verify_to_the_same_bytes_as_directories
 }
 
 #[test]
+fn split_and_recombine_write_the_same_tarballs_at_one_two_and_eight_threads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let tars = tar_shards(&t.join("tars"));
+    let mut written = Vec::new();
+    for threads in [1, 2, 8] {
+        let run = t.join(format!("threads-{threads}"));
+        for shard in SHARDS {
+            let split_opts = SplitOptions {
+                threads,
+                ..opts(OutputFormat::TarZst)
+            };
+            split_batch(
+                &tars.join(shard),
+                &run.join("split").join(shard),
+                &split_opts,
+                &|_, _| {},
+            )
+            .unwrap();
+        }
+        recombine(
+            &run.join("split"),
+            &config(),
+            &run.join("recombined"),
+            &RecombineOptions {
+                output: OutputFormat::TarZst,
+                threads,
+                ..RecombineOptions::default()
+            },
+        )
+        .unwrap();
+        let report = verify(
+            &run.join("recombined"),
+            &VerifyOptions {
+                original: Some(tars.clone()),
+                threads,
+            },
+        )
+        .unwrap();
+        assert_eq!(report.lines(), Vec::<String>::new(), "{threads} threads");
+        written.push((snapshot(&run), report.code_objects));
+    }
+    let (one, code_objects) = &written[0];
+    assert!(*code_objects > 0);
+    assert!(
+        one.iter()
+            .filter(|(path, ..)| path.ends_with(".tar.zst"))
+            .count()
+            > SHARDS.len()
+    );
+    for (other, checked) in &written[1..] {
+        assert_eq!(other, one);
+        assert_eq!(checked, code_objects);
+    }
+}
+
+#[test]
 fn written_tarballs_are_sorted_and_carry_no_build_machine_metadata() {
     let tmp = tempfile::tempdir().unwrap();
     let artifact = fixture("shards/shard-a/demo_lib_gfx90X");
