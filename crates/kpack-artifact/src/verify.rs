@@ -503,7 +503,7 @@ fn list_artifacts(
 }
 
 /// Every regular file read once (checks 2 and 5; what checks 3, 4, 7 and 8 need of it): a
-/// directory artifact's in parallel, a tarball's as it streams past.
+/// directory artifact's in parallel, a tarball's as it streams past, tarballs in parallel.
 fn read_files(
     artifacts: &[ArtifactInfo],
     overlay: &Overlay,
@@ -537,20 +537,28 @@ fn read_files(
         .filter(|(_, a)| artifacts[*a].tarball)
         .map(|(rel, a)| (*a, rel.as_str()))
         .collect();
-    for (a, info) in artifacts.iter().enumerate().filter(|(_, i)| i.tarball) {
+    // The tarballs streamed on the workers, each spooling into a directory of its own.
+    let tarballs: Vec<usize> = (0..artifacts.len())
+        .filter(|&a| artifacts[a].tarball)
+        .collect();
+    let streamed = kpack_concurrency::threads::map(&tarballs, threads, |_, &a| {
+        let info = &artifacts[a];
+        let spool = spool_dir.join(a.to_string());
+        std::fs::create_dir(&spool).map_err(ArtifactError::io(&spool))?;
+        let mut read = Vec::new();
         each_spooled_member(
             &info.dir,
-            spool_dir,
+            &spool,
             &|member| tarball_files.contains(&(a, member)),
-            &mut |member, spool| {
-                facts.insert(
-                    (a, member.to_owned()),
-                    file_facts(info, member, spool, with_digests),
-                );
+            &mut |member, spooled| {
+                let facts = file_facts(info, member, spooled, with_digests);
+                read.push(((a, member.to_owned()), facts));
                 Ok(())
             },
         )?;
-    }
+        Ok::<_, ArtifactError>(read)
+    })?;
+    facts.extend(streamed.into_iter().flatten());
     Ok(facts)
 }
 
