@@ -14,9 +14,24 @@ Runs, on every artifact `scripts/fetch-distribution.sh` laid out in `$KPACK_DIST
 one package at a time (its outputs are deleted once measured, so the disk holds one package's
 outputs at most), and beside each stage, on the same bytes in the same run, a plain copy (`cp`)
 of the stage's inputs and `zstd -d` of them (`unzip -p` for wheels, which are zip files).
-Per stage: wall and CPU time (user + sys of the children, from wait4), peak RSS (the largest
-child's), bytes in and out. Then what a one-GPU user installs: the fat packages against
-generic + the one group holding the GPU.
+Per stage: wall and CPU time (user + sys of the children, from wait4), cores busy (CPU s /
+wall s), peak RSS (the largest child's), bytes in and out. Then what a one-GPU user installs:
+the fat packages against generic + the one group holding the GPU.
+
+The floor of a stage is what no implementation of it can avoid, measured with the zstd CLI
+on the same bytes and cores (`-T<cores>` where zstd codes in parallel; `<cores>` processes
+at once where it cannot, one per share of the bundles), each part in turn:
+  split      decompress the input tarball; decode every CCOB bundle; code the decoded
+             bundles at the archives' scheme and level (zstd -3); compress the output
+             tarballs (zstd -3)
+  recombine  decompress the input tarballs; compress the output tarballs
+  verify     decompress both sides' tarballs; decode every CCOB bundle and every archived
+             code object; hash each side's code objects once (SHA-256, verify's digest, by
+             `--sha256`: this script's child, hashlib through OpenSSL, which uses the CPU's
+             SHA extensions as kpack's sha2 does; coreutils' sha256sum does not)
+The CCOB frames come from `--frames`, this script run as a child (the harness holds no
+large buffers): it reads the ELF members of a tarball and writes their CCOB bundles' zstd
+frames into <cores> files of about equal size, and their uncompressed bundles into one.
 
 Exits 1 if any stage's peak RSS exceeds 512 MiB, any verify fails or any kpack command fails,
 naming the stage and package. Standard library only; the harness holds no large buffers (its
@@ -76,6 +91,47 @@ def run(cmd, stdout=None, stderr=None):
     return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode)
 
 
+def run_all(cmds, stdouts=None):
+    """Runs cmds at once; the wall time until the last ends, their CPU time summed, the
+    largest peak RSS, the first non-zero exit status."""
+    stdouts = stdouts or [None] * len(cmds)
+    outs = [open(o, "wb") if o else subprocess.DEVNULL for o in stdouts]
+    t0 = time.monotonic()
+    cpu, rss, rc = 0.0, 0, 0
+    try:
+        procs = [subprocess.Popen([str(c) for c in cmd], stdout=o, stderr=subprocess.DEVNULL)
+                 for cmd, o in zip(cmds, outs)]
+        for p in procs:
+            _, status, ru = os.wait4(p.pid, 0)
+            cpu += ru.ru_utime + ru.ru_stime
+            rss = max(rss, ru.ru_maxrss * 1024)
+            rc = rc or os.waitstatus_to_exitcode(status)
+    finally:
+        for o in outs:
+            if o is not subprocess.DEVNULL:
+                o.close()
+    return Run(time.monotonic() - t0, cpu, rss, rc)
+
+
+class Floor:
+    """The parts of a stage's floor: per part, wall and CPU seconds summed over packages."""
+
+    def __init__(self):
+        self.parts = {}
+
+    def add(self, part, r):
+        if r.rc != 0:
+            raise RuntimeError(f"floor part {part!r} failed: exit {r.rc}")
+        wall, cpu = self.parts.get(part, (0.0, 0.0))
+        self.parts[part] = (wall + r.wall, cpu + r.cpu)
+
+    def wall(self):
+        return sum(w for w, _ in self.parts.values())
+
+    def cpu(self):
+        return sum(c for _, c in self.parts.values())
+
+
 class Stage:
     def __init__(self, name, floor):
         self.name, self.floor = name, floor  # floor: the decompression baseline's name
@@ -85,6 +141,7 @@ class Stage:
         self.bytes_in = self.bytes_out = 0
         self.copy_wall = self.copy_cpu = self.dec_wall = self.dec_cpu = 0.0
         self.copy_rss = self.dec_rss = 0
+        self.floor_parts = Floor()
 
     def add(self, r, what, bytes_in, bytes_out):
         self.runs += 1
@@ -109,6 +166,115 @@ class Stage:
             self.dec_wall += r.wall
             self.dec_cpu += r.cpu
             self.dec_rss = max(self.dec_rss, r.rss)
+            if not f.endswith(".whl"):
+                self.floor_parts.add("decompress the input tarballs", r)
+
+    def compress_floor(self, tarballs, scratch, cores):
+        """Compressing `tarballs`' content again (zstd -3 -T<cores>), from their tar
+        streams decompressed into scratch beforehand."""
+        os.makedirs(scratch, exist_ok=True)
+        plain = []
+        for i, f in enumerate(tarballs):
+            plain.append(os.path.join(scratch, f"{i}.tar"))
+            run(["zstd", "-dqf", f, "-o", plain[-1]])
+        if plain:
+            r = run(["zstd", "-qc", "-3", f"-T{cores}"] + plain)
+            self.floor_parts.add("compress the output tarballs", r)
+        shutil.rmtree(scratch)
+
+
+CCOB, BUNDLE = b"CCOB", b"__CLANG_OFFLOAD_BUNDLE__"
+
+
+def hip_fatbin(mm):
+    """(offset, size) of an ELF64's `.hip_fatbin` holding file bytes, or None."""
+    import struct
+    if mm[:5] != b"\x7fELF\x02" or len(mm) < 64:
+        return None
+    shoff, = struct.unpack_from("<Q", mm, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", mm, 0x3A)
+    if not shoff or shstrndx >= shnum or shoff + shnum * shentsize > len(mm):
+        return None
+    headers = [struct.unpack_from("<IIQQQQ", mm, shoff + i * shentsize) for i in range(shnum)]
+    names = headers[shstrndx][4]
+    for name, kind, _, _, off, size in headers:
+        end = mm.find(b"\0", names + name)
+        if mm[names + name:end] == b".hip_fatbin" and kind != 8 and off + size <= len(mm):
+            return off, size
+    return None
+
+
+def bundles(mm, start, end):
+    """(offset, length, compressed) of each offload bundle in mm[start:end], the stored
+    zstd frame's range for a CCOB (v1 runs to the next bundle), the whole bundle otherwise.
+    Zlib CCOBs (which the zstd CLI cannot decode) are skipped."""
+    import struct
+    pos = start
+    while True:
+        c, b = mm.find(CCOB, pos, end), mm.find(BUNDLE, pos, end)
+        at = min(x for x in (c, b, end) if x >= 0)
+        if at >= end:
+            return
+        if at == c:
+            version, method = struct.unpack_from("<HH", mm, at + 4)
+            if version == 1:
+                header = 20
+                nxt = [mm.find(m, at + 4, end) for m in (CCOB, BUNDLE)]
+                total = min([x for x in nxt if x >= 0] + [end]) - at
+            else:
+                header = 24 if version == 2 else 32
+                total, = struct.unpack_from("<I" if version == 2 else "<Q", mm, at + 8)
+            if method == 1:
+                yield at + header, total - header, True
+            pos = at + max(total, 4)
+        else:
+            n, = struct.unpack_from("<Q", mm, at + 24)
+            last, p = at + 32, at + 32
+            for _ in range(n):
+                if p + 24 > end:
+                    break
+                off, size, idlen = struct.unpack_from("<QQQ", mm, p)
+                p += 24 + idlen
+                last = max(last, at + off + size)
+            yield at, last - at, False
+            pos = last
+
+
+def write_frames(tarball, out, shares):
+    """The --frames child: the CCOB frames of `tarball`'s ELF members in `shares` files
+    out/frames.<k> of about equal size, its uncompressed bundles in out/plain."""
+    import mmap
+    files = [open(os.path.join(out, f"frames.{k}"), "wb") for k in range(shares)]
+    sizes = [0] * shares
+    plain = open(os.path.join(out, "plain"), "wb")
+    member_path = os.path.join(out, "member")
+    z = subprocess.Popen(["zstd", "-dcq", tarball], stdout=subprocess.PIPE)
+    with tarfile.open(fileobj=z.stdout, mode="r|") as t:
+        for m in t:
+            if not m.isreg() or m.size < 64:
+                continue
+            src = t.extractfile(m)
+            if src.read(5) != b"\x7fELF\x02":
+                continue
+            with open(member_path, "wb") as f:
+                f.write(b"\x7fELF\x02")
+                shutil.copyfileobj(src, f, 1 << 20)
+            with open(member_path, "rb") as f, \
+                    mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                section = hip_fatbin(mm)
+                if section:
+                    for at, length, compressed in bundles(mm, section[0], section[0] + section[1]):
+                        if compressed:
+                            k = sizes.index(min(sizes))
+                            files[k].write(mm[at:at + length])
+                            sizes[k] += length
+                        else:
+                            plain.write(mm[at:at + length])
+            os.remove(member_path)
+    z.stdout.close()
+    z.wait()
+    for f in files + [plain]:
+        f.close()
 
 
 def files_under(d):
@@ -155,11 +321,27 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dist", default=os.environ.get("KPACK_DISTRO", "/var/tmp/kpack-distro"))
     ap.add_argument("--corpus", default=os.environ.get("KPACK_CORPUS", "/var/tmp/kpack-corpus"))
-    ap.add_argument("--kpack", required=True)
+    ap.add_argument("--kpack")
     ap.add_argument("--label", default="full run")
     ap.add_argument("--doc", help="also write the result as this Markdown file")
     ap.add_argument("--note", default="", help="a line for the document (machine load, ...)")
+    ap.add_argument("--frames", nargs=3, metavar=("TARBALL", "OUT", "SHARES"),
+                    help="only write TARBALL's CCOB frames into OUT (the floor's input)")
+    ap.add_argument("--sha256", metavar="FILE", help="only hash FILE (the floor's hash)")
     args = ap.parse_args()
+    if args.frames:
+        write_frames(args.frames[0], args.frames[1], int(args.frames[2]))
+        return
+    if args.sha256:
+        import hashlib
+        h = hashlib.sha256()
+        with open(args.sha256, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        print(h.hexdigest())
+        return
+    if not args.kpack:
+        ap.error("--kpack is required")
     dist, kpack = os.path.abspath(args.dist), os.path.abspath(args.kpack)
     shard = os.path.join(dist, "shard")
     work = os.path.join(dist, "work")
@@ -206,6 +388,7 @@ def main():
     verified = {"code_objects": 0, "original_files": 0, "entries": 0, "archives": 0}
     t_start = time.monotonic()
     load_start = os.getloadavg()
+    cores = os.cpu_count()
 
     def check(stage, what, r, errfile):
         ok = True
@@ -237,6 +420,21 @@ def main():
 
         st = stages["split"]
         st.baselines([a_path], os.path.join(work, "copy"))
+        floor = os.path.join(work, "floor")
+        os.makedirs(floor)
+        r = run([sys.executable, __file__, "--frames", a_path, floor, cores], stderr=err)
+        if r.rc != 0:
+            sys.exit(f"bench-distribution: --frames {comp} failed: {open(err).read()}")
+        frames = [os.path.join(floor, f"frames.{k}") for k in range(cores)]
+        frames = [f for f in frames if os.path.getsize(f)]
+        plain = os.path.join(floor, "plain")
+        decode = run_all([["zstd", "-dcq", f] for f in frames])
+        st.floor_parts.add("decode every CCOB bundle", decode)
+        decoded = [f + ".decoded" for f in frames]
+        run_all([["zstd", "-dqf", f, "-o", d] for f, d in zip(frames, decoded)])
+        coded = os.path.join(floor, "coded.zst")
+        st.floor_parts.add("code every code object (zstd -3)",
+                           run(["zstd", "-qc", "-3", f"-T{cores}"] + decoded + [plain], coded))
         r = run([kpack, "split", a_path, "-o", out, "--component", comp, "--split-databases",
                  *HANDLERS, "--output-format", "tar.zst", "--json"], js, err)
         ok = check(st, comp, r, err)
@@ -244,6 +442,7 @@ def main():
         st.add(r, comp, info["artifact"], size(split_files))
         info["split_s"], info["rss"] = r.wall, r.rss
         if ok:
+            st.compress_floor(split_files, os.path.join(work, "scratch"), cores)
             arches = sorted(
                 f[len(comp) + 1: -len(".tar.zst")] for f in os.listdir(out)
                 if not f.endswith("_generic.tar.zst")
@@ -262,11 +461,20 @@ def main():
             ok = check(st, comp, r, err)
             rec_files = files_under(rec) if ok else []
             st.add(r, comp, size(split_files), size(rec_files))
+            if ok:
+                st.compress_floor(rec_files, os.path.join(work, "scratch"), cores)
             info["rss"] = max(info["rss"], r.rss)
         shutil.rmtree(split_dir, ignore_errors=True)
         if ok:
             st = stages["verify"]
             st.baselines(rec_files + [a_path], os.path.join(work, "copy"))
+            st.floor_parts.add("decode every CCOB bundle", decode)
+            st.floor_parts.add("decode every archived code object",
+                               run(["zstd", "-dcq", coded]))
+            # Each side's code objects hashed once: the same bytes, twice.
+            st.floor_parts.add("hash both sides' code objects (SHA-256)",
+                               run_all([[sys.executable, __file__, "--sha256", d]
+                                        for d in (decoded + [plain]) * 2]))
             r = run([kpack, "verify", rec, "--original", a_path, "--json"], js, err)
             ok = check(st, comp, r, err)
             st.add(r, comp, size(rec_files) + info["artifact"], 0)
@@ -289,6 +497,7 @@ def main():
             info["generic"] = sizes.get("generic", 0)
             info["groups"] = {g: b for g, b in sizes.items() if g != "generic"}
         shutil.rmtree(rec, ignore_errors=True)
+        shutil.rmtree(floor, ignore_errors=True)
 
     wheel_in = []
     for w in wheels:
@@ -312,20 +521,34 @@ def main():
     # The table.
     lines = []
     lines.append(
-        "| stage | runs | wall s | CPU s | peak RSS MiB (package) | MB in | MB out "
+        "| stage | runs | wall s | CPU s | cores busy | floor s | × floor "
+        "| peak RSS MiB (package) | MB in | MB out "
         "| plain copy s | × copy | decompress s | × decompress |"
     )
-    lines.append("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    floor_lines = ["| stage | floor part | wall s | CPU s | cores busy |",
+                   "|---|---|---:|---:|---:|"]
     for st in stages.values():
         if not st.runs:
             continue
+        fw = st.floor_parts.wall()
+        floor_cols = (f"{fw:.1f} | {st.wall / max(fw, 1e-3):.2f}x"
+                      if len(st.floor_parts.parts) > 1 else "— | —")
         lines.append(
-            f"| {st.name} | {st.runs} | {st.wall:.1f} | {st.cpu:.1f} | {mib(st.rss)} "
+            f"| {st.name} | {st.runs} | {st.wall:.1f} | {st.cpu:.1f} "
+            f"| {st.cpu / max(st.wall, 1e-3):.2f} | {floor_cols} | {mib(st.rss)} "
             f"({st.rss_what}) | {mb(st.bytes_in)} | {mb(st.bytes_out) if st.bytes_out else '—'} "
             f"| {st.copy_wall:.1f} "
             f"| {st.wall / max(st.copy_wall, 1e-3):.1f}x | {st.dec_wall:.1f} ({st.floor}) "
             f"| {st.wall / max(st.dec_wall, 1e-3):.1f}x |"
         )
+        if len(st.floor_parts.parts) > 1:
+            for part, (w, c) in st.floor_parts.parts.items():
+                floor_lines.append(f"| {st.name} | {part} | {w:.1f} | {c:.1f} "
+                                   f"| {c / max(w, 1e-3):.2f} |")
+            floor_lines.append(f"| {st.name} | **floor** | {fw:.1f} | "
+                               f"{st.floor_parts.cpu():.1f} "
+                               f"| {st.floor_parts.cpu() / max(fw, 1e-3):.2f} |")
     # Over the packages that went through every stage; a failed one is listed apart.
     done = [p for p in packages if "generic" in p]
     failed = [p["package"] for p in packages if "generic" not in p]
@@ -386,7 +609,8 @@ def main():
         f"{verified['original_files']} original files identical, {verified['entries']} archive "
         f"entries in {verified['archives']} archives read through their digests",
     ]
-    text = "\n".join(head + [""] + lines + [""] + [gpu_title, "|---|---:|---:|"] + gpu_lines)
+    text = "\n".join(head + [""] + lines + [""] + floor_lines + [""]
+                     + [gpu_title, "|---|---:|---:|"] + gpu_lines)
     print(text)
     if failures:
         print("\nFAILURES:\n" + "\n".join(failures))
@@ -406,10 +630,34 @@ def main():
             "baselines ran in the same run on the stage's input bytes: `cp` of them, and "
             "`zstd -d` of them to /dev/null (`unzip -p` for the wheels). MB are 10^6 bytes.",
             "",
+            "Each stage also beside its floor, measured in the same run on the same bytes and "
+            "cores: what no split, recombine or verify can avoid (decompressing the inputs, "
+            "decoding every CCOB bundle, coding the code objects at the archives' level, "
+            "compressing the outputs; for verify, decoding both sides and hashing each once), "
+            "done by the zstd CLI on every core; cores busy is CPU s / wall s.",
+            "",
+            "Where the time beyond the floor goes (`perf record` of split and verify "
+            "--original on librocsparse1, 2.1 GB of CCOB decoded): in split, 28 % of the CPU "
+            "is the MD5 of every decoded CCOB (kpack checks each CCOB's stored hash; the "
+            "floor does not), 24 % zstd level-3 coding of code objects and tarballs (the "
+            "floor's own), 5 % decoding, most of the rest writing, reading back and packing "
+            "the staged files; in verify --original, 31 % MD5 again, 22 % SHA-256 (verify "
+            "digests every output file and every code object of both sides), 11 % decoding. "
+            "Removed: verify's reading of one tarball at a time on one core (the output "
+            "tarballs are now read one per core, an original fat binary's bundles decoded on "
+            "every core), and the one-at-a-time packing of output tarballs (now one per "
+            "core). Left: the MD5 check (verify compares every code object's "
+            "SHA-256 anyway, so there it is a second hash), the tarball split's two reads of "
+            "its input with every ELF member spooled to disk twice, and fat binaries split "
+            "one at a time, each on every core.",
+            "",
         ]
         if args.note:
             doc += [args.note, ""]
         doc += ["```"] + head + ["```", ""] + lines + [""]
+        doc += ["The floor of each stage, part by part (summed over the packages; see the "
+                "method in [benchmarks.md](benchmarks.md#the-whole-distribution)):", ""]
+        doc += floor_lines + [""]
         doc += ["What a machine with one GPU installs (bytes of the installed files):", ""]
         doc += [gpu_title, "|---|---:|---:|"] + gpu_lines + [""]
         doc += ["Per package (GPU artifacts: processors the split found; peak RSS: the largest "

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The distribution benchmark in one command: builds kpack, fetches Debian's ROCm 7.2.4
 # packages that carry device code as TheRock artifacts (scripts/fetch-distribution.sh), runs
-# split, recombine, verify --original and split-wheel on all of them
-# (scripts/bench-distribution.py), prints the table and writes it to docs/distribution.md.
+# split, recombine, verify --original and split-wheel on all of them, each beside its floor
+# measured in the same run (scripts/bench-distribution.py), prints the tables and writes them
+# to docs/distribution.md.
 #
 #   scripts/bench-distribution.sh            the full run (about 6.6 GB of .debs fetched once
 #                                            into $KPACK_DISTRO, default /var/tmp/kpack-distro)
