@@ -150,9 +150,11 @@ python_package() {
     "$pyenv_dir/venv/bin/kpack" --version &&
     "$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python/tests
 }
+# - librocm_kpack.so as it ships: its stripped size within its budget, its NEEDED list.
+capi_size() { scripts/capi-size.sh; }
 pyenv_dir=$(mktemp -d)
 at_once "real-world tests" real_world_tests "fixture tests" fixture_tests \
-  "fuzz smoke" fuzz_smoke "python package" python_package
+  "fuzz smoke" fuzz_smoke "python package" python_package "librocm_kpack size" capi_size
 
 # Each bench's figures and time, also written to target/benchmark-figures.md (scripts/bench.sh
 # writes docs/benchmark-figures.md the same way).
