@@ -82,11 +82,9 @@ stage "build benches" cargo bench --workspace --benches --no-run --quiet
 stage "build loom model" cargo test -p kpack-runtime --features loom-model --release --test loom_cache --no-run --quiet
 stage "waiting for the build tools" build_tools
 PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
-rm -f target/wheels/kpack-*.whl
-# The wheel as users get it (manylinux_2_28, abi3); it is installed and tested below.
-stage "python wheel" env PATH="$PY_TOOLS/bin:$PATH" \
-  maturin build --release --zig --compatibility manylinux_2_28 --target-dir target/wheel \
-  --out target/wheels
+# The wheel as users get it (manylinux_2_28, abi3: the kpack binary, then the module); it is
+# installed and tested below.
+stage "python wheel" env KPACK_PY_TOOLS="$PY_TOOLS" scripts/wheel.sh
 stage "build fuzz targets" scripts/fuzz-smoke.sh --build
 stage "waiting for the set-up" set_up
 # Every dependency a crate declares is used (the layering itself is a test of kpack-testkit).
