@@ -82,11 +82,9 @@ stage "build benches" cargo bench --workspace --benches --no-run --quiet
 stage "build loom model" cargo test -p kpack-runtime --features loom-model --release --test loom_cache --no-run --quiet
 stage "waiting for the build tools" build_tools
 PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
-rm -f target/wheels/kpack-*.whl
-# The wheel as users get it (manylinux_2_28, abi3); it is installed and tested below.
-stage "python wheel" env PATH="$PY_TOOLS/bin:$PATH" \
-  maturin build --release --zig --compatibility manylinux_2_28 --target-dir target/wheel \
-  --out target/wheels
+# The wheel as users get it (manylinux_2_28, abi3: the kpack binary, then the module); it is
+# installed and tested below.
+stage "python wheel" env KPACK_PY_TOOLS="$PY_TOOLS" scripts/wheel.sh
 stage "build fuzz targets" scripts/fuzz-smoke.sh --build
 stage "waiting for the set-up" set_up
 # Every dependency a crate declares is used (the layering itself is a test of kpack-testkit).
@@ -150,9 +148,11 @@ python_package() {
     "$pyenv_dir/venv/bin/kpack" --version &&
     "$pyenv_dir/venv/bin/python" -m pytest -p no:cacheprovider python/tests
 }
+# - librocm_kpack.so as it ships: its stripped size within its budget, its NEEDED list.
+capi_size() { scripts/capi-size.sh; }
 pyenv_dir=$(mktemp -d)
 at_once "real-world tests" real_world_tests "fixture tests" fixture_tests \
-  "fuzz smoke" fuzz_smoke "python package" python_package
+  "fuzz smoke" fuzz_smoke "python package" python_package "librocm_kpack size" capi_size
 
 # Each bench's figures and time, also written to target/benchmark-figures.md (scripts/bench.sh
 # writes docs/benchmark-figures.md the same way).

@@ -1,23 +1,27 @@
-"""``python -m kpack`` and the ``kpack`` command: the command line of the Rust ``kpack``
-binary, run in this process."""
+"""``python -m kpack``: the ``kpack`` command, the Rust binary the wheel installs beside this
+package's interpreter, run with this process's arguments."""
 
 from __future__ import annotations
 
-import signal
+import os
+import subprocess
 import sys
 from typing import NoReturn
 
-from kpack import _native
+from kpack._command import binary
 
 
 def main() -> NoReturn:
-    """Runs ``kpack`` with this process's arguments and exits with its status."""
-    # Behave as the native binary does: a closed pipe (`kpack inspect ... | head`) and
-    # Ctrl-C end the process quietly instead of surfacing in Python.
-    if hasattr(signal, "SIGPIPE"):
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    sys.exit(_native.main(["kpack", *sys.argv[1:]]))
+    """Runs ``kpack`` with this process's arguments in place of this process (on POSIX, where
+    exec keeps the pid, the terminal and the exit status), so it behaves as the binary does."""
+    try:
+        program = binary()
+    except FileNotFoundError as err:
+        sys.exit(f"kpack: error: {err}")
+    argv = [program, *sys.argv[1:]]
+    if os.name == "posix":
+        os.execv(program, argv)
+    sys.exit(subprocess.call(argv))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ _Path = Union[str, "os.PathLike[str]"]
 
 __version__: str
 
-def main(argv: List[Union[str, "os.PathLike[str]"]]) -> int: ...
 def inspect(paths: List[_Path], raise_errors: bool) -> str: ...
 def split(
     input: _Path,

@@ -53,3 +53,12 @@ def test_a_closed_pipe_ends_the_command_quietly():
 
 def test_the_package_under_test_is_the_installed_one_not_the_source_tree():
     assert "site-packages" in Path(kpack.__file__).parts, kpack.__file__
+
+
+def test_the_command_is_the_kpack_binary_itself_not_a_python_script():
+    # The wheel ships the CLI's binary as its script; `python -m kpack` finds that same file.
+    script = Path(kpack_command())
+    assert script.read_bytes()[:4] == b"\x7fELF"
+    from kpack._command import binary
+
+    assert Path(binary()) == script.resolve()

@@ -1,8 +1,8 @@
 //! `kpack`: take AMD GPU device code out of host binaries, pack it per architecture.
 //!
 //! The command line as a library: [`run`] parses arguments and prints; the work is done by
-//! the library crates. The `kpack` binary and the Python package's `kpack` command are both
-//! [`run`], so they cannot drift apart.
+//! the library crates. The `kpack` binary is [`run`]; the Python package ships this binary as
+//! its `kpack` command (docs/python.md), so the two cannot drift apart.
 //!
 //! Depends on `kpack-archive`, `kpack-artifact`, `kpack-concurrency`, `kpack-detect`,
 //! `kpack-fs`, `kpack-inputs`, `kpack-package`, `kpack-pipeline`, `kpack-prune`,
@@ -71,8 +71,6 @@ enum Command {
     /// Keep only some GPU targets' device code in fat binaries (they stay fat).
     Prune(cmd::prune::Args),
 }
-
-pub use output::error_message;
 
 /// Runs `kpack` with the command line `args` (the program name first, as in
 /// [`std::env::args_os`]) and returns its exit status: 0 on success, 1 when an input failed,

@@ -8,25 +8,12 @@ use serde::Serialize;
 /// Any error a command reports; printed with its chain of causes.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// `err` and those of its causes that its own message does not already show, joined by `: `:
-/// what `kpack` prints after `kpack: error: `, and the message of the Python exceptions.
-pub fn error_message(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut msg = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        // thiserror's transparent/#[source] chains often repeat the message already shown.
-        if !msg.contains(&text) {
-            msg.push_str(&format!(": {text}"));
-        }
-        source = cause.source();
-    }
-    msg
-}
-
 /// Prints `err` and its causes to stderr.
 pub fn print_error(err: &(dyn std::error::Error + 'static)) {
-    eprintln!("kpack: error: {}", error_message(err));
+    eprintln!(
+        "kpack: error: {}",
+        kpack_pipeline::error::error_message(err)
+    );
 }
 
 /// Prints `value` as pretty JSON on stdout.

@@ -65,6 +65,24 @@ impl Source for Cursor<'_> {
 pub trait WalkError: From<DecodeError> + From<FieldError> {}
 impl<T: From<DecodeError> + From<FieldError>> WalkError for T {}
 
+/// A failed read, before it becomes the caller's error type. The cold paths return it rather
+/// than a generic `E: WalkError`, so that they are compiled once, not once per error type of
+/// the readers that call them (librocm_kpack's size); only the conversion is per type.
+enum Miss {
+    Wire(DecodeError),
+    Field(FieldError),
+}
+
+impl Miss {
+    #[inline]
+    fn into_walk_error<E: WalkError>(self) -> E {
+        match self {
+            Miss::Wire(e) => e.into(),
+            Miss::Field(e) => e.into(),
+        }
+    }
+}
+
 impl<'a> Cursor<'a> {
     /// Reads `bytes` from `pos` on; `bytes` still bounds every value.
     pub fn new(bytes: &'a [u8], pos: usize) -> Self {
@@ -123,15 +141,15 @@ impl<'a> Cursor<'a> {
     /// if the value there is cut short or rejected, else a type error naming the path.
     #[cold]
     #[inline(never)]
-    fn mismatch<E: WalkError>(&self, path: &Path<'_>, expected: &'static str) -> E {
+    fn mismatch(&self, path: &Path<'_>, expected: &'static str) -> Miss {
         let found = self.found();
         let rejected = matches!(self.bytes.get(self.pos), Some(&m) if shape(m) == Shape::Rejected);
         if rejected || found == expected || found == "int" || found == "end of input" {
             if let Err(e) = self.clone().skip() {
-                return e.into();
+                return Miss::Wire(e);
             }
         }
-        wrong(path, expected, found).into()
+        Miss::Field(wrong(path, expected, found))
     }
 
     /// Runs an `rmp` read on the bytes at the cursor and moves past what it read.
@@ -163,18 +181,19 @@ impl<'a> Cursor<'a> {
             return Ok(fix);
         }
         self.count_slow(path, expected, read, per)
+            .map_err(Miss::into_walk_error)
     }
 
     /// [`Cursor::count`] of the longer forms, and its errors.
     #[cold]
     #[inline(never)]
-    fn count_slow<E: WalkError>(
+    fn count_slow(
         &mut self,
         path: &Path<'_>,
         expected: &'static str,
         read: fn(&mut Bytes<'a>) -> Result<u32, ValueReadError<BytesReadError>>,
         per: usize,
-    ) -> Result<usize, E> {
+    ) -> Result<usize, Miss> {
         let start = self.pos;
         match self.rmp(read) {
             Some(n) if (n as usize).saturating_mul(per) <= self.room() => Ok(n as usize),
@@ -226,24 +245,24 @@ impl<'a> Cursor<'a> {
                 return Ok(s);
             }
         }
-        self.str_bytes_slow(path)
+        self.str_bytes_slow(path).map_err(Miss::into_walk_error)
     }
 
     /// [`Cursor::str_bytes`] of the longer forms, and its errors.
     #[cold]
     #[inline(never)]
-    fn str_bytes_slow<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
+    fn str_bytes_slow(&mut self, path: &Path<'_>) -> Result<&'a [u8], Miss> {
         self.length_prefixed(path, "str", rmp::decode::read_str_len)
     }
 
     /// The bytes of a value whose marker `read_len` reads with its length (a str or a bin),
     /// borrowed; on a mismatch the cursor stays where it was.
-    fn length_prefixed<E: WalkError, Err>(
+    fn length_prefixed<Err>(
         &mut self,
         path: &Path<'_>,
         expected: &'static str,
         read_len: impl FnOnce(&mut Bytes<'a>) -> Result<u32, Err>,
-    ) -> Result<&'a [u8], E> {
+    ) -> Result<&'a [u8], Miss> {
         let start = self.pos;
         if let Some(n) = self.rmp(read_len) {
             if let Some(b) = self.bytes.get(self.pos..self.pos + n as usize) {
@@ -283,7 +302,7 @@ impl<'a> Cursor<'a> {
             [0xcd, a, b, ..] => (u64::from(u16::from_be_bytes([a, b])), 2),
             [0xce, a, b, c, d, ..] => (u64::from(u32::from_be_bytes([a, b, c, d])), 4),
             [0xcf, a, b, c, d, e, f, g, h, ..] => (u64::from_be_bytes([a, b, c, d, e, f, g, h]), 8),
-            _ => return self.uint_slow(path),
+            _ => return self.uint_slow(path).map_err(Miss::into_walk_error),
         };
         self.pos += 1 + width;
         Ok(n)
@@ -292,7 +311,7 @@ impl<'a> Cursor<'a> {
     /// [`Cursor::uint`] of the signed forms, and its errors.
     #[cold]
     #[inline(never)]
-    fn uint_slow<E: WalkError>(&mut self, path: &Path<'_>) -> Result<u64, E> {
+    fn uint_slow(&mut self, path: &Path<'_>) -> Result<u64, Miss> {
         let start = self.pos;
         match self.rmp(rmp::decode::read_int::<u64, _>) {
             Some(n) => Ok(n),
@@ -306,6 +325,7 @@ impl<'a> Cursor<'a> {
     /// A bin's bytes, borrowed.
     pub fn bin<E: WalkError>(&mut self, path: &Path<'_>) -> Result<&'a [u8], E> {
         self.length_prefixed(path, "bin", rmp::decode::read_bin_len)
+            .map_err(Miss::into_walk_error)
     }
 
     /// Reads the map at the cursor, at `map` in a document whose maps may hold keys of other

@@ -157,3 +157,48 @@ pub fn io_error(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Sour
     let path = path.into();
     move |source| SourceError::Io { path, source }
 }
+
+/// `err` and those of its causes that its own message does not already show, joined by `: `:
+/// what `kpack` prints after `kpack: error: `, and the message of the Python package's
+/// exceptions (one function, so the two cannot differ).
+pub fn error_message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        // thiserror's transparent/#[source] chains often repeat the message already shown.
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        source = cause.source();
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error whose message does not show its cause.
+    #[derive(Debug, thiserror::Error)]
+    #[error("packing {0}")]
+    struct Packing(&'static str, #[source] SourceError);
+
+    #[test]
+    fn error_message_joins_causes_not_already_shown_and_skips_repeated_ones() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let io = SourceError::Io {
+            path: PathBuf::from("/in/lib.so"),
+            source: missing,
+        };
+        // `Io` shows its cause itself: not repeated.
+        assert_eq!(error_message(&io), "/in/lib.so: no such file");
+        // `Packing` does not: joined with `: `, each cause once.
+        let packing = Packing("gfx942", io);
+        assert_eq!(
+            error_message(&packing),
+            "packing gfx942: /in/lib.so: no such file"
+        );
+    }
+}

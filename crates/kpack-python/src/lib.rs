@@ -3,18 +3,19 @@
 //! (the same `Serialize` types, so the two cannot differ; the Python side parses it), and
 //! their errors into the exceptions of `kpack._errors`, with the message `kpack` prints.
 //!
-//! The `kpack` command of the wheel is [`kpack_cli::run`] itself ([`main`]).
+//! The `kpack` command of the wheel is not here: it is the `kpack` binary itself, built
+//! beside this module and shipped in the wheel's scripts (docs/python.md), so this crate
+//! depends on the library crates and not on `kpack-cli`.
 //!
 //! Long calls release the GIL, so other Python threads run meanwhile.
 //!
-//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-cli`, `kpack-concurrency`,
+//! Depends on `kpack-archive`, `kpack-artifact`, `kpack-concurrency`,
 //! `kpack-inputs`, `kpack-package`, `kpack-pipeline`, `kpack-prune`, `kpack-target`,
 //! `kpack-wheel` and `kpack-wheelfile` (the layering: docs/CONTRIBUTING.md).
 
 // PyO3's macros expand to `unsafe` blocks (FFI glue); this crate writes none of its own.
 #![allow(unsafe_code)]
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use kpack_archive::{ArchiveError, Compression, ErrorKind};
@@ -152,7 +153,7 @@ fn exception(py: Python<'_>, class: Class, message: String) -> PyErr {
 
 /// `err` as the exception of `class`, with the message `kpack` prints for it.
 fn raise(class: Class, err: &(dyn std::error::Error + 'static)) -> PyErr {
-    Python::attach(|py| exception(py, class, kpack_cli::error_message(err)))
+    Python::attach(|py| exception(py, class, kpack_pipeline::error::error_message(err)))
 }
 
 fn usage(message: String) -> PyErr {
@@ -167,13 +168,6 @@ fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> PyResult<String> {
 /// (no level: the scheme's default).
 fn compression(scheme: &str, level: Option<i32>) -> PyResult<Compression> {
     Compression::from_args(scheme, level).map_err(|e| usage(e.to_string()))
-}
-
-/// Runs the `kpack` command line with `argv` (program name first) in this process and
-/// returns its exit status.
-#[pyfunction]
-fn main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
-    py.detach(|| kpack_cli::run(argv))
 }
 
 /// `kpack inspect --json PATHS`: the JSON array, as a string. With `raise_errors`, the first
@@ -612,7 +606,6 @@ impl Archive {
 /// The native half of the `kpack` package; use `kpack`, not this module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(split, m)?)?;
     m.add_function(wrap_pyfunction!(recombine, m)?)?;

@@ -324,3 +324,30 @@ fn prune_and_report_do_without_the_artifact_application() {
         );
     }
 }
+
+/// Python drives the library crates, as the CLI does, rather than the CLI: its `kpack`
+/// command is the `kpack` binary itself, shipped in the wheel (docs/python.md), so neither
+/// the command line's dispatch nor its parser and progress bars (clap, indicatif) are built
+/// into `kpack._native`. (kpack-python and kpack-cli share a line of the layering, so the
+/// layering test refuses the edge too; this says why.)
+#[test]
+fn the_python_module_links_the_library_crates_not_the_command_line() {
+    let linked = linked_packages("kpack-python");
+    for cli_only in ["kpack-cli", "clap", "indicatif"] {
+        assert!(
+            !linked.contains_key(cli_only),
+            "kpack._native links {cli_only}"
+        );
+    }
+    for library in [
+        "kpack-artifact",
+        "kpack-pipeline",
+        "kpack-wheel",
+        "kpack-prune",
+    ] {
+        assert!(
+            linked.contains_key(library),
+            "kpack._native does not link {library}"
+        );
+    }
+}

@@ -1,18 +1,20 @@
 """What the tools share: the flags that only configured the reference's external tools,
-``--tmp-dir``, the ``kpack`` command run in this process, and how errors end a tool (on
+``--tmp-dir``, the ``kpack`` command run as a child process, and how errors end a tool (on
 stderr, exit status 1; argparse's usage errors exit 2)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 from typing import Callable, List, Optional, Union
 
-from kpack import KpackError, _native
+from kpack import KpackError
+from kpack._command import binary
 
 # kpack's kernel-database handlers (`kpack split --split-databases`), a superset of the
 # reference's; its presets name the same handlers.
@@ -84,11 +86,11 @@ def use_tmp_dir(tmp_dir: Optional[Path], verbose: bool) -> None:
 
 
 def kpack_command(*argv: Union[str, "os.PathLike[str]", int]) -> int:
-    """Runs ``kpack ARGV...`` in this process (what it prints goes to this process's stdout
-    and stderr, after what Python printed so far) and returns its exit status."""
+    """Runs ``kpack ARGV...`` (the installed binary; what it prints goes to this process's
+    stdout and stderr, after what Python printed so far) and returns its exit status."""
     sys.stdout.flush()
     sys.stderr.flush()
-    return _native.main(["kpack", *map(str, argv)])
+    return subprocess.call([binary(), *map(str, argv)])
 
 
 def fail(message: object) -> int:

@@ -51,7 +51,7 @@ impl<'a> Entries<'a> {
                     if ty != b"hsaco" {
                         let ty = String::from_utf8_lossy(ty);
                         return Err(FieldError::Invalid {
-                            path: field.to_string(),
+                            path: field.text(),
                             problem: format!("expected \"hsaco\", found {ty:?}"),
                         }
                         .into());

@@ -294,7 +294,7 @@ impl<'a> TocReader<'a> {
                 let key = &self.arch_names[arch];
                 if std::mem::replace(&mut self.listed_in[arch], b) == b {
                     return Err(FieldError::DuplicateKey {
-                        path: bpath.to_string(),
+                        path: bpath.text(),
                         key: key.to_owned(),
                     }
                     .into());
@@ -332,12 +332,12 @@ impl<'a> TocReader<'a> {
                 let epath = Path::Key(&bpath, &self.arch_names[e.arch as usize]);
                 let e = match problem {
                     None => ArchiveError::OrdinalOutOfRange {
-                        path: Path::Field(&epath, "ordinal").to_string(),
+                        path: Path::Field(&epath, "ordinal").text(),
                         ordinal,
                         count,
                     },
                     Some(problem) => ArchiveError::BadOriginalSize {
-                        path: Path::Field(&epath, "original_size").to_string(),
+                        path: Path::Field(&epath, "original_size").text(),
                         original_size: e.original_size,
                         problem,
                     },

@@ -41,7 +41,7 @@ pub(super) fn blob_table(
         let reference = match reference {
             Some(n) if n >= i as u64 => {
                 return Err(FieldError::Invalid {
-                    path: Path::Field(bpath, "ref").to_string(),
+                    path: Path::Field(bpath, "ref").text(),
                     problem: format!("{n} is not an earlier frame's ordinal"),
                 }
                 .into());
