@@ -397,9 +397,11 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
         .clone()
         .unwrap_or_else(|| default_group(&opts.output));
     if group.is_empty() || group.contains('/') {
-        return Err(TransformError::Options(format!(
-            "invalid group name {group:?}"
-        )));
+        return Err(TransformError::Options(if group.is_empty() {
+            "the group name is empty".to_owned()
+        } else {
+            format!("invalid group name {group}: it must not contain '/'")
+        }));
     }
     let kernel_name = opts.kernel_name.clone().unwrap_or(out_name);
     let search_paths = if opts.search_paths.is_empty() {
@@ -427,7 +429,7 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
         // The runtime resolves the name with `/` on Windows too.
         if kernel_name.contains('\\') {
             return Err(TransformError::Options(format!(
-                "kernel name {kernel_name:?}: use `/` as the path separator, also for Windows binaries"
+                "kernel name {kernel_name}: use `/` as the path separator, also for Windows binaries"
             )));
         }
         let rewrite = plan_host(input, &marker)?;

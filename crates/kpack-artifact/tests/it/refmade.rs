@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kpack_artifact::ArtifactError;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
 use kpack_artifact::verify::{VerifyOptions, VerifyReport, verify};
-use kpack_testkit::{SHARDS, copy_tree, fixture, split_shards};
+use kpack_testkit::{SHARDS, assert_no_debug_formatting, copy_tree, fixture, split_shards};
 
 fn refmade(shard: &str) -> PathBuf {
     fixture(&format!("refmade/split/{shard}"))
@@ -22,15 +22,6 @@ fn verify_against(out: &Path, original: &Path) -> VerifyReport {
         threads: 0,
     };
     verify(out, &opts).unwrap()
-}
-
-/// No line shows Rust debug formatting.
-fn assert_plain(lines: &[String]) {
-    for line in lines {
-        for debug in ["Some(", "None", "[\"", "\"]", "{:"] {
-            assert!(!line.contains(debug), "debug formatting {debug} in {line}");
-        }
-    }
 }
 
 #[test]
@@ -152,7 +143,7 @@ fn shards_split_by_both_tools_are_refused_before_anything_is_written() {
             );
             continue;
         }
-        assert_plain(&problems);
+        assert_no_debug_formatting(&problems.join("\n"));
         assert!(what.starts_with("code no marker would reach"), "{what}");
         // Every archive of shards b and c: 2 modules × (gfx908, gfx90a:xnack±, gfx1030).
         assert_eq!(problems.len(), 8, "{problems:#?}");
@@ -198,7 +189,7 @@ fn a_byte_changed_outside_the_device_code_fails_verify_original_naming_its_offse
         );
         bump(&lib, text + 0x10);
         let report = verify_against(&split, &fixture("shards/shard-a"));
-        assert_plain(&report.lines());
+        assert_no_debug_formatting(&report.lines().join("\n"));
         assert_eq!(
             report.lines(),
             [format!(
@@ -254,7 +245,7 @@ fn a_wrapper_whose_pointer_misses_the_marker_fails_verify_original() {
     bump(&lib, addend + 1);
     let report = verify_against(&split, &fixture("shards/shard-a"));
     let lines = report.lines();
-    assert_plain(&lines);
+    assert_no_debug_formatting(&lines.join("\n"));
     let [line] = lines.as_slice() else {
         panic!("expected one failure: {lines:#?}");
     };
@@ -366,7 +357,7 @@ fn an_archive_of_another_group_in_a_recombined_package_is_named_with_its_archite
     )
     .unwrap();
     let lines = verify(&out, &VerifyOptions::default()).unwrap().lines();
-    assert_plain(&lines);
+    assert_no_debug_formatting(&lines.join("\n"));
     let want = format!(
         "{}: holds gfx1030, not an architecture of demo_lib_gfx9 (gfx900, gfx906)",
         stray.display()
