@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let marker = kpack_hostbin::marker::MarkerMetadata {
         kernel_name: "bin/fuzz.dll".into(),
         search_paths: vec![".kpack/fuzz_@GFXARCH@.kpack".into()],
+        host_entry_id: None,
     }
     .encode()
     .expect("the marker encodes");

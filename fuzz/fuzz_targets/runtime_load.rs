@@ -35,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
         let meta = MarkerMetadata {
             kernel_name: kernel.to_owned(),
             search_paths: vec!["a.kpack".to_owned(), "@GFXARCH@.kpack".to_owned()],
+            host_entry_id: None,
         };
         let _ = cache.load_with(&meta, &dir().join("bin"), 0, &isas, |found| found.bytes.len());
     }

@@ -167,7 +167,7 @@ def test_recombine_exit_statuses_are_the_references(walkthrough, tmp_path):
     run = recombine(strict)
     assert run.returncode == 1 and "no shard provides gfx942" in run.stderr
     run = recombine(walkthrough["config"], "--component", "blas_lib")
-    assert run.returncode == 1 and 'no artifact of component "blas_lib"' in run.stderr
+    assert run.returncode == 1 and 'no artifact of component blas_lib in' in run.stderr
     assert not (tmp_path / "out").exists()
 
 

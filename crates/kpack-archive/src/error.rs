@@ -109,11 +109,11 @@ pub enum ArchiveError {
     TocField(FieldError),
 
     /// A `compression_scheme` neither reference writes.
-    #[error("TOC: unknown compression_scheme {0:?}")]
+    #[error("TOC: unknown compression_scheme {0}")]
     UnknownCompressionScheme(String),
 
     /// A scheme in an archive of the wrong version: `unified` needs version 2, the others 1.
-    #[error("TOC: compression_scheme {scheme:?} cannot appear in a version {version} archive")]
+    #[error("TOC: compression_scheme {scheme} cannot appear in a version {version} archive")]
     SchemeVersionMismatch {
         /// The TOC's `compression_scheme`.
         scheme: &'static str,
@@ -154,7 +154,7 @@ pub enum ArchiveError {
     },
 
     /// The archive has no entry for this binary and arch.
-    #[error("no kernel for binary {binary:?}, arch {arch:?}")]
+    #[error("no kernel for binary {binary}, arch {arch}")]
     KernelNotFound {
         /// The TOC binary key.
         binary: String,
@@ -163,7 +163,7 @@ pub enum ArchiveError {
     },
 
     /// A zstd frame does not decode to the entry's `original_size` bytes.
-    #[error("decompressing binary {binary:?}, arch {arch:?}: {reason}")]
+    #[error("decompressing binary {binary}, arch {arch}: {reason}")]
     DecompressionFailed {
         /// The TOC binary key.
         binary: String,
@@ -187,7 +187,7 @@ pub enum ArchiveError {
     },
 
     /// Found by [`crate::Archive::validate`]: the runtime could not reach this entry.
-    #[error("{binary:?}/{arch:?}: {problem}")]
+    #[error("binary {binary}, arch {arch}: {problem}")]
     Unreachable {
         /// The TOC binary key.
         binary: String,
@@ -198,7 +198,7 @@ pub enum ArchiveError {
     },
 
     /// The writer was given the same binary and arch twice.
-    #[error("binary {binary:?}, arch {arch:?} is already in the archive")]
+    #[error("binary {binary}, arch {arch} is already in the archive")]
     DuplicateEntry {
         /// The TOC binary key.
         binary: String,

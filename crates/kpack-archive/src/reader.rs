@@ -285,7 +285,7 @@ impl Archive {
         let size = usize::try_from(entry.original_size).unwrap_or(usize::MAX);
         let Some(out) = out.get_mut(..size) else {
             let e = ArchiveError::InvalidArgument(format!(
-                "a {}-byte buffer cannot hold the {} bytes of binary {name:?}, arch {arch:?}",
+                "a {}-byte buffer cannot hold the {} bytes of binary {name}, arch {arch}",
                 out.len(),
                 entry.original_size
             ));
@@ -393,7 +393,7 @@ impl Archive {
         if let Some(i) = first_repeat(arches, |a| a) {
             let e = FieldError::Invalid {
                 path: format!("gfx_arches[{i}]"),
-                problem: format!("{:?} is listed twice", arches[i]),
+                problem: format!("{} is listed twice", arches[i]),
             };
             return Err(ArchiveError::TocField(e).in_file(self.path()));
         }
@@ -610,7 +610,7 @@ impl Archive {
     fn damaged(&self, binary: &str, arch: &str, stored: &[u8], problem: String) -> ArchiveError {
         let offset = stored.as_ptr() as usize - self.bytes().as_ptr() as usize;
         ArchiveError::Damaged {
-            what: format!("binary {binary:?}, arch {arch:?}"),
+            what: format!("binary {binary}, arch {arch}"),
             offset: offset as u64,
             problem,
         }

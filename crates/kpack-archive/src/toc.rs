@@ -144,7 +144,7 @@ impl Index {
                 };
                 return Err(ArchiveError::Damaged {
                     what: format!(
-                        "TOC entry {:?} / {:?}",
+                        "TOC entry binary {}, arch {}",
                         self.binary_name(b),
                         self.arch_name(e)
                     ),

@@ -223,7 +223,7 @@ fn collect_components(
     if let Some(c) = &opts.component {
         if !components.contains_key(c) {
             return Err(ArtifactError::Usage(format!(
-                "no artifact of component {c:?} in {}",
+                "no artifact of component {c} in {}",
                 shards.display()
             )));
         }

@@ -68,7 +68,7 @@ pub fn artifacts_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, ArtifactError>
         return Err(ArtifactError::invalid(
             &w[1].1,
             format!(
-                "artifact {:?} is also {}; keep one of them",
+                "artifact {} is also {}; keep one of them",
                 w[0].0,
                 w[0].1.display()
             ),

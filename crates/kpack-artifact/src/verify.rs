@@ -7,8 +7,12 @@
 //! 2. generic artifacts hold no linked fat binary (relocatable objects and `ar` archives
 //!    keep their device code by design), no `.kpack` archive, and no file the split's
 //!    database handlers claim for an architecture;
-//! 3. every marker resolves: for each target the artifacts provide (the archives whose name
-//!    matches the search path with `@GFXARCH@` expanded, resolved relative to the binary's
+//! 3. every wrapper of a kpacked ELF binary reaches its marker: the loader puts its pointer
+//!    on the marker's first byte ([`kpack_elf::marker_offset`], the rule `verify-elf` and
+//!    `restore` apply), each that does not a failure naming the file, the wrapper, its offset
+//!    and where the pointer lands; every marker resolves: for each target the artifacts
+//!    provide (the archives whose name matches the search path with `@GFXARCH@` expanded,
+//!    resolved relative to the binary's
 //!    directory in the overlay of all artifacts), the archive declares that target and holds
 //!    `kernel_name#i` for every wrapper `i`; every binary resolves at least one archive, and
 //!    every archive is reached by some marker;
@@ -30,7 +34,8 @@
 //!    original file (database files included) is present byte for byte, every symlink
 //!    with its link text, and every rewritten binary keeps what its original means
 //!    (`verify/host.rs`: every section but the device code byte for byte, the wrapper slots
-//!    and the relocations that fill them aside; every wrapper reaching the marker), whichever
+//!    and the relocations that fill them aside; as many wrappers, each reaching the marker
+//!    by check 3), whichever
 //!    tool rewrote it (kpack or the reference); a PE image must be kpack's rewrite of it.
 //!    The original is an artifact directory (what `split` took), or a directory of them,
 //!    directly or one level down (one directory per shard) ([`original_artifacts`]); a

@@ -69,6 +69,7 @@ fn load_call(path: &Path, processor: &str) -> (MarkerMetadata, PathBuf, [String;
     let metadata = MarkerMetadata {
         kernel_name: KERNEL_NAME.to_owned(),
         search_paths: vec![path.file_name().unwrap().to_str().unwrap().to_owned()],
+        host_entry_id: None,
     };
     let isas = [
         format!("amdgcn-amd-amdhsa--{processor}:sramecc+:xnack-"),

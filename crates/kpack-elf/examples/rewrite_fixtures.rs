@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let marker = MarkerMetadata {
         kernel_name: "lib/libtest.so".into(),
         search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()],
+        host_entry_id: None,
     }
     .encode()
     .expect("the marker encodes");

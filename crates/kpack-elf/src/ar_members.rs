@@ -15,7 +15,7 @@ pub enum InspectArError {
     #[error(transparent)]
     Ar(#[from] ArError),
     /// An ELF member that does not parse.
-    #[error("member {name:?} at offset {offset:#x}: {source}")]
+    #[error("member {name} at offset {offset:#x}: {source}")]
     Elf {
         /// The member's name.
         name: String,

@@ -3,7 +3,8 @@
 //! points at. kpack starts the map with `xxh3`, a `bin 8` digest of the map but for its own 8
 //! bytes (`digest_except`): the reference's readers ignore keys they do not know, and
 //! without it one flipped bit can turn `kernel_name` into another binary's name in the same
-//! archive.
+//! archive. A marker may end with `host_entry_id`, the host entry id of the binary's
+//! bundles, which only `kpack restore` reads (docs/archive-v2.md §7).
 
 use std::hash::Hasher;
 
@@ -15,6 +16,9 @@ use twox_hash::XxHash3_64;
 /// The key of the marker's digest, its map's first key.
 const MARKER_KEY: &str = "xxh3";
 
+/// The key of the recorded host entry id, the map's last key when present.
+const HOST_ENTRY_KEY: &str = "host_entry_id";
+
 /// Where the runtime looks for a binary's kernels, and under which name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MarkerMetadata {
@@ -23,14 +27,18 @@ pub struct MarkerMetadata {
     /// Archive paths relative to the binary's directory; may contain `@GFXARCH@`.
     /// The runtime needs at least one.
     pub search_paths: Vec<String>,
+    /// The id of the host entry of the binary's bundles (`host-x86_64-unknown-linux`), when
+    /// a restore must write it back: it is not the one restore writes for the machine.
+    pub host_entry_id: Option<String>,
 }
 
 impl MarkerMetadata {
     /// The bytes of Python `msgpack.packb({"xxh3": ..., "kpack_search_paths": ...,
-    /// "kernel_name": ...}, use_bin_type=True)`, `xxh3` the digest of the rest.
+    /// "kernel_name": ...}, use_bin_type=True)` (and `"host_entry_id": ...` last, when
+    /// recorded), `xxh3` the digest of the rest.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut e = Encoder::default();
-        e.map(3)?;
+        e.map(3 + usize::from(self.host_entry_id.is_some()))?;
         e.str(MARKER_KEY)?;
         e.bin(&[0; 8])?;
         e.str("kpack_search_paths")?;
@@ -40,6 +48,10 @@ impl MarkerMetadata {
         }
         e.str("kernel_name")?;
         e.str(&self.kernel_name)?;
+        if let Some(id) = &self.host_entry_id {
+            e.str(HOST_ENTRY_KEY)?;
+            e.str(id)?;
+        }
         let mut bytes = e.into_bytes();
         // After the map header (1 byte), the key (1 + 4) and the bin's header (2).
         let hole = 8..16;
@@ -57,7 +69,7 @@ impl MarkerMetadata {
     pub fn decode(bytes: &[u8]) -> Result<(MarkerMetadata, usize), MetadataError> {
         let mut c = Cursor::new(bytes, 0);
         let root = &Path::Root;
-        let (mut kernel_name, mut search_paths) = (None, None);
+        let (mut kernel_name, mut search_paths, mut host_entry_id) = (None, None, None);
         // Where the digest's value lies, and the digest.
         let mut digest: Option<(std::ops::Range<usize>, &[u8])> = None;
         let mut others = KeySet::default();
@@ -78,6 +90,12 @@ impl MarkerMetadata {
                         }
                     }
                     once(&mut search_paths, paths, root, key)?;
+                }
+                // A value of another type is skipped like an unknown key: the runtime never
+                // refuses a marker for it.
+                HOST_ENTRY_KEY if c.at_str() => {
+                    let id = c.str::<MetadataError>(path)?.to_owned();
+                    once(&mut host_entry_id, id, root, key)?;
                 }
                 MARKER_KEY => {
                     let value = c.bin::<MetadataError>(path)?;
@@ -121,6 +139,7 @@ impl MarkerMetadata {
         let metadata = MarkerMetadata {
             kernel_name,
             search_paths,
+            host_entry_id,
         };
         Ok((metadata, c.pos()))
     }

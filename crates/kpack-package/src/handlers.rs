@@ -64,7 +64,7 @@ pub enum Handler {
 /// A name given for a database handler that names none.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown database handler {name:?}; expected one of {}",
+    "unknown database handler {name}; expected one of {}",
     Handler::ALL.map(Handler::name).join(", ")
 )]
 pub struct UnknownHandler {

@@ -209,7 +209,7 @@ pub fn read(path: &Path) -> Result<KpmManifest, PackageError> {
             return Err(PackageError::invalid(
                 path,
                 format!(
-                    "invalid index: kpack_files[{target:?}]: expected a GPU target (gfx90a:xnack+)"
+                    "invalid index: kpack_files entry {target}: expected a GPU target (gfx90a:xnack+)"
                 ),
             ));
         }
@@ -218,7 +218,7 @@ pub fn read(path: &Path) -> Result<KpmManifest, PackageError> {
             return Err(PackageError::invalid(
                 path,
                 format!(
-                    "invalid index: kpack_files[{target:?}].file {file:?}: expected the name of a .kpack archive beside the index"
+                    "invalid index: kpack_files entry {target}: file {file}: expected the name of a .kpack archive beside the index"
                 ),
             ));
         }
@@ -254,7 +254,7 @@ pub fn parse_gpu(gpu: &str) -> Result<TargetId, PackageError> {
     let bare = gpu.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(gpu);
     crate::handlers::parse_target(bare).ok_or_else(|| {
         PackageError::Usage(format!(
-            "{gpu:?} is not a GPU: expected a target such as gfx90a, gfx90a:xnack+ or \
+            "{gpu} is not a GPU: expected a target such as gfx90a, gfx90a:xnack+ or \
              amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"
         ))
     })

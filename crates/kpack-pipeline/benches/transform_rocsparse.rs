@@ -46,6 +46,7 @@ fn main() {
     let marker = MarkerMetadata {
         kernel_name: "librocsparse.so.0.1".to_owned(),
         search_paths: vec!["../.kpack/librocsparse_@GFXARCH@.kpack".to_owned()],
+        host_entry_id: None,
     }
     .encode()
     .unwrap();

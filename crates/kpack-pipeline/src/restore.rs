@@ -13,8 +13,9 @@
 //!    target; any miss is an error naming the wrapper, the target and the paths tried, and
 //!    nothing is written.
 //! 3. Each wrapper's bundle is rebuilt as clang-offload-bundler lays one out: the (empty)
-//!    host entry first, then one entry per target in target order, each at the next multiple
-//!    of 4096 ([`kpack_bundle::BundleBuilder`], each code object copied in as it is decoded), or that bundle as a CCOB v3 (zstd
+//!    host entry first (under the id the marker records, `host_entry_id`, else the one clang
+//!    writes today for the machine: every entry id comes back byte for byte; in a CCOB, only
+//!    an id the bundlers that read CCOB accept), then one entry per target in target order, each at the next multiple of 4096 ([`kpack_bundle::BundleBuilder`], each code object copied in as it is decoded), or that bundle as a CCOB v3 (zstd
 //!    level 3, as clang) with `compress`. Wrappers whose bundles come out identical (the
 //!    `-fgpu-rdc` layout, where several wrappers share one) share one copy. Bundles are
 //!    built one at a time into a temporary file at 4096-aligned offsets, and the archives
@@ -149,16 +150,6 @@ pub struct RestoreSummary {
     pub repaired: Vec<String>,
 }
 
-/// The bundle entry id of the host for `e_machine` (clang writes
-/// `host-<arch>-unknown-linux-gnu-`; the entry is empty).
-fn host_bundle_id(e_machine: u16) -> &'static str {
-    match e_machine {
-        object::elf::EM_AARCH64 => "host-aarch64-unknown-linux-gnu-",
-        object::elf::EM_PPC64 => "host-powerpc64le-unknown-linux-gnu-",
-        _ => "host-x86_64-unknown-linux-gnu-",
-    }
-}
-
 /// Restores the kpacked binary `input` per `opts`; `progress(done, total)` is called as
 /// wrappers' bundles are built.
 pub fn restore(
@@ -192,7 +183,7 @@ pub fn restore(
         &mut resolver,
         &markers,
         &targets,
-        host_bundle_id(fat.machine),
+        crate::source::host_bundle_id(fat.machine),
         opts.compress,
         &mut BufWriter::new(payload_file.as_file_mut()),
         progress,
@@ -331,7 +322,7 @@ fn build_bundles(
     resolver: &mut Resolver,
     markers: &[WrapperMarker],
     targets: &[(String, String)],
-    host_id: &str,
+    default_host_id: &str,
     compress: bool,
     out: &mut impl Write,
     progress: &dyn Fn(usize, usize),
@@ -345,6 +336,10 @@ fn build_bundles(
         source: e,
     };
     for m in markers {
+        let host_id = match m.metadata.host_entry_id.as_deref() {
+            Some(id) if !compress || read_by_ccob_bundlers(id) => id,
+            _ => default_host_id,
+        };
         let ids: Vec<String> = std::iter::once(host_id.to_owned())
             .chain(targets.iter().map(|(_, t)| crate::source::hip_bundle_id(t)))
             .collect();
@@ -411,6 +406,14 @@ fn build_bundles(
         bundles: written.len(),
         archives,
     })
+}
+
+/// Whether the bundlers that read CCOB (LLVM 17 on) accept `id` as a bundle entry id: five
+/// or six `-`-separated parts (their `checkOffloadBundleID`). clang 15's host entry id
+/// `host-x86_64-unknown-linux` has four: clang 15 never wrote CCOB, and a CCOB holding it is
+/// one no bundler reads.
+fn read_by_ccob_bundlers(id: &str) -> bool {
+    (5..=6).contains(&id.splitn(6, '-').count())
 }
 
 /// The written output is a verified ELF file whose wrappers are all HIPF and each point at

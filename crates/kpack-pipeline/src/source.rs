@@ -347,6 +347,43 @@ pub fn hip_bundle_id(target: &str) -> String {
     format!("hipv4-{triple}{target}")
 }
 
+/// The bundle entry id clang gives the (empty) host entry of an ELF for `e_machine`:
+/// `host-<arch>-unknown-linux-gnu-` (clang before 16 wrote `host-x86_64-unknown-linux`).
+pub fn host_bundle_id(e_machine: u16) -> &'static str {
+    match e_machine {
+        object::elf::EM_AARCH64 => "host-aarch64-unknown-linux-gnu-",
+        object::elf::EM_PPC64 => "host-powerpc64le-unknown-linux-gnu-",
+        _ => "host-x86_64-unknown-linux-gnu-",
+    }
+}
+
+/// The host entry id of the first of the bundles `slots` of the ELF `elf` when it is not
+/// [`host_bundle_id`]`(e_machine)`: what a restore must write back, and so what the marker
+/// records (one id for the binary: one bundler writes every bundle of a link). Read from the
+/// bundle's header alone (a CCOB's first decoded bytes). A bundle that does not read records
+/// nothing: the walk that writes the archives reports it.
+pub fn host_entry_to_record(elf: &[u8], slots: &[BundleSlot], e_machine: u16) -> Option<String> {
+    let bytes = &elf[slots.first()?.range.clone()];
+    let ids: Vec<String> = match EntryStream::open(bytes).ok()? {
+        Some(stream) => stream
+            .entry_headers()
+            .iter()
+            .map(|e| e.triple.clone())
+            .collect(),
+        None => {
+            let decoded = DecodedBundle::decode(bytes).ok()?;
+            let bundle = decoded.bundle().ok()?;
+            bundle
+                .entries()
+                .iter()
+                .map(|e| e.triple.to_owned())
+                .collect()
+        }
+    };
+    let host = ids.into_iter().find(|id| id.starts_with("host"))?;
+    (host != host_bundle_id(e_machine)).then_some(host)
+}
+
 /// A bundle of an ELF's `.hip_fatbin`: where its stored bytes are and which wrappers lead
 /// to it.
 #[derive(Debug, Clone)]

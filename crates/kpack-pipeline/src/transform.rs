@@ -397,9 +397,11 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
         .clone()
         .unwrap_or_else(|| default_group(&opts.output));
     if group.is_empty() || group.contains('/') {
-        return Err(TransformError::Options(format!(
-            "invalid group name {group:?}"
-        )));
+        return Err(TransformError::Options(if group.is_empty() {
+            "the group name is empty".to_owned()
+        } else {
+            format!("invalid group name {group}: it must not contain '/'")
+        }));
     }
     let kernel_name = opts.kernel_name.clone().unwrap_or(out_name);
     let search_paths = if opts.search_paths.is_empty() {
@@ -417,27 +419,36 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
     } else {
         opts.search_paths.clone()
     };
-    let marker = MarkerMetadata {
-        kernel_name: kernel_name.clone(),
-        search_paths: search_paths.clone(),
-    }
-    .encode()
-    .map_err(|e| TransformError::Options(format!("marker metadata: {e}")))?;
+    let marker = |host_entry_id: Option<String>| {
+        MarkerMetadata {
+            kernel_name: kernel_name.clone(),
+            search_paths: search_paths.clone(),
+            host_entry_id,
+        }
+        .encode()
+        .map_err(|e| TransformError::Options(format!("marker metadata: {e}")))
+    };
     let (rewrite, slots) = if kpack_pe::is_pe(input) {
         // The runtime resolves the name with `/` on Windows too.
         if kernel_name.contains('\\') {
             return Err(TransformError::Options(format!(
-                "kernel name {kernel_name:?}: use `/` as the path separator, also for Windows binaries"
+                "kernel name {kernel_name}: use `/` as the path separator, also for Windows binaries"
             )));
         }
-        let rewrite = plan_host(input, &marker)?;
+        let rewrite = plan_host(input, &marker(None)?)?;
         let fat = kpack_pe::inspect(input).map_err(SourceError::from)?;
         let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
         check_wrappers(&wrappers, fat.bundles.len())?;
         (rewrite, source::pe_bundle_slots(&fat))
     } else {
-        let rewrite = plan_host(input, &marker)?;
-        let fat = kpack_elf::inspect(input)?;
+        // What `restore` needs to give the host entry its id back (PE images are not
+        // restored); the rewrite's refusals come first, as for every input.
+        let fat = kpack_elf::inspect(input);
+        let host_entry_id = fat.as_ref().ok().and_then(|fat| {
+            source::host_entry_to_record(input, &source::bundle_slots(fat), fat.machine)
+        });
+        let rewrite = plan_host(input, &marker(host_entry_id)?)?;
+        let fat = fat?;
         let wrappers: Vec<_> = fat.wrappers.iter().map(|w| (w.index, w.bundle)).collect();
         check_wrappers(&wrappers, fat.bundles.len())?;
         (rewrite, source::bundle_slots(&fat))

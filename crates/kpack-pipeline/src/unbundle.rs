@@ -151,7 +151,7 @@ impl Visitor for FileWriter<'_> {
                 source: std::io::Error::new(
                     std::io::ErrorKind::AlreadyExists,
                     format!(
-                        "two inputs named {:?} unbundle to the same file; unbundle them into separate directories",
+                        "two inputs named {} unbundle to the same file; unbundle them into separate directories",
                         self.stem
                     ),
                 ),

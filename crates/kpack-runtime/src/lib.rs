@@ -173,7 +173,10 @@ pub enum LoadError {
     },
 
     /// Archives were found, but none lists any candidate target of the requested ISAs.
-    #[error("none of {requested:?} (or a compatible target) is in any archive")]
+    #[error(
+        "none of {} (or a compatible target) is in any archive",
+        .requested.join(", ")
+    )]
     ArchNotFound {
         /// The ISAs asked for.
         requested: Vec<String>,
@@ -181,7 +184,7 @@ pub enum LoadError {
 
     /// An archive lists the target but has no entry for this binary key, and no other
     /// archive or target had one either.
-    #[error("{}: no kernel {key:?} for {arch:?}", archive.display())]
+    #[error("{}: no kernel {key} for {arch}", archive.display())]
     KernelNotFound {
         /// The archive that lists the target.
         archive: PathBuf,

@@ -154,6 +154,7 @@ mod tests {
         MarkerMetadata {
             kernel_name: kernel.to_owned(),
             search_paths: paths.iter().map(|p| p.to_string()).collect(),
+            host_entry_id: None,
         }
         .encode()
         .unwrap()

@@ -53,7 +53,11 @@ pub enum TarError {
         source: std::io::Error,
     },
     /// A member broke one of the safety rules (see the crate docs), or its header is corrupt.
-    #[error("{}: member {index} {name:?} (header at tar offset {offset:#x}): {problem}", path.display())]
+    #[error(
+        "{}: member {index} {} (header at tar offset {offset:#x}): {problem}",
+        path.display(),
+        .name.escape_debug()
+    )]
     Member {
         /// The tarball.
         path: PathBuf,
@@ -332,8 +336,9 @@ impl Rules {
                     .map(|t| String::from_utf8_lossy(&t).into_owned())
                     .unwrap_or_default();
                 return Err(fail(format!(
-                    "a hard link (to {target:?}); hard links are not accepted (archive with \
-                     `tar --hard-dereference`)"
+                    "a hard link (to {}); hard links are not accepted (archive with \
+                     `tar --hard-dereference`)",
+                    target.escape_debug()
                 )));
             }
             tar::EntryType::Char | tar::EntryType::Block => {
@@ -348,9 +353,9 @@ impl Rules {
             }
             other => {
                 return Err(fail(format!(
-                    "entry type {:?} ({:?}); only files, directories and symlinks are accepted",
-                    other.as_byte() as char,
-                    other
+                    "entry type {} (byte {:#04x}); only files, directories and symlinks are accepted",
+                    (other.as_byte() as char).escape_debug(),
+                    other.as_byte()
                 )));
             }
         };
@@ -359,12 +364,15 @@ impl Rules {
             match self.seen.get(&path[..i]) {
                 Some(Seen::Symlink) => {
                     return Err(fail(format!(
-                        "lies below the symlink {:?}: writing through a link is refused",
-                        &path[..i]
+                        "lies below the symlink {}: writing through a link is refused",
+                        path[..i].escape_debug()
                     )));
                 }
                 Some(Seen::File) => {
-                    return Err(fail(format!("lies below the file {:?}", &path[..i])));
+                    return Err(fail(format!(
+                        "lies below the file {}",
+                        path[..i].escape_debug()
+                    )));
                 }
                 _ => {}
             }
@@ -422,7 +430,8 @@ fn check_link_target(link: &str, target: &str) -> Result<(), String> {
     }
     if target.starts_with('/') {
         return Err(format!(
-            "symlink to the absolute path {target:?} escapes the tree"
+            "symlink to the absolute path {} escapes the tree",
+            target.escape_debug()
         ));
     }
     let mut depth = link.matches('/').count();
@@ -430,9 +439,9 @@ fn check_link_target(link: &str, target: &str) -> Result<(), String> {
         match c {
             "" | "." => {}
             ".." => {
-                depth = depth
-                    .checked_sub(1)
-                    .ok_or_else(|| format!("symlink to {target:?} escapes the tree"))?;
+                depth = depth.checked_sub(1).ok_or_else(|| {
+                    format!("symlink to {} escapes the tree", target.escape_debug())
+                })?;
             }
             _ => depth += 1,
         }

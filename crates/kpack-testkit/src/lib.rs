@@ -1,5 +1,6 @@
 //! What the integration tests (and benchmarks) of several kpack crates share: the repository's
-//! fixtures and their roles, the real-world corpus, external witnesses, tree helpers, and
+//! fixtures and their roles, the real-world corpus, external witnesses, tree helpers, the
+//! check that a message shows no Rust debug formatting ([`assert_no_debug_formatting`]), and
 //! the stand-in HIP runtime ([`standin`]) that loads binaries the way the HIP runtime does.
 //!
 //! Everything here panics with a message naming what is missing: a test either runs what it
@@ -19,6 +20,7 @@ mod fixtures;
 pub mod flips;
 pub mod large_ccob;
 pub mod measured;
+mod messages;
 pub mod refmade;
 mod standin;
 mod tree;
@@ -41,6 +43,7 @@ pub use fixtures::{
     DEBUG_FIXTURES, ELF_FIXTURE_ROLES, ELF_FIXTURES, LINKED_FAT, PE_FIXTURES, PLATFORM_FIXTURES,
     PeFixture, Role, fixture, fixtures, read_fixture,
 };
+pub use messages::assert_no_debug_formatting;
 pub use standin::{AARCH64, Foreign, PPC64LE, Registration, Standin, foreign_standin, standin};
 pub use tree::{copied_elsewhere, copy_tree, sha256_hex, snapshot, snapshot_digests};
 pub use wheels::{flip_member_byte, rezip_wheel, unhashed_record};

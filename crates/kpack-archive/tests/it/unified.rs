@@ -510,7 +510,7 @@ fn schemes_and_versions_must_agree() {
     assert_rejected(
         b,
         ErrorKind::InvalidFormat,
-        "compression_scheme \"unified\" cannot appear in a version 1 archive",
+        "compression_scheme unified cannot appear in a version 1 archive",
     );
 }
 

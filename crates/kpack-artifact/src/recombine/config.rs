@@ -66,15 +66,16 @@ pub enum ConfigError {
         source: serde_json::Error,
     },
     /// `primary_shard` is not a directory name.
-    #[error("primary_shard: {0:?} is not a shard directory name (non-empty, no '/')")]
+    #[error("primary_shard: {}: expected a shard directory name (non-empty, no '/')", written(.0))]
     PrimaryShard(String),
     /// No architecture group.
     #[error("architecture_groups: expected at least one group")]
     NoGroups,
     /// A group name that cannot name a package.
     #[error(
-        "architecture_groups.{0}: invalid group name (expected ASCII letters, digits, '-' or '.', \
-         not \"generic\": it names the package <component>_<group>)"
+        "architecture_groups.{}: invalid group name (expected ASCII letters, digits, '-' or '.', \
+         not `generic`: it names the package <component>_<group>)",
+        written(.0)
     )]
     GroupName(String),
     /// A group without architectures.
@@ -83,7 +84,7 @@ pub enum ConfigError {
     /// An architecture that is not a GPU processor name.
     #[error(
         "architecture_groups.{group}.architectures: expected GPU processor names (gfx90a, \
-         gfx1100, gfx11-generic), got {architecture:?}"
+         gfx1100, gfx11-generic), got {}", written(.architecture)
     )]
     Architecture {
         /// The group.
@@ -99,6 +100,12 @@ pub enum ConfigError {
         /// The architecture.
         architecture: String,
     },
+}
+
+/// A name from the file as a message shows it: as written, or `(empty)`, so that an empty
+/// name still shows where it is.
+fn written(name: &str) -> &str {
+    if name.is_empty() { "(empty)" } else { name }
 }
 
 /// The file as written; [`PackagingConfig::parse`] checks what the types cannot.
@@ -138,7 +145,8 @@ impl<'de> Deserialize<'de> for GroupsFile {
                 while let Some(name) = map.next_key::<String>()? {
                     if groups.iter().any(|(n, _)| *n == name) {
                         return Err(serde::de::Error::custom(format!(
-                            "group {name:?} defined twice"
+                            "group {} defined twice",
+                            written(&name)
                         )));
                     }
                     let group = map.next_value()?;

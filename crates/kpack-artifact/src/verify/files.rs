@@ -169,13 +169,24 @@ fn read_archive(
     Some(x)
 }
 
-/// Notes the marker of the kpacked host binary `bytes`, or why it does not read.
+/// Notes the marker of the kpacked host binary `bytes`, or why it does not read; and each
+/// wrapper of an ELF file whose pointer the loader does not put on the marker.
 fn read_marker(bytes: &[u8], shown: &Path, out: &mut FileCheck) {
     match transform::kpacked_marker(bytes) {
-        Ok(Some(kpacked)) => match MarkerMetadata::decode(&kpacked.bytes) {
-            Ok((meta, _)) => out.binary = Some((meta, kpacked.wrappers)),
-            Err(e) => out.typed.push(Failure::marker(shown, kpacked.offset, &e)),
-        },
+        Ok(Some(kpacked)) => {
+            match MarkerMetadata::decode(&kpacked.bytes) {
+                Ok((meta, _)) => out.binary = Some((meta, kpacked.wrappers)),
+                Err(e) => out.typed.push(Failure::marker(shown, kpacked.offset, &e)),
+            }
+            // A PE image does not parse as ELF: its wrappers are not judged here.
+            let elf = kpack_elf::ElfFile::parse(bytes).ok();
+            let fat = elf.as_ref().and_then(|e| kpack_elf::inspect_elf(e).ok());
+            if let Some((elf, fat)) = elf.zip(fat) {
+                for miss in super::host::wrappers_missing_the_marker(&elf, &fat) {
+                    out.failures.push(format!("{}: {miss}", shown.display()));
+                }
+            }
+        }
         Ok(None) => {}
         Err(e) => out.failures.push(format!("{}: {e}", shown.display())),
     }

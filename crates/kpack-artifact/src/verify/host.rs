@@ -9,7 +9,9 @@
 //!   the wrappers' pointers (in either file); the only section added is the marker;
 //! * as many wrappers as the original's, each of whose pointers the loader puts on the
 //!   marker ([`kpack_elf::marker_offset`]: the RELA addend, the in-place value of REL, RELR
-//!   or a non-PIE executable, whatever the file stores in the slot).
+//!   or a non-PIE executable, whatever the file stores in the slot); that last part is
+//!   checked of every kpacked binary, with an original or not ([`wrappers_missing_the_marker`],
+//!   check 3), and reported there once.
 //!
 //! Sections are compared where each file has them (a rewrite moves file offsets down by the
 //! device code it removes); the headers and tables that describe the layout (program and
@@ -143,7 +145,7 @@ pub(super) fn changes(original: &[u8], rewritten: &[u8]) -> Vec<HostChange> {
         Err(e) => return vec![e],
     };
     let mut found = header_changes(&orig, &rw);
-    found.extend(wrapper_changes(&ofat, &rw, &rfat));
+    found.extend(wrapper_changes(&ofat, &rfat));
     let (omasks, rmasks) = (wrapper_relocations(&ofat), wrapper_relocations(&rfat));
     let name_table = orig.shstrndx();
     for s in orig.section_headers().iter().skip(1) {
@@ -243,12 +245,9 @@ fn section_field_change(s: &SectionHeader, r: &SectionHeader) -> Option<HostChan
     })
 }
 
-/// The wrappers: as many as the original's, each reaching the marker.
-fn wrapper_changes(
-    ofat: &kpack_elf::FatBinary,
-    rw: &ElfFile<'_>,
-    rfat: &kpack_elf::FatBinary,
-) -> Vec<HostChange> {
+/// The wrappers: as many as the original's (whether each reaches the marker is checked of
+/// every kpacked binary, with an original or without: [`wrappers_missing_the_marker`]).
+fn wrapper_changes(ofat: &kpack_elf::FatBinary, rfat: &kpack_elf::FatBinary) -> Vec<HostChange> {
     let mut found = Vec::new();
     if rfat.wrappers.len() != ofat.wrappers.len() {
         found.push(HostChange::WrapperCount {
@@ -256,9 +255,19 @@ fn wrapper_changes(
             want: ofat.wrappers.len(),
         });
     }
-    for w in &rfat.wrappers {
-        let problem = match kpack_elf::marker_offset(rw, rfat, w) {
-            Ok(0) => continue,
+    found
+}
+
+/// The wrappers of the kpacked `fat` whose pointer the loader does not put on the marker's
+/// first byte ([`kpack_elf::marker_offset`]), each with where it lands and why: check 3's,
+/// made of every kpacked ELF binary verify reads.
+pub(super) fn wrappers_missing_the_marker(
+    elf: &ElfFile<'_>,
+    fat: &kpack_elf::FatBinary,
+) -> Vec<HostChange> {
+    let missing = fat.wrappers.iter().filter_map(|w| {
+        let problem = match kpack_elf::marker_offset(elf, fat, w) {
+            Ok(0) => return None,
             Ok(into) => format!(
                 "at run time its pointer lands at load base + {:#x}, {into} bytes into the \
                  marker, not at its start",
@@ -266,13 +275,13 @@ fn wrapper_changes(
             ),
             Err(misdirected) => misdirected.to_string(),
         };
-        found.push(HostChange::WrapperMisses {
+        Some(HostChange::WrapperMisses {
             index: w.index,
             offset: w.offset,
             problem,
-        });
-    }
-    found
+        })
+    });
+    missing.collect()
 }
 
 /// The bytes of relocation records that fill wrapper pointers, which a rewrite changes:

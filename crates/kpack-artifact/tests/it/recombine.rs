@@ -10,7 +10,9 @@ use kpack_archive::kpm::KpmManifest;
 use kpack_artifact::ArtifactError;
 use kpack_artifact::recombine::{ConfigError, PackagingConfig, RecombineOptions, recombine};
 use kpack_artifact::verify::{VerifyOptions, verify};
-use kpack_testkit::{copy_tree, fixture, shared_installed_paths, snapshot, split_shards};
+use kpack_testkit::{
+    assert_no_debug_formatting, copy_tree, fixture, shared_installed_paths, snapshot, split_shards,
+};
 
 fn config(validation: &str, groups: &str) -> PackagingConfig {
     PackagingConfig::parse(&format!(
@@ -248,7 +250,8 @@ fn packaging_config_errors_are_typed_and_name_the_field() {
     let e = schema(with_groups(
         r#"{"g": {"architectures": ["gfx900"]}, "g": {"architectures": ["gfx906"]}}"#,
     ));
-    assert!(e.contains("group \"g\" defined twice"), "{e}");
+    assert!(e.contains("group g defined twice at line 1"), "{e}");
+    assert_no_debug_formatting(&e);
     let e = schema(parse(
         r#"{"primary_shard": "a", "architecture_groups": {"g": {"architectures": ["gfx900"]}}} {}"#,
     ));
@@ -261,6 +264,13 @@ fn packaging_config_errors_are_typed_and_name_the_field() {
             matches!(&e, ConfigError::GroupName(n) if n == name),
             "{e:?}"
         );
+        let shown = if name.is_empty() { "(empty)" } else { name };
+        assert!(
+            e.to_string()
+                .starts_with(&format!("architecture_groups.{shown}: invalid group name")),
+            "{e}"
+        );
+        assert_no_debug_formatting(&e.to_string());
     }
     let e = with_groups(r#"{"gfx9": {"architectures": []}}"#);
     assert!(
@@ -276,9 +286,12 @@ fn packaging_config_errors_are_typed_and_name_the_field() {
             "{e:?}"
         );
         assert!(
-            e.to_string().contains("expected GPU processor names"),
+            e.to_string().ends_with(&format!(
+                "expected GPU processor names (gfx90a, gfx1100, gfx11-generic), got {arch}"
+            )),
             "{e}"
         );
+        assert_no_debug_formatting(&e.to_string());
     }
     let e = with_groups(r#"{"gfx9": {"architectures": ["gfx900", "gfx900"]}}"#);
     assert_eq!(
@@ -289,6 +302,17 @@ fn packaging_config_errors_are_typed_and_name_the_field() {
         r#"{"primary_shard": "", "architecture_groups": {"g": {"architectures": ["gfx900"]}}}"#,
     );
     assert!(matches!(e, ConfigError::PrimaryShard(_)), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "primary_shard: (empty): expected a shard directory name (non-empty, no '/')"
+    );
+    let e = parse(
+        r#"{"primary_shard": "a/b", "architecture_groups": {"g": {"architectures": ["gfx900"]}}}"#,
+    );
+    assert_eq!(
+        e.to_string(),
+        "primary_shard: a/b: expected a shard directory name (non-empty, no '/')"
+    );
     // The file's path comes first when loaded.
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("packaging.json");

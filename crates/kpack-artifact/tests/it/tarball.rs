@@ -465,11 +465,12 @@ fn unsafe_tar_members_are_refused_by_name_and_nothing_is_written() {
         .expect_err(&shown)
         .to_string();
         assert!(
-            e.contains(&format!("{shown:?}"))
+            e.contains(&format!(" {shown} (header at tar offset 0x"))
                 && e.contains(problem)
                 && e.contains("bad_lib_gfx90X.tar"),
             "{shown}: {e}"
         );
+        kpack_testkit::assert_no_debug_formatting(&e);
         assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "{shown}: {e}");
         // Reading it as a shard or an original fails the same way (recombine reads the
         // tarballs it takes a package from: here, the primary shard's gfx900 artifact).
@@ -569,4 +570,28 @@ fn a_recombine_error_inside_a_tar_shard_names_the_tarball_and_member() {
         1,
         "only the shards remain"
     );
+}
+
+/// An artifact present both as a directory and as a tarball in one directory is refused,
+/// naming both, its name written plainly.
+#[test]
+fn an_artifact_both_directory_and_tarball_is_refused_naming_both() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "demo_lib_gfx90X";
+    let dir = tmp.path().join(name);
+    kpack_testkit::copy_tree(&fixture(&format!("shards/shard-a/{name}")), &dir);
+    let tarball = tmp.path().join(format!("{name}.tar.zst"));
+    kpack_tar::pack_dir(&dir, &tarball, PackOptions::from_env()).unwrap();
+    let e = kpack_artifact::tarball::artifacts_in(tmp.path()).unwrap_err();
+    let text = e.to_string();
+    // Sorted by name then path, the directory comes first; the tarball is the one named.
+    assert_eq!(
+        text,
+        format!(
+            "{}: artifact {name} is also {}; keep one of them",
+            tarball.display(),
+            dir.display()
+        )
+    );
+    kpack_testkit::assert_no_debug_formatting(&text);
 }

@@ -131,6 +131,7 @@ fn runtime_reads(path: &Path, entries: &[StoredEntry]) -> Vec<Outcome> {
     let metadata = MarkerMetadata {
         kernel_name: kernel_name(),
         search_paths: Vec::new(),
+        host_entry_id: None,
     };
     let binary = path.with_file_name(kernel_name());
     entries
@@ -295,6 +296,7 @@ fn load_code_object(
             .iter()
             .map(|p| p.to_str().unwrap().to_owned())
             .collect(),
+        host_entry_id: None,
     };
     let encoded = metadata.encode().unwrap();
     let binary = search_paths[0].with_file_name(kernel_name());

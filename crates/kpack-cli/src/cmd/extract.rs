@@ -27,7 +27,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     if !archive.binaries().any(|b| b == binary) {
         let known: Vec<&str> = archive.binaries().collect();
         return Err(format!(
-            "{}: no binary {binary:?}; the archive holds: {}",
+            "{}: no binary {binary}; the archive holds: {}",
             args.archive.display(),
             known.join(", ")
         )
@@ -40,7 +40,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .map(|(_, a, _)| a)
             .collect();
         return Err(format!(
-            "{}: {binary:?} has no code object for {:?}; it has: {}",
+            "{}: binary {binary} has no code object for {}; it has: {}",
             args.archive.display(),
             args.arch,
             arches.join(", ")

@@ -234,7 +234,7 @@ fn print_elf(elf: &inspect::ElfReport, indent: &str) {
                 search_paths,
                 key,
             }) => println!(
-                "{indent}    marker: kernel {kernel_name:?} (key {key}), search paths {}",
+                "{indent}    marker: kernel {kernel_name} (key {key}), search paths {}",
                 search_paths.join(", ")
             ),
             Some(inspect::MarkerReport::Error { error }) => {

@@ -4,16 +4,10 @@
 
 use std::path::PathBuf;
 
+use kpack_testkit::assert_no_debug_formatting;
 use kpack_testkit::refmade::{REFMADE_LIBRARIES, REFMADE_MISDIRECTED, refmade_library};
 
 use crate::common::{json, kpack, kpack_ok, s};
-
-/// No Rust debug formatting in `text`.
-fn assert_plain(text: &str) {
-    for debug in ["Some(", "None", "[\"", "\\\""] {
-        assert!(!text.contains(debug), "debug formatting in:\n{text}");
-    }
-}
 
 fn libraries() -> Vec<PathBuf> {
     REFMADE_LIBRARIES
@@ -30,7 +24,7 @@ fn verify_elf_passes_nine_reference_made_libraries_and_explains_the_relr_one() {
     let out = kpack(&args);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert_plain(&text);
+    assert_no_debug_formatting(&text);
     for lib in &libs {
         let name = lib.file_name().unwrap().to_str().unwrap();
         let lines: Vec<&str> = text
@@ -88,7 +82,7 @@ fn restore_repairs_the_reference_relr_library_and_says_so_and_its_output_transfo
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     let printed = kpack_ok(&["restore", s(&input), "-o", s(&out)]);
     let text = String::from_utf8(printed.stdout).unwrap();
-    assert_plain(&text);
+    assert_no_debug_formatting(&text);
     assert!(
         text.contains(
             "  repaired wrapper 0 at file offset 0x5048: at run time its pointer lands at load \
@@ -137,7 +131,7 @@ fn inspect_resolves_the_reference_made_markers_and_explains_the_misdirected_one(
         for w in wrappers {
             if name == REFMADE_MISDIRECTED {
                 let error = w["marker_error"].as_str().unwrap();
-                assert_plain(error);
+                assert_no_debug_formatting(error);
                 assert!(
                     error.starts_with(
                         "wrapper 0 at file offset 0x5048: at run time its pointer lands at \

@@ -64,7 +64,7 @@ fn inspect_decodes_the_marker_of_each_wrapper_and_resolves_as_the_runtime() {
     let out = kpack_ok(&["inspect", "--resolve", "--target", "gfx900", s(&lib)]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("marker: kernel \"libtwo.so\" (key libtwo.so#0), search paths ../.kpack/libtwo_@GFXARCH@.kpack"),
+        text.contains("marker: kernel libtwo.so (key libtwo.so#0), search paths ../.kpack/libtwo_@GFXARCH@.kpack"),
         "{text}"
     );
     assert!(
@@ -147,10 +147,10 @@ fn restore_refuses_a_damaged_archive_naming_entry_and_offset_and_writes_nothing(
     let msg = String::from_utf8(err.stderr).unwrap();
     assert!(
         msg.contains("libtwo_gfx900.kpack")
-            && msg.contains("arch \"gfx900\"")
-            && msg.contains(" at byte ")
+            && msg.contains(", arch gfx900 at byte ")
             && msg.contains("the archive is damaged"),
         "{msg}"
     );
+    kpack_testkit::assert_no_debug_formatting(&msg);
     assert!(!out.exists());
 }

@@ -82,11 +82,13 @@ fn marker_at(binary: &Path) -> u64 {
         .windows(b"kpack_search_paths".len())
         .position(|w| w == b"kpack_search_paths")
         .unwrap();
-    // fixmap(3), the digest (fixstr(4) "xxh3", bin 8), then fixstr(18) and the key.
+    // fixmap(3), or fixmap(4) with the host entry id last (clang 15's binaries), the digest
+    // (fixstr(4) "xxh3", bin 8), then fixstr(18) and the key.
     let at = key - 17;
+    assert!(matches!(bytes[at], 0x83 | 0x84), "{:#x}", bytes[at]);
     assert_eq!(
-        &bytes[at..at + 8],
-        &[0x83, 0xa4, b'x', b'x', b'h', b'3', 0xc4, 8]
+        &bytes[at + 1..at + 8],
+        &[0xa4, b'x', b'x', b'h', b'3', 0xc4, 8]
     );
     assert_eq!(bytes[key - 1], 0xb2);
     at as u64
@@ -206,9 +208,12 @@ fn a_damaged_index_and_a_damaged_marker_are_named_with_file_and_offset() {
     flip(&index, arch_at as u64 + 5);
     let binary = root.join("lib/libdemo.so.1");
     let marker = marker_at(&binary);
-    // fixmap(3) -> fixmap(2): the map ends before kernel_name, and its digest, covering what
-    // the map spans, no longer matches.
-    flip(&binary, marker);
+    // One bit of the key `kernel_name`: the map's digest no longer matches.
+    let key = std::fs::read(&binary).unwrap()[marker as usize..]
+        .windows(b"kernel_name".len())
+        .position(|w| w == b"kernel_name")
+        .unwrap() as u64;
+    flip(&binary, marker + key + 10);
 
     let (code, report) = verify(&[&root]);
     assert_eq!(code, 1, "{report}");

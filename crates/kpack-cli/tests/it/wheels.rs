@@ -204,7 +204,7 @@ fn which_refuses_a_host_wheel_index_whose_entry_names_no_archive_beside_it_or_no
     let damages: [(Damage, &str); 2] = [
         (
             |m| m.kpack_files[0].1.file = "../../elsewhere.kpack".into(),
-            "expected the name of a .kpack archive beside the index",
+            "file ../../elsewhere.kpack: expected the name of a .kpack archive beside the index",
         ),
         (
             |m| m.kpack_files[0].0 = "sm_90".into(),
@@ -218,6 +218,21 @@ fn which_refuses_a_host_wheel_index_whose_entry_names_no_archive_beside_it_or_no
         let r = kpack(&["which", "gfx900", s(&kpm)]);
         assert_eq!(r.status.code(), Some(1));
         let err = String::from_utf8_lossy(&r.stderr);
-        assert!(err.contains(s(&kpm)) && err.contains(why), "{err}");
+        let entry = format!("invalid index: kpack_files entry {}: ", m.kpack_files[0].0);
+        assert!(
+            err.contains(s(&kpm)) && err.contains(&entry) && err.contains(why),
+            "{err}"
+        );
+        kpack_testkit::assert_no_debug_formatting(&err);
     }
+    // A GPU that is not one is named as given.
+    std::fs::write(&kpm, &good).unwrap();
+    let r = kpack(&["which", "sm_90", s(&kpm)]);
+    assert_eq!(r.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("sm_90 is not a GPU: expected a target"),
+        "{err}"
+    );
+    assert!(!err.contains("\"sm_90\""), "{err}");
 }

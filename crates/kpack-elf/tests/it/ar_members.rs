@@ -34,4 +34,10 @@ fn a_truncated_elf_member_is_reported_with_its_name_and_offset() {
         matches!(err, InspectArError::Elf { ref name, offset: 68, .. } if name == "short.o"),
         "{err}"
     );
+    let text = err.to_string();
+    assert!(
+        text.starts_with("member short.o at offset 0x44: "),
+        "{text}"
+    );
+    kpack_testkit::assert_no_debug_formatting(&text);
 }

@@ -16,6 +16,7 @@ fn marker() -> Vec<u8> {
     MarkerMetadata {
         kernel_name: "lib/libtest.so".into(),
         search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()],
+        host_entry_id: None,
     }
     .encode()
     .unwrap()

@@ -7,15 +7,13 @@
 use kpack_elf::verify::findings;
 use kpack_elf::{ElfFile, PointerSource, VerifyIssue, inspect};
 use kpack_testkit::refmade::{REFMADE_LIBRARIES, REFMADE_MISDIRECTED, refmade_library};
-use kpack_testkit::{fixture, read_fixture};
+use kpack_testkit::{assert_no_debug_formatting, fixture, read_fixture};
 
 /// The message of `issue` with its offset, as `verify-elf` prints it, checked for Rust
 /// debug formatting.
 fn shown(issue: &VerifyIssue) -> String {
     let text = issue.to_string();
-    for debug in ["Some(", "None", "[\"", "\\\"", "{ "] {
-        assert!(!text.contains(debug), "debug formatting in {text:?}");
-    }
+    assert_no_debug_formatting(&text);
     text
 }
 
@@ -194,9 +192,7 @@ fn where_a_pointer_lands_and_why_is_said_for_every_way_it_is_filled() {
                 fatbin.vaddr, fatbin.section_index
             );
             assert!(text.starts_with(&want), "{rel}:\n{text}\n{want}");
-            for debug in ["Some(", "None", "\""] {
-                assert!(!text.contains(debug), "{rel}: {text}");
-            }
+            assert_no_debug_formatting(&text);
         }
     }
     // A marker that is not loaded cannot be reached.

@@ -15,6 +15,7 @@ pub(crate) fn marker() -> (MarkerMetadata, Vec<u8>) {
     let meta = MarkerMetadata {
         kernel_name: "lib/libtest.so".into(),
         search_paths: vec!["../.kpack/test_@GFXARCH@.kpack".into()],
+        host_entry_id: None,
     };
     let bytes = meta.encode().unwrap();
     (meta, bytes)

@@ -21,6 +21,7 @@ fn encoding_is_python_packb_bytes_after_a_leading_digest_key() {
     let m = MarkerMetadata {
         kernel_name: "math-libs/rocRAND/stage/lib/librocrand.so.1.1".to_owned(),
         search_paths: vec![".kpack/blas_lib_@GFXARCH@.kpack".to_owned()],
+        host_entry_id: None,
     };
     // msgpack.packb({"kpack_search_paths": [...], "kernel_name": ...}, use_bin_type=True):
     // fixmap(2), fixstr(18) key, fixarray(1), fixstr(31) path, fixstr(11) key, str8(45) name.
@@ -58,11 +59,54 @@ fn encoding_is_python_packb_bytes_after_a_leading_digest_key() {
     );
 }
 
+/// A recorded host entry id is the map's last key, `host_entry_id`, inside the digest: the
+/// marker is the one without it but for that key, and decodes back to it. A value of another
+/// type is skipped like any key the runtime does not know.
+#[test]
+fn a_recorded_host_entry_id_is_the_last_key_and_decodes_back() {
+    let without = MarkerMetadata {
+        kernel_name: "lib/libtwo.so".to_owned(),
+        search_paths: vec!["../.kpack/libtwo_@GFXARCH@.kpack".to_owned()],
+        host_entry_id: None,
+    };
+    let with = MarkerMetadata {
+        host_entry_id: Some("host-x86_64-unknown-linux".to_owned()),
+        ..without.clone()
+    };
+    let (plain, recorded) = (without.encode().unwrap(), with.encode().unwrap());
+    let mut tail = vec![0xad];
+    tail.extend(b"host_entry_id");
+    tail.push(0xb9);
+    tail.extend(b"host-x86_64-unknown-linux");
+    assert_eq!(recorded[0], plain[0] + 1, "one more key");
+    assert_eq!(recorded[16..recorded.len() - tail.len()], plain[16..]);
+    assert!(recorded.ends_with(&tail));
+    assert_eq!(
+        MarkerMetadata::decode(&recorded).unwrap(),
+        (with, recorded.len())
+    );
+    // Written by another hand with an integer there (no digest): read, the value skipped.
+    let other = Value::Map(vec![
+        (
+            Value::from("kpack_search_paths"),
+            Value::Array(vec![Value::from("../.kpack/libtwo_@GFXARCH@.kpack")]),
+        ),
+        (Value::from("kernel_name"), Value::from("lib/libtwo.so")),
+        (Value::from("host_entry_id"), Value::from(7)),
+    ]);
+    let bytes = encode(&other).unwrap();
+    assert_eq!(
+        MarkerMetadata::decode(&bytes).unwrap(),
+        (without, bytes.len())
+    );
+}
+
 #[test]
 fn every_single_bit_flip_of_a_marker_fails_to_decode_or_decodes_the_same() {
     let m = MarkerMetadata {
         kernel_name: "lib/librocsparse.so.1".to_owned(),
         search_paths: vec!["../.kpack/sparse_lib_@GFXARCH@.kpack".to_owned()],
+        host_entry_id: None,
     };
     let bytes = m.encode().unwrap();
     let mut padded = bytes.clone();
@@ -101,6 +145,7 @@ fn a_marker_whose_kernel_name_was_flipped_is_refused_as_damaged_at_its_digest() 
     let m = MarkerMetadata {
         kernel_name: "lib/libfoo1.so".to_owned(),
         search_paths: vec![".kpack/x_@GFXARCH@.kpack".to_owned()],
+        host_entry_id: None,
     };
     let mut bytes = m.encode().unwrap();
     // "libfoo1" -> "libfoo3": one bit, another binary's name in the same package.

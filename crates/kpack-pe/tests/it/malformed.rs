@@ -22,6 +22,7 @@ fn marker() -> Vec<u8> {
     MarkerMetadata {
         kernel_name: "hipapp.dll".into(),
         search_paths: vec![".kpack/hipapp_@GFXARCH@.kpack".into()],
+        host_entry_id: None,
     }
     .encode()
     .unwrap()

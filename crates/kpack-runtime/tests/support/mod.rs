@@ -55,5 +55,6 @@ pub fn meta(kernel_name: &str, paths: &[&str]) -> MarkerMetadata {
     MarkerMetadata {
         kernel_name: kernel_name.to_owned(),
         search_paths: paths.iter().map(|s| s.to_string()).collect(),
+        host_entry_id: None,
     }
 }
