@@ -89,6 +89,28 @@ impl Visitor for Collect {
     }
 }
 
+/// The device code of `path` walked by [`Collect`], sampling every `stride`th bundle up to
+/// `budget` bytes.
+fn collect(path: &Path, stride: usize, budget: u64) -> Collect {
+    let opened = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = kpack_pipeline::map_file(&opened, path).unwrap_or_else(|e| panic!("{e}"));
+    let mut collect = Collect {
+        name: path.file_name().unwrap().to_string_lossy().into_owned(),
+        stride,
+        budget,
+        kept: 0,
+        bundle: None,
+        take: false,
+        sample: Vec::new(),
+        v1_full: 0,
+        raw_full: 0,
+        first_target: Vec::new(),
+        compressor: KernelCompressor::new(Compression::zstd()),
+    };
+    walk_mapped(&file, &mut collect).unwrap();
+    collect
+}
+
 fn corpus() -> PathBuf {
     std::env::var_os("KPACK_CORPUS")
         .map(PathBuf::from)
@@ -242,23 +264,7 @@ fn main() {
         .into_iter()
         .filter(|(name, ..)| only.is_empty() || only.iter().any(|o| name.contains(o.as_str())))
         .map(|(name, path, stride, budget)| {
-            let opened =
-                std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let file = kpack_pipeline::map_file(&opened, &path).unwrap_or_else(|e| panic!("{e}"));
-            let mut collect = Collect {
-                name: path.file_name().unwrap().to_string_lossy().into_owned(),
-                stride,
-                budget,
-                kept: 0,
-                bundle: None,
-                take: false,
-                sample: Vec::new(),
-                v1_full: 0,
-                raw_full: 0,
-                first_target: Vec::new(),
-                compressor: KernelCompressor::new(Compression::zstd()),
-            };
-            walk_mapped(&file, &mut collect).unwrap();
+            let collect = collect(&path, stride, budget);
             Walked {
                 name,
                 collect,
@@ -320,23 +326,7 @@ fn many_targets(jax: &Path) {
     let mut targets = std::collections::BTreeSet::new();
     let mut kernels = std::collections::BTreeSet::new();
     for path in &inputs {
-        let mut collect = Collect {
-            name: path.file_name().unwrap().to_string_lossy().into_owned(),
-            stride: 1,
-            budget: u64::MAX,
-            kept: 0,
-            bundle: None,
-            take: false,
-            sample: Vec::new(),
-            v1_full: 0,
-            raw_full: 0,
-            first_target: Vec::new(),
-            compressor: KernelCompressor::new(Compression::zstd()),
-        };
-        let opened = std::fs::File::open(path).unwrap();
-        let file = kpack_pipeline::map_file(&opened, path).unwrap_or_else(|e| panic!("{e}"));
-        walk_mapped(&file, &mut collect).unwrap();
-        for (key, target, data) in collect.sample {
+        for (key, target, data) in collect(path, 1, u64::MAX).sample {
             targets.insert(target);
             kernels.insert(key);
             code_objects.extend_from_slice(&data);
