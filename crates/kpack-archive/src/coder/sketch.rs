@@ -26,7 +26,7 @@ const SAMPLES: usize = 4096;
 
 /// The members each kernel is tried against first (beside the earlier root of its target):
 /// its `count` likeliest references by the estimate, best first, ties to the lower index,
-/// skipping a member near-identical to one already taken ([`twins`]); `usable(i, j)` says
+/// skipping a member near-identical to one already taken (see [`TWINS_PERCENT`]); `usable(i, j)` says
 /// whether member `j` may be `i`'s reference at all.
 pub(super) fn likeliest_references(
     kernels: &[&[u8]],
@@ -36,19 +36,30 @@ pub(super) fn likeliest_references(
     let largest = kernels.iter().map(|k| k.len()).max().unwrap_or(0);
     let threshold = threshold(largest);
     let samples: Vec<Vec<u64>> = kernels.par_iter().map(|k| sample(k, threshold)).collect();
-    (0..kernels.len())
+    let n = kernels.len();
+    // `shared[i][j]`: the samples `i` and `j` have in common, each pair counted once.
+    let mut shared = vec![vec![0usize; n]; n];
+    for i in 0..n {
+        for j in i + 1..n {
+            let both = common(&samples[i], &samples[j]);
+            (shared[i][j], shared[j][i]) = (both, both);
+        }
+    }
+    // Whether two kernels' samples are nearly the same: either serves a third kernel as well
+    // as the other, so that a kernel tried against one need not be tried against both.
+    let twins = |a: usize, b: usize| {
+        shared[a][b] * 100 >= TWINS_PERCENT * samples[a].len().max(samples[b].len())
+    };
+    (0..n)
         .map(|i| {
-            let mut ranked: Vec<(usize, usize)> = (0..kernels.len())
-                .filter(|&j| j != i && usable(i, j))
-                .map(|j| (shared(&samples[i], &samples[j]), j))
-                .collect();
-            ranked.sort_by_key(|&(shared, j)| (std::cmp::Reverse(shared), j));
+            let mut ranked: Vec<usize> = (0..n).filter(|&j| j != i && usable(i, j)).collect();
+            ranked.sort_by_key(|&j| (std::cmp::Reverse(shared[i][j]), j));
             let mut chosen: Vec<usize> = Vec::with_capacity(count);
-            for (_, j) in ranked {
+            for j in ranked {
                 if chosen.len() == count {
                     break;
                 }
-                if !chosen.iter().any(|&c| twins(&samples[c], &samples[j])) {
+                if !chosen.iter().any(|&c| twins(c, j)) {
                     chosen.push(j);
                 }
             }
@@ -81,14 +92,8 @@ fn sample(kernel: &[u8], threshold: u64) -> Vec<u64> {
     samples
 }
 
-/// Whether two kernels' samples are nearly the same: either serves a third kernel as well as
-/// the other, so that a kernel tried against one need not be tried against both.
-fn twins(a: &[u64], b: &[u64]) -> bool {
-    shared(a, b) * 100 >= TWINS_PERCENT * a.len().max(b.len())
-}
-
 /// Samples `a` and `b` (sorted, distinct) have in common.
-fn shared(a: &[u64], b: &[u64]) -> usize {
+fn common(a: &[u64], b: &[u64]) -> usize {
     let (mut i, mut j, mut n) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
