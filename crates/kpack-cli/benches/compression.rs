@@ -15,6 +15,15 @@
 //! sampled input the full-library v2 size is projected from the sample's v2/v1 ratio.
 //! The figures that are sizes only are measured for every input at once, which keeps both
 //! cores busy; the two pack times are measured one after the other with nothing else running.
+//!
+//! Then the many-target row (issue 38): jax-rocm7-plugin 0.12.0's fat binaries (`_linalg.so`,
+//! `_prng.so`, `_solver.so`: kernels of 27 targets, 2.9 MB) packed whole by the `kpack` binary,
+//! `pack --compression unified --threads <n>`, against `zstd -19 -T<n>` over the same code
+//! objects concatenated, both pinned to `n` cores with `taskset`, at n = 1 and 2: the time
+//! ratio (target <= 1.3x) and each one's speed-up on 2 cores (pack's >= 0.9x zstd's own).
+//! Each figure is the fastest of 3 rounds that run every command in turn (a round takes a
+//! few seconds; the machines here vary by 5-25 % within minutes).
+//!
 //! Needs the corpus from `scripts/setup.sh` and `zstd` on PATH. Arguments (after `--`) that
 //! are not options keep only the inputs whose name contains one of them
 //! (`cargo bench -p kpack-cli --bench compression -- _linalg`).
@@ -27,6 +36,7 @@ use std::time::{Duration, Instant};
 use kpack_archive::{ArchiveWriter, Compression, KernelCompressor, binary_key};
 use kpack_pipeline::SourceError;
 use kpack_pipeline::source::{DeviceCode, Visitor, walk_mapped};
+use kpack_testkit::measured::{ChildRun, run_measured};
 
 /// Code-object bytes sampled from each large library (`KPACK_BENCH_SAMPLE_MB` overrides).
 fn sample_bytes() -> u64 {
@@ -77,6 +87,28 @@ impl Visitor for Collect {
         }
         Ok(())
     }
+}
+
+/// The device code of `path` walked by [`Collect`], sampling every `stride`th bundle up to
+/// `budget` bytes.
+fn collect(path: &Path, stride: usize, budget: u64) -> Collect {
+    let opened = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let file = kpack_pipeline::map_file(&opened, path).unwrap_or_else(|e| panic!("{e}"));
+    let mut collect = Collect {
+        name: path.file_name().unwrap().to_string_lossy().into_owned(),
+        stride,
+        budget,
+        kept: 0,
+        bundle: None,
+        take: false,
+        sample: Vec::new(),
+        v1_full: 0,
+        raw_full: 0,
+        first_target: Vec::new(),
+        compressor: KernelCompressor::new(Compression::zstd()),
+    };
+    walk_mapped(&file, &mut collect).unwrap();
+    collect
 }
 
 fn corpus() -> PathBuf {
@@ -232,23 +264,7 @@ fn main() {
         .into_iter()
         .filter(|(name, ..)| only.is_empty() || only.iter().any(|o| name.contains(o.as_str())))
         .map(|(name, path, stride, budget)| {
-            let opened =
-                std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let file = kpack_pipeline::map_file(&opened, &path).unwrap_or_else(|e| panic!("{e}"));
-            let mut collect = Collect {
-                name: path.file_name().unwrap().to_string_lossy().into_owned(),
-                stride,
-                budget,
-                kept: 0,
-                bundle: None,
-                take: false,
-                sample: Vec::new(),
-                v1_full: 0,
-                raw_full: 0,
-                first_target: Vec::new(),
-                compressor: KernelCompressor::new(Compression::zstd()),
-            };
-            walk_mapped(&file, &mut collect).unwrap();
+            let collect = collect(&path, stride, budget);
             Walked {
                 name,
                 collect,
@@ -290,6 +306,88 @@ fn main() {
         let (_, zstd19_time) = zstd(&["-19", "-T2"], &all);
         print(input, &sizes, v2_all, v2_time, zstd19_time);
     }
+    if only.is_empty() || only.iter().any(|o| "many targets".contains(o.as_str())) {
+        many_targets(&jax);
+    }
+}
+
+/// Rounds of the many-target row; each figure is the fastest of its command's.
+const MANY_TARGET_ROUNDS: usize = 3;
+
+/// The many-target row (see the module doc): `jax` is the unpacked plugin wheel.
+fn many_targets(jax: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs: Vec<PathBuf> = ["_linalg.so", "_prng.so", "_solver.so"]
+        .iter()
+        .map(|n| jax.join("jax_rocm7_plugin").join(n))
+        .collect();
+    // The same code objects for zstd, concatenated in the order pack reads them.
+    let mut code_objects = Vec::new();
+    let mut targets = std::collections::BTreeSet::new();
+    let mut kernels = std::collections::BTreeSet::new();
+    for path in &inputs {
+        for (key, target, data) in collect(path, 1, u64::MAX).sample {
+            targets.insert(target);
+            kernels.insert(key);
+            code_objects.extend_from_slice(&data);
+        }
+    }
+    let concatenated = dir.path().join("code-objects");
+    std::fs::write(&concatenated, &code_objects).unwrap();
+    let (archive, stream) = (dir.path().join("many.kpack"), dir.path().join("many.zst"));
+    let kpack = Path::new(env!("CARGO_BIN_EXE_kpack"));
+    // (pack, zstd) per core count: the fastest run of each.
+    let mut fastest = [[None::<ChildRun>; 2]; 2];
+    for _ in 0..MANY_TARGET_ROUNDS {
+        for (n, row) in fastest.iter_mut().enumerate() {
+            let (cores, threads) = (["0", "0,1"][n], ["1", "2"][n]);
+            let mut pack: Vec<&Path> = vec![Path::new("-c"), Path::new(cores), kpack];
+            pack.extend([Path::new("pack"), Path::new("-o"), &archive]);
+            pack.extend(inputs.iter().map(PathBuf::as_path));
+            pack.extend(["--compression", "unified", "--threads", threads].map(Path::new));
+            let t = format!("-T{threads}");
+            let zstd = ["-c", cores, "zstd", "-19", &t, "-q", "-f", "-o"].map(Path::new);
+            let zstd = [&zstd[..], &[&stream, &concatenated]].concat();
+            for (slot, args) in row.iter_mut().zip([pack, zstd]) {
+                let run = run_measured(Path::new("taskset"), &args);
+                if slot.is_none_or(|f| run.wall < f.wall) {
+                    *slot = Some(run);
+                }
+            }
+        }
+    }
+    let [[pack1, zstd1], [pack2, zstd2]] = fastest.map(|row| row.map(Option::unwrap));
+    println!(
+        "many targets: jax-rocm7-plugin 0.12.0 _linalg.so, _prng.so, _solver.so ({} targets, {} \
+         kernels, {} of code objects), fastest of {MANY_TARGET_ROUNDS} rounds, taskset",
+        targets.len(),
+        kernels.len(),
+        mb(code_objects.len() as u64)
+    );
+    println!("  cores  pack unified (CPU s)   zstd -19 -T<n> (CPU s)   ratio (target <= 1.3x)");
+    for (n, (pack, zstd)) in [(pack1, zstd1), (pack2, zstd2)].iter().enumerate() {
+        println!(
+            "  {:>5}  {:>6.2} s ({:>5.2})      {:>6.2} s ({:>5.2})          {:.2}x",
+            n + 1,
+            pack.wall.as_secs_f64(),
+            pack.cpu.as_secs_f64(),
+            zstd.wall.as_secs_f64(),
+            zstd.cpu.as_secs_f64(),
+            pack.wall.as_secs_f64() / zstd.wall.as_secs_f64()
+        );
+    }
+    let speed_up = |one: ChildRun, two: ChildRun| one.wall.as_secs_f64() / two.wall.as_secs_f64();
+    let (pack_speed_up, zstd_speed_up) = (speed_up(pack1, pack2), speed_up(zstd1, zstd2));
+    println!(
+        "  speed-up on 2 cores: pack {pack_speed_up:.2}x, zstd {zstd_speed_up:.2}x \
+         (pack's {:.2}x zstd's own, target >= 0.9x)",
+        pack_speed_up / zstd_speed_up
+    );
+    println!(
+        "  sizes: unified archive {} bytes, zstd -19 stream {} bytes",
+        archive.metadata().unwrap().len(),
+        stream.metadata().unwrap().len()
+    );
 }
 
 /// Prints the figures of one input (see the module doc).
