@@ -463,7 +463,11 @@ impl Archive {
     /// would zero.
     fn forget(&self, range: Range<usize>) {
         if let Data::Mapped(map) = &self.data {
-            release_mapped_pages(map, range);
+            #[allow(unsafe_code)]
+            // SAFETY: an archive's map is of its file (`Archive::open`).
+            unsafe {
+                release_mapped_pages(map, range)
+            };
         }
     }
 
@@ -752,19 +756,22 @@ pub(crate) fn decode_frame(frame: &[u8], reference: &[u8]) -> Result<Vec<u8>, St
 /// equally harmless); on Windows, `VirtualUnlock` of the range, which for pages that are not
 /// locked (none are) removes them from the working set, as its documentation says. The
 /// archive reader and kpack-pipeline's mapped inputs both use it.
-pub fn release_mapped_pages(map: &memmap2::Mmap, range: Range<usize>) {
+///
+/// # Safety
+/// `map` maps a file (`memmap2::Mmap::map`): the pages of an anonymous mapping made read-only
+/// would read as zeros afterwards on Unix.
+#[allow(unsafe_code)]
+pub unsafe fn release_mapped_pages(map: &memmap2::Mmap, range: Range<usize>) {
     if range.is_empty() || range.end > map.len() {
         return;
     }
     #[cfg(unix)]
-    #[allow(unsafe_code)]
-    // SAFETY: DONTNEED on a private read-only file mapping cannot change what any
-    // reference into it reads (the pages are re-read from the unchanged file).
+    // SAFETY: DONTNEED on a read-only file mapping (the caller's promise) cannot change what
+    // any reference into it reads (the pages are re-read from the unchanged file).
     let _ = unsafe {
         map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len())
     };
     #[cfg(windows)]
-    #[allow(unsafe_code)]
     // SAFETY: the range lies inside the live mapping (checked above); VirtualUnlock of
     // unlocked pages changes no byte of them, only whether they are resident.
     let _ = unsafe {

@@ -144,6 +144,10 @@ impl FileBytes {
             return;
         }
         let from = start - base;
-        kpack_archive::release_mapped_pages(map, from..from + part.len());
+        #[allow(unsafe_code)]
+        // SAFETY: a `FileBytes::Mapped` is a file's map (`map_file`).
+        unsafe {
+            kpack_archive::release_mapped_pages(map, from..from + part.len())
+        };
     }
 }
