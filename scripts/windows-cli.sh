@@ -25,10 +25,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kpack_exe=$(realpath "$1")
 linux_kpack=$(realpath "$2")
-runner=${CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER:?". \$KPACK_CORPUS/rustwin/env.sh first"}
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=scripts/windows-checks.sh
+. scripts/windows-checks.sh
 mkdir -p "$work/in"
 cp fixtures/platforms/{hipapp,hipapp2,hipapp_mingw}.dll fixtures/platforms/hipexe.exe "$work/in/"
 cp fixtures/bin/libone.so "$work/in/"
@@ -39,8 +37,6 @@ done
 cp -r "$work/in" "$work/linux"
 mv "$work/in" "$work/win"
 
-passed=0
-failed=0
 excluded=()
 # check NAME ARGS...: kpack ARGS in linux/ and kpack.exe ARGS in win/, as above. With
 # PRINTS_PATHS=1, what they print is not compared (human-readable lines naming paths joined
@@ -58,13 +54,7 @@ check() {
   elif ! diff -r --no-dereference "${excluded[@]}" "$work/linux" "$work/win" >"$work/diff" 2>&1; then
     problem="the files they wrote differ: $(head -20 "$work/diff")"
   fi
-  if [ -z "$problem" ]; then
-    passed=$((passed + 1))
-    echo "windows-cli: $name ... ok"
-  else
-    failed=$((failed + 1))
-    echo "windows-cli: $name ... FAILED: $problem"
-  fi
+  report windows-cli "$name" "$problem"
 }
 
 check "--version" --version
@@ -88,6 +78,4 @@ check "split of a second artifact tarball" \
   split demo_host_gfx90X.tar.zst --component demo_host --output-format tar.zst -o split-host
 check "verify --original of that split" verify --json split-host --original demo_host_gfx90X.tar.zst
 
-if [ "$failed" = 0 ]; then result=ok; else result=FAILED; fi
-echo "test result: $result. $passed passed; $failed failed (kpack.exe under wine against the Linux kpack)"
-[ "$failed" = 0 ]
+close "kpack.exe under wine against the Linux kpack"

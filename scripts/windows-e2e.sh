@@ -20,18 +20,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath "$1")
 linux_kpack=$(realpath "$2")
-runner=${CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER:?". \$KPACK_CORPUS/rustwin/env.sh first"}
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=scripts/windows-checks.sh
+. scripts/windows-checks.sh
 x86_64-w64-mingw32-gcc -O1 -shared -DKPACK_STANDIN_RUNTIME -Icrates/kpack-capi/include \
   -o "$work/amdhip64.dll" crates/kpack-testkit/standin/libamdhip64.c "$out/librocm_kpack.dll.a"
 x86_64-w64-mingw32-gcc -O1 -municode -o "$work/windows_load.exe" \
   crates/kpack-capi/tests/c/windows_load.c
 winpath() { winepath -w "$1" 2>/dev/null; }
 
-passed=0
-failed=0
 # load DLL TARGET HOW [ROCM_KPACK_PATH]: the transformed DLL loaded for TARGET, each object
 # compared with the original's.
 load() {
@@ -66,13 +62,7 @@ load() {
   done <"$log"
   [ -n "$problem" ] || [ "$count" = "$wrappers" ] ||
     problem="$count wrappers registered, not the original's $wrappers"
-  if [ -z "$problem" ]; then
-    passed=$((passed + 1))
-    echo "windows-e2e: $name $target by $how: $count code objects ... ok"
-  else
-    failed=$((failed + 1))
-    echo "windows-e2e: $name $target by $how ... FAILED: $problem"
-  fi
+  report windows-e2e "$name $target by $how ($count code objects)" "$problem"
 }
 
 for f in hipapp.dll hipapp2.dll hipapp_mingw.dll; do
@@ -94,6 +84,4 @@ for f in hipapp.dll hipapp2.dll hipapp_mingw.dll; do
   done
 done
 
-if [ "$failed" = 0 ]; then result=ok; else result=FAILED; fi
-echo "test result: $result. $passed passed; $failed failed (transformed DLLs loaded through rocm_kpack.dll under wine)"
-[ "$failed" = 0 ]
+close "transformed DLLs loaded through rocm_kpack.dll under wine"
