@@ -4,8 +4,11 @@
 # tests of every crate that builds for Windows, in one cargo invocation; then builds
 # rocm_kpack.dll, checks that it exports exactly the functions of rocm_kpack.def (the same
 # 14 as the header, which crates/kpack-capi/tests/it/header.rs checks), and makes the MSVC
-# import library rocm_kpack.lib from that .def with dlltool. Prints cargo's closing lines;
-# exits non-zero on any failure.
+# import library rocm_kpack.lib from that .def with dlltool; builds kpack.exe and runs its
+# commands under wine against the Linux kpack (scripts/windows-cli.sh), and loads the
+# transformed PE fixtures through rocm_kpack.dll (scripts/windows-e2e.sh). Prints cargo's
+# closing lines (and one of that form for the kpack.exe checks); exits non-zero on any
+# failure.
 #
 # Its own target directory (target/windows): sid's rustc and rustup's share no artifacts.
 # Doctests are not run (rustdoc would need the sid toolchain's own cross set-up); every other
@@ -42,6 +45,17 @@ x86_64-w64-mingw32-dlltool --input-def "$def" --dllname rocm_kpack.dll --machine
   --output-lib "$out/rocm_kpack.lib"
 echo "windows: rocm_kpack.dll exports the $(echo "$exported" | wc -l) functions of $def;" \
   "import libraries $out/librocm_kpack.dll.a (MinGW) and $out/rocm_kpack.lib (MSVC)"
+
+# kpack.exe, every command's code, and the commands of the acceptance run under wine against
+# the Linux kpack (scripts/windows-cli.sh): $KPACK_BIN, as scripts/test.sh sets it, else the
+# release build for x86_64-unknown-linux-gnu (build it first in a shell without env.sh).
+cargo build "${build[@]}" -p kpack-cli --bin kpack
+linux_kpack=${KPACK_BIN:-target/x86_64-unknown-linux-gnu/release/kpack}
+[ -x "$linux_kpack" ] || { echo "windows: no Linux kpack at $linux_kpack to compare with" >&2; exit 1; }
+scripts/windows-cli.sh "$out/kpack.exe" "$linux_kpack"
+# The PE fixture DLLs transformed by kpack.exe, loaded by a Windows program through a stand-in
+# HIP runtime on rocm_kpack.dll: every code object byte for byte the original's.
+scripts/windows-e2e.sh "$out" "$linux_kpack"
 
 # A C program through the header's dllimport declarations and each import library, under wine.
 smoke=$(mktemp -d)

@@ -120,7 +120,7 @@ pub use error::{ArchiveError, ErrorKind, MetadataError};
 // The msgpack of the archives is kpack-msgpack's, re-exported where the tools have always
 // found it.
 pub use kpack_msgpack as msgpack;
-pub use reader::{Archive, EntryInfo};
+pub use reader::{Archive, EntryInfo, release_mapped_pages};
 #[cfg(feature = "write")]
 pub use recompress::recompress;
 pub use references::REFERENCE_CACHE_BUDGET;

@@ -458,37 +458,17 @@ impl Archive {
         Ok(())
     }
 
-    /// Drops the pages of `range` of a mapped archive from this process's resident set; nothing
-    /// for bytes held in memory. The map is read-only, so this only forgets the pages: a later
-    /// read faults them in again from the file, with the same bytes. A refusal only leaves the
-    /// pages resident. On Unix, `MADV_DONTNEED` (memmap2 widens the range to whole pages; not
-    /// for held bytes, whose pages it would zero); on Windows, `VirtualUnlock` of the range,
-    /// which for pages that are not locked (none are) removes them from the working set, as
-    /// its documentation says.
+    /// Drops the pages of `range` of a mapped archive from this process's resident set
+    /// ([`release_mapped_pages`]); nothing for bytes held in memory, whose pages `MADV_DONTNEED`
+    /// would zero.
     fn forget(&self, range: Range<usize>) {
-        let Data::Mapped(map) = &self.data else {
-            return;
-        };
-        if range.is_empty() || range.end > map.len() {
-            return;
+        if let Data::Mapped(map) = &self.data {
+            #[allow(unsafe_code)]
+            // SAFETY: an archive's map is of its file (`Archive::open`).
+            unsafe {
+                release_mapped_pages(map, range)
+            };
         }
-        #[cfg(unix)]
-        #[allow(unsafe_code)]
-        // SAFETY: DONTNEED on a private read-only file mapping cannot change what any
-        // reference into it reads (the pages are re-read from the unchanged file).
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len())
-        };
-        #[cfg(windows)]
-        #[allow(unsafe_code)]
-        // SAFETY: the range lies inside the live mapping (checked above); VirtualUnlock of
-        // unlocked pages changes no byte of them, only whether they are resident.
-        let _ = unsafe {
-            windows_sys::Win32::System::Memory::VirtualUnlock(
-                map.as_ptr().add(range.start).cast(),
-                range.len(),
-            )
-        };
     }
 
     /// The zstd frames' ranges: from the TOC's frame sizes, or located on first use.
@@ -765,4 +745,39 @@ pub(crate) fn decode_frame(frame: &[u8], reference: &[u8]) -> Result<Vec<u8>, St
         Ok(None) => Err("frame does not record its content size".to_owned()),
         Err(_) => Err("invalid zstd frame header".to_owned()),
     }
+}
+
+/// Drops the pages of `range` of the read-only file mapping `map` from this process's resident
+/// set: reading a large file through a mapping would otherwise keep every page touched
+/// resident until the mapping is dropped. The map is read-only, so this only forgets the
+/// pages: a later read faults them in again from the file, with the same bytes. A refusal
+/// only leaves the pages resident; a range outside `map` is ignored. On Unix,
+/// `MADV_DONTNEED` (memmap2 widens the range to whole pages, neighbours included, which is
+/// equally harmless); on Windows, `VirtualUnlock` of the range, which for pages that are not
+/// locked (none are) removes them from the working set, as its documentation says. The
+/// archive reader and kpack-pipeline's mapped inputs both use it.
+///
+/// # Safety
+/// `map` maps a file (`memmap2::Mmap::map`): the pages of an anonymous mapping made read-only
+/// would read as zeros afterwards on Unix.
+#[allow(unsafe_code)]
+pub unsafe fn release_mapped_pages(map: &memmap2::Mmap, range: Range<usize>) {
+    if range.is_empty() || range.end > map.len() {
+        return;
+    }
+    #[cfg(unix)]
+    // SAFETY: DONTNEED on a read-only file mapping (the caller's promise) cannot change what
+    // any reference into it reads (the pages are re-read from the unchanged file).
+    let _ = unsafe {
+        map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len())
+    };
+    #[cfg(windows)]
+    // SAFETY: the range lies inside the live mapping (checked above); VirtualUnlock of
+    // unlocked pages changes no byte of them, only whether they are resident.
+    let _ = unsafe {
+        windows_sys::Win32::System::Memory::VirtualUnlock(
+            map.as_ptr().add(range.start).cast(),
+            range.len(),
+        )
+    };
 }

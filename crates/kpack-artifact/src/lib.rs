@@ -388,7 +388,7 @@ pub(crate) fn copy_symlink(target: &Path, to: &Path) -> Result<(), ArtifactError
     if let Some(dir) = to.parent() {
         std::fs::create_dir_all(dir).map_err(ArtifactError::io(dir))?;
     }
-    std::os::unix::fs::symlink(target, to).map_err(ArtifactError::io(to))
+    kpack_fs::symlink(target, to).map_err(ArtifactError::io(to))
 }
 
 /// `<component>_<suffix>`, split at the last `_`.

@@ -4,7 +4,10 @@ use std::process::ExitCode;
 
 /// Lets a closed pipe (`kpack inspect … | head`) end the process quietly, as it does for
 /// every Unix filter; Rust ignores SIGPIPE by default, which turns it into a print panic.
+/// Unix only: Windows has no signals for pipes (a write to a closed one fails with
+/// `ERROR_NO_DATA`, the same as the ignored SIGPIPE's `EPIPE` here).
 fn restore_default_sigpipe() {
+    #[cfg(unix)]
     #[allow(unsafe_code)]
     // SAFETY: called first thing in main, before any thread exists; SIG_DFL is always valid.
     unsafe {

@@ -17,8 +17,8 @@
 //! walk needs random access. Containers inside containers are not opened: a wheel inside a
 //! tarball is a member like any other file.
 //!
-//! Depends on `kpack-pipeline`, `kpack-tar` and `kpack-wheelfile` (the layering:
-//! docs/CONTRIBUTING.md).
+//! Depends on `kpack-pipeline`, `kpack-tar`, `kpack-wheelfile` and `kpack-fs` (a file's
+//! permission bits on every system; the layering: docs/CONTRIBUTING.md).
 
 #![warn(missing_docs)]
 
@@ -99,7 +99,6 @@ fn read_with<E: From<SourceError>>(
 ) -> Result<(), E> {
     match Form::of(path) {
         Form::File => {
-            use std::os::unix::fs::PermissionsExt;
             let file = File::open(path).map_err(io_error(path))?;
             let bytes = kpack_pipeline::map_file(&file, path)?;
             let meta = file.metadata().map_err(io_error(path))?;
@@ -110,7 +109,7 @@ fn read_with<E: From<SourceError>>(
                 given,
                 bytes: &bytes,
                 file: Some(&file),
-                mode: meta.permissions().mode() & 0o7777,
+                mode: kpack_fs::mode(&meta),
             })
         }
         Form::Wheel => read_wheel(path, in_memory, visit),

@@ -76,7 +76,7 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
                     source: e.source,
                 })?;
                 if e.file_type.is_file() {
-                    files.push(e.path);
+                    files.push(below(path, &e));
                 }
             }
         } else {
@@ -84,6 +84,25 @@ pub fn expand_inputs(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SourceError> {
         }
     }
     Ok(files)
+}
+
+/// The walk's entry `e` below the directory `root`, spelled `root`, `/` and its relative path
+/// with `/` between components, on every system: what commands print of the files found
+/// (`--json` included) is then the same bytes on Windows, which takes `/` as a separator, as
+/// on Linux. The walk's own path where the relative path is not valid Unicode.
+fn below(root: &Path, e: &kpack_fs::WalkEntry) -> PathBuf {
+    let Some(rel) = kpack_fs::slash_path(&e.rel) else {
+        return e.path.clone();
+    };
+    let mut joined = root.as_os_str().to_owned();
+    if !root
+        .to_string_lossy()
+        .ends_with(['/', std::path::MAIN_SEPARATOR])
+    {
+        joined.push("/");
+    }
+    joined.push(rel);
+    PathBuf::from(joined)
 }
 
 /// Streams a host rewrite's output (`write` writes it) into the new file `path`, syncs it and
@@ -110,31 +129,25 @@ pub fn write_rewrite(
 }
 
 impl FileBytes {
-    /// Drops this process's pages of `part` (a slice of this mapping) from its resident set.
-    ///
-    /// Reading a large input through the mapping (zstd compressing 1.3 GB of code objects)
-    /// would otherwise keep every page touched resident until the mapping is dropped. The
-    /// mapping is private and read-only, so `MADV_DONTNEED` only forgets the pages: a later
-    /// read faults them in again from the file (page cache), with the same bytes. Whole pages
-    /// around `part` are released, neighbours included, which is equally harmless.
+    /// Drops this process's pages of `part` (a slice of this mapping) from its resident set
+    /// ([`kpack_archive::release_mapped_pages`]): reading a large input through the mapping
+    /// (zstd compressing 1.3 GB of code objects) would otherwise keep every page touched
+    /// resident until the mapping is dropped. Nothing for bytes held in memory, or a `part`
+    /// outside the mapping.
     pub fn release(&self, part: &[u8]) {
         let FileBytes::Mapped(map) = self else {
             return;
         };
         let base = map.as_ptr() as usize;
         let start = part.as_ptr() as usize;
-        if part.is_empty() || start < base || start + part.len() > base + map.len() {
+        if start < base || start - base > map.len() {
             return;
         }
-        let page = 4096;
-        let from = (start - base) / page * page;
-        let to = (start - base + part.len()).min(map.len());
+        let from = start - base;
         #[allow(unsafe_code)]
-        // SAFETY: DONTNEED on a private read-only file mapping cannot change what any
-        // reference into the mapping reads (the pages are re-read from the unchanged file);
-        // the range lies within the mapping.
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        // SAFETY: a `FileBytes::Mapped` is a file's map (`map_file`).
+        unsafe {
+            kpack_archive::release_mapped_pages(map, from..from + part.len())
         };
     }
 }

@@ -208,6 +208,9 @@ pub fn restore(
             out.sync_all().map_err(io_error(&opts.output))?;
             let written = crate::map_file(out, &opts.output)?;
             check_output(&written, layout.fatbin_vaddr, wrapper_bundles)?;
+            // Unmapped first, as in `write_host`: a mapped file's attributes are not changed
+            // on Windows.
+            drop(written);
             out.set_permissions(mode).map_err(io_error(&opts.output))?;
             Ok::<(), RestoreError>(())
         },

@@ -648,6 +648,9 @@ impl<'a> Plan<'a> {
         verify_binary(&map)
             .refusals()
             .map_err(TransformError::Verify)?;
+        // Unmapped first: Windows (wine at least) refuses a mapped file's attributes to be
+        // changed, a sharing violation.
+        drop(map);
         if let Some(mode) = mode {
             std::fs::set_permissions(path, mode).map_err(io_error(path))?;
         }

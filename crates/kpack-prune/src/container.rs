@@ -97,7 +97,6 @@ impl PruneJob<'_> {
         spool: &Path,
         published: &Path,
     ) -> Result<MemberFate, PruneTreeError> {
-        use std::os::unix::fs::PermissionsExt;
         if let Some(omitted) = self.omitted(rel) {
             self.record(shown, None, omitted);
             return Ok(MemberFate::Omitted);
@@ -106,7 +105,6 @@ impl PruneJob<'_> {
             self.record(shown, Some(published), Action::Copied);
             return Ok(MemberFate::Copied);
         }
-        let mode = std::fs::Permissions::from_mode(mode);
         let pruned =
             prune_bytes(bytes, Some(bytes), spool, mode, self.selection).map_err(|source| {
                 PruneTreeError::File {

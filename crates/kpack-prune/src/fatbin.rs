@@ -339,14 +339,14 @@ fn power_of_two_dividing(values: impl Iterator<Item = u64>) -> u64 {
 
 /// Prunes the fat binary `input` (mapped from `mapping`, whose pages are released as its
 /// bundles are done) into the new file `output` (a staged path: on failure the caller's
-/// stage removes it) with permissions `mode`. A result without device code is written too:
+/// stage removes it) with the permission bits `mode` ([`kpack_fs::set_mode`]). A result without device code is written too:
 /// whether that is allowed is the caller's to decide ([`PrunedFile::check_not_empty`]), after
 /// [`check_named`], which names the likelier mistake.
 pub fn prune_elf(
     input: &[u8],
     mapping: Option<&kpack_pipeline::FileBytes>,
     output: &Path,
-    mode: Option<std::fs::Permissions>,
+    mode: Option<u32>,
     selection: &Selection,
 ) -> Result<PrunedFile, PruneError> {
     let fat = kpack_elf::inspect(input)?;
@@ -420,7 +420,7 @@ pub fn prune_elf(
     }
     write_checked(input, mapping, &rewrite, &packed, &spool, output, &fat)?;
     if let Some(mode) = mode {
-        std::fs::set_permissions(output, mode).map_err(io_error(output))?;
+        kpack_fs::set_mode(output, mode).map_err(io_error(output))?;
     }
     let s = &rewrite.summary;
     Ok(PrunedFile {
@@ -590,7 +590,7 @@ impl kpack_elf::splice::Contents for PackedContents<'_> {
                 Part::Compressed { file, at, .. } => {
                     let n = remaining.min(left).min(1 << 20) as usize;
                     spooled.resize(n, 0);
-                    std::os::unix::fs::FileExt::read_exact_at(
+                    kpack_fs::read_exact_at(
                         file.as_ref().unwrap_or(self.spool),
                         &mut spooled,
                         at + self.done,

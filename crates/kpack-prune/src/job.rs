@@ -57,7 +57,7 @@ impl<'s> PruneJob<'s> {
             source: Box::new(source),
         };
         let file = File::open(input).map_err(io_at(input))?;
-        let mode = file.metadata().map_err(io_at(input))?.permissions();
+        let mode = kpack_fs::mode(&file.metadata().map_err(io_at(input))?);
         let map = kpack_pipeline::map_file(&file, input).map_err(|e| in_file(e.into()))?;
         prune_bytes(&map, Some(&map), staged, mode, self.selection).map_err(in_file)
     }
@@ -69,7 +69,7 @@ pub(crate) fn prune_bytes(
     bytes: &[u8],
     mapping: Option<&kpack_pipeline::FileBytes>,
     output: &Path,
-    mode: std::fs::Permissions,
+    mode: u32,
     selection: &Selection,
 ) -> Result<PrunedFile, PruneError> {
     let (pruned_bytes, pruned) = if kpack_ar::is_ar(bytes) {

@@ -89,15 +89,12 @@ fn prune_region(
     })
 }
 
-/// Writes the pruned `bytes` to the new file `output` with permissions `mode`.
-pub fn write_pruned(
-    output: &Path,
-    bytes: &[u8],
-    mode: Option<std::fs::Permissions>,
-) -> Result<(), PruneError> {
+/// Writes the pruned `bytes` to the new file `output` with the permission bits `mode`
+/// ([`kpack_fs::set_mode`]).
+pub fn write_pruned(output: &Path, bytes: &[u8], mode: Option<u32>) -> Result<(), PruneError> {
     std::fs::write(output, bytes).map_err(io_error(output))?;
     if let Some(mode) = mode {
-        std::fs::set_permissions(output, mode).map_err(io_error(output))?;
+        kpack_fs::set_mode(output, mode).map_err(io_error(output))?;
     }
     Ok(())
 }

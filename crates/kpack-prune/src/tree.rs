@@ -30,7 +30,7 @@ impl PruneJob<'_> {
             }
             if e.file_type.is_symlink() {
                 let target = std::fs::read_link(&e.path).map_err(io_at(&e.path))?;
-                std::os::unix::fs::symlink(&target, &dst).map_err(io_at(&dst))?;
+                kpack_fs::symlink(&target, &dst).map_err(io_at(&dst))?;
                 self.record(&e.path, Some(&published), Action::Copied);
                 continue;
             }

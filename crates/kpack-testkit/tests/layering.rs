@@ -199,11 +199,12 @@ fn a_layering_that_puts_a_dependency_above_its_user_is_refused() {
 }
 
 /// The packages `cargo tree` lists under `package` through normal dependencies (what its
-/// library links), each with the features it is built with.
-fn linked_packages(package: &str) -> BTreeMap<String, Vec<String>> {
+/// library links when built for `target`, or for any target: `all`), each with the features
+/// it is built with.
+fn linked_packages(package: &str, target: &str) -> BTreeMap<String, Vec<String>> {
     let out = Command::new(env!("CARGO"))
         .args(["tree", "--offline", "-e", "normal", "--prefix", "none"])
-        .args(["--format", "{p}|{f}", "-p", package])
+        .args(["--format", "{p}|{f}", "-p", package, "--target", target])
         .current_dir(workspace_root())
         .output()
         .expect("cargo tree runs");
@@ -229,36 +230,48 @@ fn linked_packages(package: &str) -> BTreeMap<String, Vec<String>> {
 }
 
 #[test]
-fn the_c_library_links_only_the_runtime_its_readers_and_libc() {
-    let linked = linked_packages("kpack-capi");
-    let kpack: Vec<&str> = linked
-        .keys()
-        .map(String::as_str)
-        .filter(|n| n.starts_with("kpack-"))
-        .collect();
-    // kpack-fs (atomic publishing, the tree walk) is what the installer needs, Unix-only: it
-    // must not reach librocm_kpack.
-    assert_eq!(
-        kpack,
-        [
-            "kpack-archive",
-            "kpack-capi",
-            "kpack-hostbin",
-            "kpack-msgpack",
-            "kpack-runtime",
-            "kpack-target"
-        ],
-        "the kpack crates librocm_kpack links"
-    );
-    assert!(
-        linked.contains_key("libc"),
-        "librocm_kpack links libc: {linked:?}"
-    );
-    assert!(
-        !linked["kpack-archive"].iter().any(|f| f == "write"),
-        "librocm_kpack links kpack-archive's writer: {:?}",
-        linked["kpack-archive"]
-    );
+fn the_c_library_links_only_the_runtime_its_readers_and_libc_on_linux_and_windows() {
+    // Windows as `cargo tree` resolves it (no Windows toolchain needed): the target-specific
+    // dependencies (`cfg(windows)`, `cfg(unix)`) of every crate below librocm_kpack counted.
+    for target in ["x86_64-unknown-linux-gnu", "x86_64-pc-windows-gnu"] {
+        let linked = linked_packages("kpack-capi", target);
+        let kpack: Vec<&str> = linked
+            .keys()
+            .map(String::as_str)
+            .filter(|n| n.starts_with("kpack-"))
+            .collect();
+        // kpack-fs (atomic publishing, the tree walk) is what the installer needs: it must
+        // not reach librocm_kpack.
+        assert_eq!(
+            kpack,
+            [
+                "kpack-archive",
+                "kpack-capi",
+                "kpack-hostbin",
+                "kpack-msgpack",
+                "kpack-runtime",
+                "kpack-target"
+            ],
+            "the kpack crates librocm_kpack links for {target}"
+        );
+        assert!(
+            linked.contains_key("libc"),
+            "librocm_kpack links libc for {target}: {linked:?}"
+        );
+        assert!(
+            !linked["kpack-archive"].iter().any(|f| f == "write"),
+            "librocm_kpack links kpack-archive's writer for {target}: {:?}",
+            linked["kpack-archive"]
+        );
+        // Nothing Unix-only in the Windows library: rustix (kpack-fs's signals) and nix are
+        // Unix system-call crates.
+        for unix_only in ["rustix", "nix"] {
+            assert!(
+                !linked.contains_key(unix_only),
+                "librocm_kpack links {unix_only} for {target}"
+            );
+        }
+    }
 }
 
 /// The rows of `docs/layout.md`'s crate table: crate, job.
@@ -317,7 +330,7 @@ fn contributing_describes_every_crate_by_its_modules() {
 #[test]
 fn prune_and_report_do_without_the_artifact_application() {
     for package in ["kpack-prune", "kpack-report"] {
-        let linked = linked_packages(package);
+        let linked = linked_packages(package, "all");
         assert!(
             linked.contains_key("kpack-package") && !linked.contains_key("kpack-artifact"),
             "{package} links kpack-artifact, or not kpack-package's handlers"

