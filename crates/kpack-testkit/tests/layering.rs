@@ -345,7 +345,7 @@ fn prune_and_report_do_without_the_artifact_application() {
 /// layering test refuses the edge too; this says why.)
 #[test]
 fn the_python_module_links_the_library_crates_not_the_command_line() {
-    let linked = linked_packages("kpack-python");
+    let linked = linked_packages("kpack-python", "all");
     for cli_only in ["kpack-cli", "clap", "indicatif"] {
         assert!(
             !linked.contains_key(cli_only),
