@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use crate::{fault_point, parent_dir, temp_builder, temp_name_prefix};
+use crate::{fault_point, parent_dir, temp_builder, temp_name_prefix, tempfile_error};
 
 /// Writes `path` whole or not at all: `fill` writes into a temporary file beside it
 /// (`.kpack-tmp-<pid>-<random>`, mode 0666 less the umask on Unix, readable and writable),
@@ -36,7 +36,9 @@ pub fn write_atomic<T, E>(
 pub fn temp_file_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let prefix = temp_name_prefix();
     let mut builder = temp_builder(&prefix);
-    readable_by_others(&mut builder).tempfile_in(parent_dir(path))
+    readable_by_others(&mut builder)
+        .tempfile_in(parent_dir(path))
+        .map_err(tempfile_error)
 }
 
 /// `builder` making files with mode 0666 less the umask (Unix; on Windows as it is).
@@ -54,7 +56,8 @@ fn readable_by_others<'a, 'b>(
 pub fn symlink_atomic(target: &Path, path: &Path) -> std::io::Result<()> {
     let prefix = temp_name_prefix();
     temp_builder(&prefix)
-        .make_in(parent_dir(path), |tmp| crate::symlink(target, tmp))?
+        .make_in(parent_dir(path), |tmp| crate::symlink(target, tmp))
+        .map_err(tempfile_error)?
         .persist(path)
         .map_err(|e| e.error)?;
     Ok(())
@@ -64,5 +67,7 @@ pub fn symlink_atomic(target: &Path, path: &Path) -> std::io::Result<()> {
 /// is swept from `dir`); removed with its contents when dropped.
 pub fn temp_dir_in(dir: &Path) -> std::io::Result<tempfile::TempDir> {
     let prefix = temp_name_prefix();
-    temp_builder(&prefix).tempdir_in(dir)
+    temp_builder(&prefix)
+        .tempdir_in(dir)
+        .map_err(tempfile_error)
 }

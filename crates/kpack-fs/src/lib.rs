@@ -72,3 +72,18 @@ fn temp_builder(prefix: &str) -> tempfile::Builder<'_, 'static> {
     b.prefix(prefix);
     b
 }
+
+/// The error of a `tempfile` call as kpack reports it. `tempfile` appends the name it tried,
+/// in Rust's debug quoting (`No such file or directory (os error 2) at path
+/// "/dir/.kpack-tmp-…"`), inside an error type it does not export, so only its text can be
+/// cut; every caller names the path itself, in its own words. The kind is kept.
+fn tempfile_error(e: std::io::Error) -> std::io::Error {
+    let cause = e
+        .get_ref()
+        .map(ToString::to_string)
+        .and_then(|text| Some(text.rsplit_once(" at path \"")?.0.to_owned()));
+    match cause {
+        Some(cause) => std::io::Error::new(e.kind(), cause),
+        None => e,
+    }
+}

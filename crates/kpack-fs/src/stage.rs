@@ -9,7 +9,9 @@ use tempfile::TempDir;
 
 use std::io::Write;
 
-use crate::{fault_point, journal, parent_dir, sweep, temp_builder, temp_name_prefix};
+use crate::{
+    fault_point, journal, parent_dir, sweep, temp_builder, temp_name_prefix, tempfile_error,
+};
 
 /// Whether publishing may replace what is at a final path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +106,9 @@ impl Stage {
         // Absolute, so that a publish journal means the same from any working directory.
         let abs = std::path::absolute(dir).map_err(at(dir))?;
         let prefix = temp_name_prefix();
-        let t = temp_builder(&prefix).tempdir_in(&abs).map_err(at(dir))?;
+        let t = temp_builder(&prefix)
+            .tempdir_in(&abs)
+            .map_err(|e| at(dir)(tempfile_error(e)))?;
         let path = t.path().to_owned();
         self.dirs.push((dir.to_owned(), t));
         fault_point("stage-created");

@@ -324,3 +324,23 @@ fn a_killed_run_leaves_nothing_partial_at_a_final_path_and_the_next_sweep_finish
         b"b.kpack"
     );
 }
+
+/// `tempfile` appends the name it tried in Rust's debug quoting (`… at path "…"`): kpack's
+/// temporaries fail with the cause alone, and its kind, for the caller to name the path.
+#[test]
+fn a_temporary_in_a_missing_directory_fails_with_the_cause_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let errors = [
+        kpack_fs::temp_file_beside(&missing.join("out.bin")).unwrap_err(),
+        kpack_fs::temp_dir_in(&missing).unwrap_err(),
+    ];
+    for e in errors {
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        let text = e.to_string();
+        assert!(
+            !text.contains(" at path") && !text.contains('"') && !text.contains(TEMP_PREFIX),
+            "{text}"
+        );
+    }
+}

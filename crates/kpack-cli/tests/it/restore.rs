@@ -154,3 +154,22 @@ fn restore_refuses_a_damaged_archive_naming_entry_and_offset_and_writes_nothing(
     kpack_testkit::assert_no_debug_formatting(&msg);
     assert!(!out.exists());
 }
+
+/// `tempfile` appends the temporary's name in Rust's debug quoting to its errors
+/// (`… at path "/dir/.kpack-tmp-…"`); kpack names the directory itself.
+#[test]
+fn restore_into_a_missing_directory_names_it_without_debug_formatting() {
+    let (root, lib) = transformed();
+    let out = root.path().join("missing/restored.so");
+    let err = kpack(&["restore", s(&lib), "-o", s(&out)]);
+    assert_eq!(err.status.code(), Some(1));
+    let msg = String::from_utf8(err.stderr).unwrap();
+    assert!(
+        msg.contains(&format!("{}: ", root.path().join("missing").display()))
+            && msg.contains("No such file or directory")
+            && !msg.contains(".kpack-tmp-"),
+        "{msg}"
+    );
+    kpack_testkit::assert_no_debug_formatting(&msg);
+    assert!(!out.exists());
+}
