@@ -497,7 +497,7 @@ fn with_rocm_kpack_debug_the_log_names_the_damaged_file_entry_and_offset() {
         .unwrap_or_else(|| panic!("no damage logged:\n{stderr}"));
     for part in [
         canonical.display().to_string(),
-        format!("binary {:?}, arch {LONE_ARCH:?}", lone.binary),
+        format!("binary {}, arch {LONE_ARCH}", lone.binary),
         format!("at byte {}", lone.stored.start),
     ] {
         assert!(line.contains(&part), "{part:?} missing from {line:?}");
