@@ -32,8 +32,11 @@
 //! reproducible `<name>.tar.zst`, the artifacts packed in parallel.
 //!
 //! Inputs are only read. Output files are always new files (a hard link in the input is
-//! never written through). Work is spread over the cores per file (and per target inside a
-//! fat binary); the output is identical whatever the thread count. Everything is staged and
+//! never written through). Work is spread over the cores per artifact (`split --batch`),
+//! per file (a fat binary of a tarball on a worker while the stream reads on) and per
+//! bundle inside a fat binary, all within the process-wide memory gates
+//! ([`kpack_concurrency::ordered::IN_FLIGHT`], the decoding gate); the output is identical
+//! whatever the thread count. Everything is staged and
 //! published together at the end (see the [crate] docs).
 
 mod plan;
@@ -41,6 +44,7 @@ mod tar;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::tarball;
 use crate::{ArtifactError, TreeEntry, manifest};
@@ -104,12 +108,25 @@ pub fn split_batch(
         refuse_existing(out, component)?;
         jobs.push((component.to_owned(), dir));
     }
-    let mut summaries = Vec::new();
-    for (component, dir) in &jobs {
-        let summary = split_into(dir, &root, component, opts, progress)?;
+    // The artifacts on the workers, each writing only its own component's outputs; the
+    // work inside each (bundles decoded, code objects coded) reserves from the process-wide
+    // memory gates, so artifacts at once share one budget.
+    let threads = kpack_concurrency::threads::count(opts.threads);
+    // Progress over every artifact: each one's (done, total), summed.
+    let counts = Mutex::new(vec![(0u64, 0u64); jobs.len()]);
+    let summaries = kpack_concurrency::threads::map(&jobs, threads, |j, (component, dir)| {
+        let artifact_progress = |done: u64, total: u64| {
+            let mut counts = counts.lock().unwrap_or_else(PoisonError::into_inner);
+            counts[j] = (done, total);
+            let (done, total) = counts
+                .iter()
+                .fold((0, 0), |(d, t), &(done, total)| (d + done, t + total));
+            progress(done, total);
+        };
+        let summary = split_into(dir, &root, component, opts, &artifact_progress)?;
         pack_outputs(&root, &summary, opts)?;
-        summaries.push(summary);
-    }
+        Ok::<_, ArtifactError>(summary)
+    })?;
     stage.publish()?;
     Ok(summaries)
 }

@@ -3,45 +3,58 @@
 //! Transforming a library decodes its bundles (up to 100 MB each decompressed) on worker
 //! threads and appends their compressed code objects to the archives in file order, so the
 //! output is the same for any thread count. Each item has a cost (the bytes it holds while in
-//! flight); items are admitted in index order while the costs of those admitted and not yet
-//! consumed fit the budget (an item is always admitted when nothing else is in flight, so
-//! one larger than the budget still runs, alone). Admission in index order means the next
-//! item to consume is always admitted or next in line, so the pipeline cannot deadlock.
+//! flight), reserved from a [`MemoryGate`] when the item is admitted and released once it is
+//! consumed. One gate, [`IN_FLIGHT`], serves every map of the process, so maps running at
+//! once (the fat binaries of a split, the artifacts of `split --batch`, the files verify
+//! reads on its workers) share one budget instead of each having its own.
+//!
+//! Items of one map are admitted in index order, one waiting on the gate at a time: the next
+//! item to consume is then always admitted or next in line, and an admitted item never waits
+//! on the gate, so every reservation is released in finite time and maps cannot deadlock one
+//! another (an item larger than the budget is admitted once the gate is empty, and runs
+//! alone). A map's work must not run another map: its reservations would wait on ones that
+//! wait on it.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// How many items may be in flight, in bytes.
+use crate::{MemoryGate, Reservation};
+
+/// How many bytes [`IN_FLIGHT`] lets be in flight at once.
 pub const DEFAULT_BUDGET: u64 = 192 << 20;
+
+/// The gate every map of the process reserves its items' costs from (see the module doc).
+pub static IN_FLIGHT: MemoryGate = MemoryGate::new(DEFAULT_BUDGET);
 
 type Outcome<R, E> = std::thread::Result<Result<R, E>>;
 
-struct State<R, E> {
-    next: usize,
-    in_flight: u64,
-    done: BTreeMap<usize, Outcome<R, E>>,
+struct State<'g, R, E> {
+    /// Finished items not yet consumed, each with its reservation.
+    done: BTreeMap<usize, (Outcome<R, E>, Reservation<'g>)>,
     stop: bool,
 }
 
 /// Runs `work(&mut local, i)` for `i` in `0..n` on `threads` workers (each with its own
-/// `local = init()`), and `sink(i, result)` on the calling thread in index order. Stops at
-/// the first error (of `work` or `sink`) and returns it; a panic in `work` is resumed here.
+/// `local = init()`), and `sink(i, result)` on the calling thread in index order, the cost of
+/// the items admitted and not yet consumed reserved from `gate`. Stops at the first error (of
+/// `work` or `sink`) and returns it; a panic in `work` is resumed here.
 pub fn for_each_ordered<L, R: Send, E: Send>(
     n: usize,
     threads: usize,
-    budget: u64,
+    gate: &MemoryGate,
     cost: impl Fn(usize) -> u64 + Sync,
     init: impl Fn() -> L + Sync,
     work: impl Fn(&mut L, usize) -> Result<R, E> + Sync,
     mut sink: impl FnMut(usize, R) -> Result<(), E>,
 ) -> Result<(), E> {
     let state = Mutex::new(State {
-        next: 0,
-        in_flight: 0,
         done: BTreeMap::new(),
         stop: false,
     });
+    // The next index to admit; held while that item waits on the gate, so admission keeps
+    // index order.
+    let next = Mutex::new(0usize);
     let changed = Condvar::new();
     let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
     fn wait<'g, T>(changed: &Condvar, g: MutexGuard<'g, T>) -> MutexGuard<'g, T> {
@@ -52,30 +65,29 @@ pub fn for_each_ordered<L, R: Send, E: Send>(
             s.spawn(|| {
                 let mut local = init();
                 loop {
-                    let i = {
-                        let mut st = lock();
-                        loop {
-                            if st.stop || st.next >= n {
-                                return;
-                            }
-                            let c = cost(st.next);
-                            if st.in_flight == 0 || st.in_flight.saturating_add(c) <= budget {
-                                st.in_flight += c;
-                                st.next += 1;
-                                break st.next - 1;
-                            }
-                            st = wait(&changed, st);
+                    let (i, reservation) = {
+                        let mut next = next.lock().unwrap_or_else(|e| e.into_inner());
+                        if lock().stop || *next >= n {
+                            return;
                         }
+                        let reservation = gate.reserve(cost(*next));
+                        *next += 1;
+                        (*next - 1, reservation)
                     };
                     let outcome = catch_unwind(AssertUnwindSafe(|| work(&mut local, i)));
-                    lock().done.insert(i, outcome);
+                    let mut st = lock();
+                    if st.stop {
+                        return;
+                    }
+                    st.done.insert(i, (outcome, reservation));
+                    drop(st);
                     changed.notify_all();
                 }
             });
         }
         let result = (|| {
             for i in 0..n {
-                let outcome = {
+                let (outcome, reservation) = {
                     let mut st = lock();
                     loop {
                         if let Some(o) = st.done.remove(&i) {
@@ -87,26 +99,32 @@ pub fn for_each_ordered<L, R: Send, E: Send>(
                 let result = match outcome {
                     Ok(r) => r.and_then(|r| sink(i, r)),
                     Err(panic) => {
-                        lock().stop = true;
-                        changed.notify_all();
+                        stop(&state);
                         resume_unwind(panic);
                     }
                 };
-                lock().in_flight -= cost(i);
-                changed.notify_all();
+                drop(reservation);
                 result?;
             }
             Ok(())
         })();
-        lock().stop = true;
-        changed.notify_all();
+        stop(&state);
         result
     })
+}
+
+/// Stops a map's workers, releasing what its finished items hold (a worker waiting on the
+/// gate may be waiting for exactly that).
+fn stop<R, E>(state: &Mutex<State<'_, R, E>>) {
+    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+    st.stop = true;
+    st.done.clear();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     #[test]
     fn results_arrive_in_order_for_any_thread_count_and_budget() {
@@ -116,7 +134,7 @@ mod tests {
                 for_each_ordered::<_, _, ()>(
                     50,
                     threads,
-                    budget,
+                    &MemoryGate::new(budget),
                     |i| (i % 5) as u64,
                     || 0usize,
                     |calls, i| {
@@ -137,25 +155,68 @@ mod tests {
 
     #[test]
     fn the_first_error_in_order_is_returned() {
+        let gate = MemoryGate::new(10);
         let r = for_each_ordered(
             100,
             3,
-            10,
+            &gate,
             |_| 1,
             || (),
             |_, i| if i == 40 || i == 60 { Err(i) } else { Ok(i) },
             |_, _| Ok(()),
         );
         assert_eq!(r, Err(40));
+        assert_eq!(gate.in_use(), 0);
         let r = for_each_ordered(
             100,
             3,
-            10,
+            &gate,
             |_| 1,
             || (),
             |_, i| Ok::<_, usize>(i),
             |i, _| if i == 7 { Err(7) } else { Ok(()) },
         );
         assert_eq!(r, Err(7));
+        assert_eq!(gate.in_use(), 0);
+    }
+
+    #[test]
+    fn maps_running_at_once_share_one_gate_and_all_finish() {
+        static GATE: MemoryGate = MemoryGate::new(100);
+        static PEAK: AtomicU64 = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for m in 0..4u64 {
+                s.spawn(move || {
+                    let mut seen = 0;
+                    for_each_ordered::<_, _, ()>(
+                        60,
+                        3,
+                        &GATE,
+                        // Some items larger than the whole budget.
+                        |i| {
+                            if i % 17 == 0 {
+                                150
+                            } else {
+                                10 + (m + i as u64) % 30
+                            }
+                        },
+                        || (),
+                        |_, i| {
+                            PEAK.fetch_max(GATE.in_use(), Ordering::Relaxed);
+                            Ok(i)
+                        },
+                        |i, r| {
+                            assert_eq!((i, r), (seen, seen));
+                            seen += 1;
+                            Ok(())
+                        },
+                    )
+                    .unwrap();
+                    assert_eq!(seen, 60);
+                });
+            }
+        });
+        assert!(PEAK.load(Ordering::Relaxed) <= 150);
+        assert_eq!(GATE.in_use(), 0);
     }
 }

@@ -242,7 +242,7 @@ pub fn walk_mapped(map: &FileBytes, visitor: &mut dyn Visitor) -> Result<FileKin
 
 /// Like [`walk_mapped`], with the bundles of an ELF's `.hip_fatbin` decoded on `threads`
 /// workers, each walked by a visitor of its own (`visitor()`, within the decoding memory
-/// gate and [`ordered::DEFAULT_BUDGET`] of decoded bytes in flight). `visited` receives the
+/// gate and [`ordered::IN_FLIGHT`], the bytes in flight). `visited` receives the
 /// visitors in file order: the one that saw the ELF ([`Visitor::elf`]), one per bundle, the
 /// one that walked the `.llvm.offloading` sections; for any other kind of file, the one
 /// visitor that walked it whole. A 400 MB library of 200 bundles is thus decoded on every
@@ -269,7 +269,7 @@ pub fn walk_mapped_parallel<V: Visitor + Send>(
     ordered::for_each_ordered(
         slots.len(),
         threads,
-        ordered::DEFAULT_BUDGET,
+        &ordered::IN_FLIGHT,
         |i| slots[i].decode_cost(bytes),
         || (),
         |_, i| {

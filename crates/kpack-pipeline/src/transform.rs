@@ -497,7 +497,7 @@ impl<'a> Plan<'a> {
     ///
     /// Memory is bounded by the work in flight, not by the library: worker threads decode
     /// bundles (a CCOB decompressed one at a time per worker, within
-    /// [`ordered::DEFAULT_BUDGET`] bytes in flight) and compress their code objects; this
+    /// [`ordered::IN_FLIGHT`], the process's bytes in flight) and compress their code objects; this
     /// thread appends them, in file order, to archives streamed to their files
     /// ([`ArchiveFileWriter`]), which keep only their TOCs. `unified` codes on this thread
     /// (its frames depend on the frames before), so this thread walks the bundles itself, one
@@ -559,7 +559,7 @@ impl<'a> Plan<'a> {
             ordered::for_each_ordered(
                 self.slots.len(),
                 threads,
-                ordered::DEFAULT_BUDGET,
+                &ordered::IN_FLIGHT,
                 |i| self.slots[i].decode_cost(self.input),
                 || KernelCompressor::new(compression),
                 |compressor, i| {

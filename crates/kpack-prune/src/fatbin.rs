@@ -3,7 +3,7 @@
 //!
 //! 1. Every bundle of `.hip_fatbin` is rewritten with only its host entry and the device
 //!    entries [`Selection`] keeps, on worker threads, one bundle in flight per worker within
-//!    [`ordered::DEFAULT_BUDGET`] ([`ordered::for_each_ordered`]). An uncompressed bundle stays
+//!    [`ordered::IN_FLIGHT`] ([`ordered::for_each_ordered`]). An uncompressed bundle stays
 //!    uncompressed, its entries at the alignment the input's have: only its new header is
 //!    made ([`kpack_bundle::uncompressed_layout`]), the kept entries are copied from the input
 //!    straight into the output when it is written, and dropped ones are never read beyond
@@ -477,7 +477,7 @@ fn pack_pruned_bundles(
     ordered::for_each_ordered(
         slots.len(),
         threads,
-        ordered::DEFAULT_BUDGET,
+        &ordered::IN_FLIGHT,
         |i| slots[i].decode_cost(input),
         || (),
         |(), i| {

@@ -9,17 +9,22 @@
 //!    classified (fat or not) and removed. Members the manifest's prefixes exclude, or that
 //!    a database handler claims, are skipped without spooling once the manifest is known.
 //! 2. **Write**: database files and plain files are copied from the stream straight to their
-//!    outputs; each fat binary is spooled to one temporary file, split like a file of a
-//!    directory artifact, and removed.
+//!    outputs; each fat binary is spooled to a temporary file of its own and handed to one
+//!    of the `--threads` workers, which splits it like a file of a directory artifact and
+//!    removes it, while the stream reads on.
 //!
-//! So the temporary space is one member (the largest ELF member at most), memory holds the
-//! member list, and the outputs are those of the directory split: entries in the same
+//! So the temporary space is one ELF member during the scan and, while writing, a member per
+//! worker and the one being spooled (the stream waits for a free worker); memory holds the
+//! member list and what the workers' splits reserve from the process-wide gates; the
+//! outputs are those of the directory split, whatever the thread count: entries in the same
 //! order and classes (directories a tarball leaves implicit are created), files with the
 //! members' modes, symlinks with their link text. Errors name `<tarball>/<member>`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kpack_tar::MemberKind;
 
@@ -39,8 +44,7 @@ pub(crate) fn split_tar_into(
         .prefix(".kpack-spool-")
         .tempdir_in(stage)
         .map_err(ArtifactError::io(stage))?;
-    let spool = spool_dir.path().join("member");
-    let scanned = scan(input, opts, &spool)?;
+    let scanned = scan(input, opts, &spool_dir.path().join("member"))?;
     let prefixes = present_prefixes(scanned.prefixes, &scanned.members);
     let items = plan_items(&prefixes, &scanned.members, scanned.checked, opts)?;
     let modules = plan::assign_modules(&items)?;
@@ -50,7 +54,7 @@ pub(crate) fn split_tar_into(
         stage,
         component,
         opts,
-        spool: &spool,
+        spool_dir: spool_dir.path(),
         items: &items,
         modules: &modules,
     };
@@ -181,15 +185,29 @@ struct Writing<'a> {
     stage: &'a Path,
     component: &'a str,
     opts: &'a SplitOptions,
-    spool: &'a Path,
+    /// Where fat binaries are spooled, one file per member.
+    spool_dir: &'a Path,
     items: &'a [Item],
     /// The module name of each fat binary's item.
     modules: &'a BTreeMap<usize, String>,
 }
 
+/// A fat binary spooled by the stream, for a worker to split.
+struct Spooled {
+    /// The member's place in the tarball (1 for the first), which orders errors.
+    seq: usize,
+    path: String,
+    file: PathBuf,
+    indices: Vec<usize>,
+}
+
 impl Writing<'_> {
-    /// Database files and plain files copied from the stream straight to their outputs,
-    /// each fat binary spooled, split and removed; returns what each item produced.
+    /// Database files and plain files copied from the stream straight to their outputs;
+    /// each fat binary spooled and split on a worker while the stream reads on (at most one
+    /// spooled member per worker and the one being spooled: the stream waits for a free
+    /// worker). Returns what each item produced. On failure, the error is the one of the
+    /// first failing member in tarball order, as a split of one member at a time would
+    /// report, whatever the thread count.
     fn write(&self, progress: Progress<'_>) -> Result<Vec<Done>, ArtifactError> {
         let items = self.items;
         let mut by_member: HashMap<String, Vec<usize>> = HashMap::new();
@@ -202,85 +220,158 @@ impl Writing<'_> {
             }
         }
         let total = items.len() as u64;
-        let mut done = total - by_member.values().map(|v| v.len() as u64).sum::<u64>();
-        progress(done, total);
-        let mut results: Vec<Option<Done>> = items.iter().map(|_| None).collect();
-        kpack_tar::open(self.input, |m, content| -> Result<(), ArtifactError> {
-            let Some(indices) = by_member.remove(&m.path) else {
-                return Ok(());
-            };
-            let MemberKind::File { mode, .. } = m.kind else {
-                return Err(ArtifactError::invalid(
-                    self.input.join(&m.path),
-                    "was a regular file on the first read of the tarball: it changed while split",
-                ));
-            };
-            self.write_member(&m.path, mode, content, &indices, &mut |i, result| {
-                results[i] = Some(result);
-                done += 1;
-                progress(done, total);
+        let done = AtomicU64::new(total - by_member.values().map(|v| v.len() as u64).sum::<u64>());
+        progress(done.load(Ordering::Relaxed), total);
+        let results: Mutex<Vec<Option<Done>>> = Mutex::new(items.iter().map(|_| None).collect());
+        let finished = |i: usize, result: Done| {
+            results.lock().unwrap_or_else(PoisonError::into_inner)[i] = Some(result);
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+        };
+        let failures: Mutex<Vec<(usize, ArtifactError)>> = Mutex::new(Vec::new());
+        let failed = AtomicBool::new(false);
+        let workers = kpack_concurrency::threads::count(self.opts.threads);
+        let streamed = std::thread::scope(|s| {
+            let (send, receive) = std::sync::mpsc::sync_channel::<Spooled>(0);
+            // Shared by the workers; dropped with the last of them, so that the stream's
+            // send fails rather than waits should every worker have panicked.
+            let receive = Arc::new(Mutex::new(receive));
+            for _ in 0..workers {
+                let receive = Arc::clone(&receive);
+                let (finished, failures, failed) = (&finished, &failures, &failed);
+                s.spawn(move || {
+                    loop {
+                        let next = receive
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .recv();
+                        let Ok(member) = next else {
+                            return;
+                        };
+                        if let Err(e) = self.split_spooled(&member, finished) {
+                            failed.store(true, Ordering::Relaxed);
+                            failures
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .push((member.seq, e));
+                        }
+                    }
+                });
+            }
+            drop(receive);
+            let mut seq = 0;
+            kpack_tar::open(self.input, |m, content| -> Result<(), ArtifactError> {
+                seq += 1;
+                let Some(indices) = by_member.remove(&m.path) else {
+                    return Ok(());
+                };
+                let MemberKind::File { mode, .. } = m.kind else {
+                    return Err(ArtifactError::invalid(
+                        self.input.join(&m.path),
+                        "was a regular file on the first read of the tarball: it changed while \
+                         split",
+                    ));
+                };
+                if !indices
+                    .iter()
+                    .any(|&i| matches!(items[i].class, Class::Fat))
+                {
+                    return self.write_streamed(mode, content, &indices, &finished);
+                }
+                if failed.load(Ordering::Relaxed) {
+                    // A member before this one failed: that is the error reported.
+                    return Ok(());
+                }
+                let file = self.spool_dir.join(format!("member-{seq}"));
+                kpack_tar::write_file(content, &file, mode)?;
+                // Fails only once every worker has panicked; the scope resumes the panic.
+                let _ = send.send(Spooled {
+                    seq,
+                    path: m.path.clone(),
+                    file,
+                    indices,
+                });
+                Ok(())
             })
-        })?;
+            .map_err(|e| (seq, e))
+        });
+        // A worker's failure at the member the stream stopped on came first: the stream
+        // stops at the end of a member's content.
+        let first = failures
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_iter()
+            .chain(streamed.err())
+            .min_by_key(|(seq, _)| *seq);
+        if let Some((_, e)) = first {
+            return Err(e);
+        }
         if let Some(missing) = by_member.keys().min() {
             return Err(ArtifactError::invalid(
                 self.input.join(missing),
                 "was in the tarball on the first read, not on the second: it changed while split",
             ));
         }
-        Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+        Ok(results
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect())
     }
 
-    /// The items `indices` (one member below one or more prefixes) written from the member
-    /// `path`'s `content`; `finished(i, done)` as each one is.
-    fn write_member(
+    /// The items `indices` (one member below one or more prefixes, none a fat binary)
+    /// written from the member's `content`: the first copy from the stream, the others (a
+    /// member below two nested prefixes) from it.
+    fn write_streamed(
         &self,
-        path: &str,
         mode: u32,
         content: &mut dyn Read,
         indices: &[usize],
-        finished: &mut dyn FnMut(usize, Done),
+        finished: &dyn Fn(usize, Done),
     ) -> Result<(), ArtifactError> {
-        let (stage, component, spool) = (self.stage, self.component, self.spool);
-        let fat = indices
-            .iter()
-            .any(|&i| matches!(self.items[i].class, Class::Fat));
-        // The first copy comes from the stream (or the spool, for a fat binary), the others
-        // (a member below two nested prefixes) from it.
         let mut first: Option<PathBuf> = None;
-        if fat {
-            kpack_tar::write_file(content, spool, mode)?;
-            first = Some(spool.to_owned());
-        }
         for &i in indices {
             let item = &self.items[i];
-            let result = match plan::copy_destination(stage, component, item) {
-                Some(to) => {
-                    let bytes = match &first {
-                        Some(from) => crate::copy_file(from, &to)?,
-                        None => {
-                            let bytes = kpack_tar::write_file(content, &to, mode)?;
-                            first = Some(to);
-                            bytes
-                        }
-                    };
-                    plan::copied(&item.class, bytes)
+            let to = plan::copy_destination(self.stage, self.component, item)
+                .expect("a copied class: the member holds no fat binary");
+            let bytes = match &first {
+                Some(from) => crate::copy_file(from, &to)?,
+                None => {
+                    let bytes = kpack_tar::write_file(content, &to, mode)?;
+                    first = Some(to);
+                    bytes
                 }
+            };
+            finished(i, plan::copied(&item.class, bytes));
+        }
+        Ok(())
+    }
+
+    /// The items of a spooled member: fat binaries split, copies made from the spool file,
+    /// which is then removed.
+    fn split_spooled(
+        &self,
+        member: &Spooled,
+        finished: &dyn Fn(usize, Done),
+    ) -> Result<(), ArtifactError> {
+        let (stage, component, spooled) = (self.stage, self.component, &member.file);
+        for &i in &member.indices {
+            let item = &self.items[i];
+            let result = match plan::copy_destination(stage, component, item) {
+                Some(to) => plan::copied(&item.class, crate::copy_file(spooled, &to)?),
                 None => plan::split_fat(
-                    spool,
+                    spooled,
                     stage,
                     component,
                     item,
                     &self.modules[&i],
                     self.opts.compression,
                 )
-                .map_err(|e| at_member(e, spool, self.input.join(path)))?,
+                .map_err(|e| at_member(e, spooled, self.input.join(&member.path)))?,
             };
             finished(i, result);
         }
-        if fat {
-            std::fs::remove_file(spool).map_err(ArtifactError::io(spool))?;
-        }
-        Ok(())
+        std::fs::remove_file(spooled).map_err(ArtifactError::io(spooled))
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use kpack_archive::kpm::KpmManifest;
 use kpack_artifact::manifest;
 use kpack_artifact::recombine::{PackagingConfig, RecombineOptions, recombine};
-use kpack_artifact::split::{SplitOptions, split};
+use kpack_artifact::split::{SplitOptions, split, split_batch};
 use kpack_artifact::tarball::OutputFormat;
 use kpack_artifact::verify::{VerifyOptions, verify};
 use kpack_package::handlers::Handler;
@@ -536,22 +536,28 @@ fn untar_all(from: &Path, into: &Path) {
     }
 }
 
-/// Debian's hipSPARSELt (the CI slice's smaller package) as a `.tar.zst` artifact: split
-/// and recombine write the same tarballs at 1, 2 and 8 threads, and verify finds every code
-/// object at each.
+/// Debian's hipSPARSELt (the CI slice's smaller package) as a `.tar.zst` artifact and, under
+/// a second component, as a directory, split by one `split --batch` (the two artifacts on the
+/// workers at once): split and recombine write the same tarballs at 1, 2 and 8 threads, and
+/// verify finds every code object at each.
 #[test]
 #[ignore = "real-world"]
-fn a_real_package_splits_and_recombines_to_the_same_bytes_at_one_two_and_eight_threads() {
+fn real_packages_split_as_one_batch_and_recombine_to_the_same_bytes_at_one_two_and_eight_threads() {
     let p = PACKAGES
         .iter()
         .find(|p| p.handler == Handler::Hipsparselt)
         .unwrap();
     let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let root = root.path();
+    // Two artifacts split at once by `split --batch`: the package as a `.tar.zst` (the
+    // streamed split) and as a directory under a second component (the directory split).
+    let originals = root.join("original");
     let artifact = arrange(p, &root.join("arranged"));
-    let tarball = root.join(format!("original/{}_gfxall.tar.zst", p.component));
-    std::fs::create_dir_all(tarball.parent().unwrap()).unwrap();
+    let tarball = originals.join(format!("{}_gfxall.tar.zst", p.component));
+    std::fs::create_dir_all(&originals).unwrap();
     kpack_tar::pack_dir(&artifact, &tarball, kpack_tar::PackOptions::from_env()).unwrap();
+    let second = format!("{}_dir", p.component);
+    std::fs::rename(&artifact, originals.join(format!("{second}_gfxall"))).unwrap();
     let mut written = Vec::new();
     for threads in [1, 2, 8] {
         let run = root.join(format!("threads-{threads}"));
@@ -561,15 +567,10 @@ fn a_real_package_splits_and_recombines_to_the_same_bytes_at_one_two_and_eight_t
             output: OutputFormat::TarZst,
             ..SplitOptions::default()
         };
-        let s = split(
-            &tarball,
-            &run.join("split/shard"),
-            p.component,
-            &opts,
-            &|_, _| {},
-        )
-        .unwrap();
-        let groups: Vec<String> = s.artifacts[1..]
+        let split = split_batch(&originals, &run.join("split/shard"), &opts, &|_, _| {}).unwrap();
+        let components: Vec<&str> = split.iter().map(|s| s.component.as_str()).collect();
+        assert_eq!(components, [p.component, second.as_str()]);
+        let groups: Vec<String> = split[0].artifacts[1..]
             .iter()
             .map(|a| a.name.rsplit('_').next().unwrap().to_owned())
             .collect();
@@ -588,7 +589,7 @@ fn a_real_package_splits_and_recombines_to_the_same_bytes_at_one_two_and_eight_t
         let report = verify(
             &rec,
             &VerifyOptions {
-                original: Some(tarball.clone()),
+                original: Some(originals.clone()),
                 threads,
             },
         )

@@ -149,6 +149,48 @@ fn split_wheel_refuses_a_wheel_holding_a_ccob_bundle_with_a_flipped_payload_byte
     assert_empty("split-wheel", out_dir.path());
 }
 
+/// The split of a tarball splits its fat binaries on the workers while it reads on, so the
+/// second damaged library may fail first; the error is still the first damaged member's in
+/// tarball order (a healthy one before it, another damaged one after), at any thread count,
+/// and nothing is written.
+#[test]
+fn split_of_a_tarball_names_its_first_damaged_fat_binary_at_one_two_and_eight_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifact = dir.path().join("demo_gfxall");
+    for (sub, bytes) in [
+        ("a", read_fixture(LIB)),
+        ("b", damaged_library()),
+        ("c", damaged_library()),
+    ] {
+        let lib = artifact.join("demo/lib").join(sub);
+        std::fs::create_dir_all(&lib).unwrap();
+        std::fs::write(lib.join("libmodern_two_v3.so"), bytes).unwrap();
+    }
+    std::fs::write(artifact.join("artifact_manifest.txt"), "demo\n").unwrap();
+    let tarball = dir.path().join("demo_gfxall.tar.zst");
+    kpack_tar::pack_dir(&artifact, &tarball, kpack_tar::PackOptions::from_env()).unwrap();
+    let first = format!("{}/demo/lib/b/libmodern_two_v3.so", tarball.display());
+    for threads in ["1", "2", "8"] {
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = out_dir.path().join("out");
+        let args = [
+            "split",
+            s(&tarball),
+            "-o",
+            s(&out),
+            "--component",
+            "demo",
+            "--threads",
+            threads,
+        ];
+        let r = kpack(&args);
+        assert_refused(&format!("{args:?}"), &r, &first);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!err.contains("lib/c/"), "{args:?}: {err}");
+        assert_empty(&format!("{args:?}"), out_dir.path());
+    }
+}
+
 #[test]
 fn prune_of_a_wheel_refuses_a_ccob_bundle_with_a_flipped_payload_byte() {
     let dir = tempfile::tempdir().unwrap();
