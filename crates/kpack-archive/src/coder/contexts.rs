@@ -158,21 +158,25 @@ pub(super) fn context_estimate(search: Search, len: usize, prefix_len: usize) ->
 }
 
 /// Bytes of a context from which it is freed after its compression instead of kept in
-/// [`Contexts`]: a level-19 context over a 64 KB kernel and its reference holds 2.6 MB.
-const KEPT_CONTEXT_MAX: usize = 4 << 20;
+/// [`Contexts`]: a level-19 context over a 64 KB kernel and its reference holds 5.2 MB, over
+/// the kernel alone 2.6 MB, a trial's 1.1 MB.
+const KEPT_CONTEXT_MAX: usize = 6 << 20;
 
-/// Bytes of idle contexts one [`Contexts`] keeps at most.
-const KEPT_CONTEXTS_BUDGET: usize = 16 << 20;
+/// Bytes of idle contexts one [`Contexts`] keeps at most: two level-19 contexts of 64 KB
+/// kernels against their references.
+const KEPT_CONTEXTS_BUDGET: usize = 12 << 20;
 
 /// The compression contexts of one group, kept between its compressions while they are small
 /// ([`KEPT_CONTEXT_MAX`], [`KEPT_CONTEXTS_BUDGET`]) and reused, reset, by the next one on any
-/// thread. A context made for each compression cost more than the compression of a small
-/// kernel: on jax's plugin (27 targets, 64 KB kernels, about a thousand compressions at one
-/// core) making, zeroing and first touching their tables took a fifth of a pack's CPU. A
+/// thread. A context made for each compression costs as much as the compression of a small
+/// kernel: in perf samples of a one-core pack of jax's plugin (27 targets, 64 KB kernels,
+/// about a thousand compressions) making contexts, zeroing their tables, the page faults of
+/// touching them and the templates' copies were a fifth of the CPU. A
 /// reused context keeps its tables and their contents, which zstd ignores (they index
 /// positions below the new frame's window), so that the frames are the same bytes.
 /// The idle contexts sit outside the memory gate, which a compression reserves while it runs:
-/// they are bounded by [`KEPT_CONTEXTS_BUDGET`] instead, and freed with the group.
+/// they are bounded by [`KEPT_CONTEXTS_BUDGET`] per group being coded instead, and freed with
+/// the group; a large kernel's context (over [`KEPT_CONTEXT_MAX`]) is never kept.
 #[derive(Default)]
 pub(super) struct Contexts<'p> {
     idle: Mutex<Vec<CCtx<'p>>>,
