@@ -8,7 +8,7 @@
 //! quarter of a level-19 `unified` pack on one core, paid again by every kernel coded against
 //! the same reference (a group's root is the reference of up to 13 others). A
 //! [`PrefixTemplate`] pays it once: `ZSTD_copyCCtx` duplicates the loaded tables (a memory
-//! copy) into a fresh context for each kernel.
+//! copy) into one working context, for each kernel in turn.
 //!
 //! The frames are the bytes `ZSTD_CCtx_refPrefix` and `ZSTD_compress2` make with the same
 //! parameters (`templated_frames_are_the_bytes_of_a_prefix_compression` checks it on real
@@ -43,6 +43,15 @@ pub(crate) fn parameters(
         params.windowLog = window_log;
         sys::ZSTD_adjustCParams(params, len as u64, prefix_len)
     }
+}
+
+/// Whether zstd codes `len` bytes standalone at `level` with its `btultra2` strategy: `btultra`
+/// with a first pass over the frame's first block to gather statistics, thrown away and coded
+/// again (levels 19 and over).
+pub(crate) fn standalone_is_btultra2(level: i32, len: usize) -> bool {
+    // SAFETY: takes and returns plain values.
+    let params = unsafe { sys::ZSTD_getCParams(level, len as u64, 0) };
+    params.strategy == sys::ZSTD_strategy::ZSTD_btultra2
 }
 
 /// Whether `a` and `b` are the same parameters.
@@ -83,6 +92,10 @@ pub(crate) fn tree_reaches(params: &sys::ZSTD_compressionParameters, prefix_len:
 /// A zstd context with a prefix loaded, ready to begin a frame; see the module doc.
 pub(crate) struct PrefixTemplate<'p> {
     cctx: NonNull<sys::ZSTD_CCtx>,
+    /// The context each frame is coded in, a copy of `cctx`: one for every frame, so that its
+    /// tables are allocated and first touched once (for 64 KB kernels that took as long as
+    /// loading the prefix).
+    copy: NonNull<sys::ZSTD_CCtx>,
     /// The context reads the prefix in place until it is dropped.
     _prefix: std::marker::PhantomData<&'p [u8]>,
 }
@@ -94,9 +107,18 @@ impl<'p> PrefixTemplate<'p> {
         prefix: &'p [u8],
         params: sys::ZSTD_compressionParameters,
     ) -> Result<Self, usize> {
+        let create = || {
+            // SAFETY: creates a context, freed on drop (or below, if the second one fails).
+            NonNull::new(unsafe { sys::ZSTD_createCCtx() }).ok_or(0usize)
+        };
+        let cctx = create()?;
+        let copy = create().inspect_err(|_| {
+            // SAFETY: `cctx` was created above and is not used after this.
+            unsafe { sys::ZSTD_freeCCtx(cctx.as_ptr()) };
+        })?;
         let template = PrefixTemplate {
-            // SAFETY: creates a context, freed on drop.
-            cctx: NonNull::new(unsafe { sys::ZSTD_createCCtx() }).ok_or(0usize)?,
+            cctx,
+            copy,
             _prefix: std::marker::PhantomData,
         };
         let frame = sys::ZSTD_frameParameters {
@@ -124,35 +146,22 @@ impl<'p> PrefixTemplate<'p> {
 
     /// One frame of `data` (not empty) coded against the prefix: the bytes `ZSTD_compress2`
     /// makes with the template's parameters and the prefix referenced.
-    pub(crate) fn compress(&self, data: &[u8]) -> Result<Vec<u8>, usize> {
+    pub(crate) fn compress(&mut self, data: &[u8]) -> Result<Vec<u8>, usize> {
         assert!(
             !data.is_empty(),
             "a copied context takes 0 bytes for an unknown size"
         );
-        // SAFETY: creates a context, freed below on every path.
-        let copy = NonNull::new(unsafe { sys::ZSTD_createCCtx() }).ok_or(0usize)?;
-        let frame = self.compress_with(copy, data);
-        // SAFETY: `copy` was created above and is not used after this.
-        unsafe { sys::ZSTD_freeCCtx(copy.as_ptr()) };
-        frame
-    }
-
-    /// The memory the template's context holds.
-    #[cfg(test)]
-    pub(crate) fn sizeof(&self) -> usize {
-        // SAFETY: the context is valid.
-        unsafe { sys::ZSTD_sizeof_CCtx(self.cctx.as_ptr()) }
-    }
-
-    fn compress_with(&self, copy: NonNull<sys::ZSTD_CCtx>, data: &[u8]) -> Result<Vec<u8>, usize> {
-        // SAFETY: both contexts are valid; the template was begun and is only read.
-        check(unsafe { sys::ZSTD_copyCCtx(copy.as_ptr(), self.cctx.as_ptr(), data.len() as u64) })?;
+        // SAFETY: both contexts are valid; the template was begun and is only read, and the
+        // copy is this template's alone (`&mut self`).
+        check(unsafe {
+            sys::ZSTD_copyCCtx(self.copy.as_ptr(), self.cctx.as_ptr(), data.len() as u64)
+        })?;
         let mut frame = vec![0u8; zstd::zstd_safe::compress_bound(data.len()) + 4];
         // SAFETY: `frame` and `data` are valid for the lengths given; the copy reads the
         // prefix, which outlives the template.
         let len = check(unsafe {
             sys::ZSTD_compressEnd(
-                copy.as_ptr(),
+                self.copy.as_ptr(),
                 frame.as_mut_ptr().cast(),
                 frame.len() - 4,
                 data.as_ptr().cast(),
@@ -166,12 +175,22 @@ impl<'p> PrefixTemplate<'p> {
         frame.extend_from_slice(&checksum.to_le_bytes());
         Ok(frame)
     }
+
+    /// The memory the template's context holds.
+    #[cfg(test)]
+    pub(crate) fn sizeof(&self) -> usize {
+        // SAFETY: the context is valid.
+        unsafe { sys::ZSTD_sizeof_CCtx(self.cctx.as_ptr()) }
+    }
 }
 
 impl Drop for PrefixTemplate<'_> {
     fn drop(&mut self) {
-        // SAFETY: the context was created by `new` and is not used after this.
-        unsafe { sys::ZSTD_freeCCtx(self.cctx.as_ptr()) };
+        // SAFETY: both contexts were created by `new` and are not used after this.
+        unsafe {
+            sys::ZSTD_freeCCtx(self.copy.as_ptr());
+            sys::ZSTD_freeCCtx(self.cctx.as_ptr());
+        }
     }
 }
 

@@ -16,13 +16,19 @@
 //! The figures that are sizes only are measured for every input at once, which keeps both
 //! cores busy; the two pack times are measured one after the other with nothing else running.
 //!
-//! Then the many-target row (issue 38): jax-rocm7-plugin 0.12.0's fat binaries (`_linalg.so`,
-//! `_prng.so`, `_solver.so`: kernels of 27 targets, 2.9 MB) packed whole by the `kpack` binary,
+//! Then the many-target rows (issue 38): fat binaries packed whole by the `kpack` binary,
 //! `pack --compression unified --threads <n>`, against `zstd -19 -T<n>` over the same code
 //! objects concatenated, both pinned to `n` cores with `taskset`, at n = 1 and 2: the time
 //! ratio (target <= 1.3x) and each one's speed-up on 2 cores (pack's >= 0.9x zstd's own).
-//! Each figure is the fastest of 3 rounds that run every command in turn (a round takes a
-//! few seconds; the machines here vary by 5-25 % within minutes).
+//! Two inputs: jax-rocm7-plugin 0.12.0's `_linalg.so`, `_prng.so` and `_solver.so` (27
+//! targets, 2.9 MB of 64 KB kernels), too small for zstd's own threads (`zstd -19` codes
+//! jobs of 32 MB: one job here, so its speed-up is below 1); and cupy-rocm-7-0 14.2.0's
+//! `thrust` module (9 targets, 76.6 MB of 8-10 MB kernels: three jobs, which zstd's two
+//! threads share), where both speed-ups mean something. The jax row's figures are the fastest
+//! of 3 rounds that run every command in turn (a round takes a few seconds; the machines here
+//! vary by 5-25 % within minutes); thrust's come from one round, each of its commands taking
+//! 15-40 s, long enough that a passing load shifts it by a few percent, while three rounds
+//! would add three minutes to the bench.
 //!
 //! Needs the corpus from `scripts/setup.sh` and `zstd` on PATH. Arguments (after `--`) that
 //! are not options keep only the inputs whose name contains one of them
@@ -307,25 +313,34 @@ fn main() {
         print(input, &sizes, v2_all, v2_time, zstd19_time);
     }
     if only.is_empty() || only.iter().any(|o| "many targets".contains(o.as_str())) {
-        many_targets(&jax);
+        let jax = jax.join("jax_rocm7_plugin");
+        let jax_inputs = ["_linalg.so", "_prng.so", "_solver.so"].map(|n| jax.join(n));
+        many_targets(
+            "jax-rocm7-plugin 0.12.0 _linalg.so, _prng.so, _solver.so",
+            &jax_inputs,
+            JAX_ROUNDS,
+        );
+        let cupy = c.join(
+            "wx/cupy_rocm_7_0-14.2.0-cp312-cp312-manylinux2014_x86_64/cupy/cuda/\
+             thrust.cpython-312-x86_64-linux-gnu.so",
+        );
+        many_targets("cupy-rocm-7-0 14.2.0 thrust", &[cupy], THRUST_ROUNDS);
     }
 }
 
-/// Rounds of the many-target row; each figure is the fastest of its command's.
-const MANY_TARGET_ROUNDS: usize = 3;
+/// Rounds of the jax many-target row and of the thrust one (see the module doc); each figure
+/// is the fastest of its command's.
+const JAX_ROUNDS: usize = 3;
+const THRUST_ROUNDS: usize = 1;
 
-/// The many-target row (see the module doc): `jax` is the unpacked plugin wheel.
-fn many_targets(jax: &Path) {
+/// One many-target row (see the module doc): `inputs` packed into one archive, `rounds` times.
+fn many_targets(name: &str, inputs: &[PathBuf], rounds: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let inputs: Vec<PathBuf> = ["_linalg.so", "_prng.so", "_solver.so"]
-        .iter()
-        .map(|n| jax.join("jax_rocm7_plugin").join(n))
-        .collect();
     // The same code objects for zstd, concatenated in the order pack reads them.
     let mut code_objects = Vec::new();
     let mut targets = std::collections::BTreeSet::new();
     let mut kernels = std::collections::BTreeSet::new();
-    for path in &inputs {
+    for path in inputs {
         for (key, target, data) in collect(path, 1, u64::MAX).sample {
             targets.insert(target);
             kernels.insert(key);
@@ -338,7 +353,7 @@ fn many_targets(jax: &Path) {
     let kpack = Path::new(env!("CARGO_BIN_EXE_kpack"));
     // (pack, zstd) per core count: the fastest run of each.
     let mut fastest = [[None::<ChildRun>; 2]; 2];
-    for _ in 0..MANY_TARGET_ROUNDS {
+    for _ in 0..rounds {
         for (n, row) in fastest.iter_mut().enumerate() {
             let (cores, threads) = (["0", "0,1"][n], ["1", "2"][n]);
             let mut pack: Vec<&Path> = vec![Path::new("-c"), Path::new(cores), kpack];
@@ -358,11 +373,12 @@ fn many_targets(jax: &Path) {
     }
     let [[pack1, zstd1], [pack2, zstd2]] = fastest.map(|row| row.map(Option::unwrap));
     println!(
-        "many targets: jax-rocm7-plugin 0.12.0 _linalg.so, _prng.so, _solver.so ({} targets, {} \
-         kernels, {} of code objects), fastest of {MANY_TARGET_ROUNDS} rounds, taskset",
+        "many targets: {name} ({} targets, {} kernels, {} of code objects), fastest of \
+         {rounds} round{}, taskset",
         targets.len(),
         kernels.len(),
-        mb(code_objects.len() as u64)
+        mb(code_objects.len() as u64),
+        if rounds == 1 { "" } else { "s" }
     );
     println!("  cores  pack unified (CPU s)   zstd -19 -T<n> (CPU s)   ratio (target <= 1.3x)");
     for (n, (pack, zstd)) in [(pack1, zstd1), (pack2, zstd2)].iter().enumerate() {

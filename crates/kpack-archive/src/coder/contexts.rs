@@ -1,8 +1,11 @@
 //! zstd compression for the coder within the process's memory gate: how each frame and
 //! trial searches for matches (window, long-distance matching, the wide trials' `fast`
-//! match finder), what its context costs, and the context itself.
+//! match finder), what its context costs, and the context itself, kept between the
+//! compressions of a group while it is small ([`Contexts`]).
 
-use zstd::zstd_safe::{self, CCtx, CParameter};
+use std::sync::{Mutex, PoisonError};
+
+use zstd::zstd_safe::{self, CCtx, CParameter, ResetDirective};
 
 use crate::ArchiveError;
 use crate::prefix_template;
@@ -13,7 +16,8 @@ use crate::unified::MAX_WINDOW_LOG;
 /// final level finds: `gfx906` against `gfx900` of a rocBLAS kernel is 84 KB at level 1 and
 /// 138 bytes at level 19, and on rocBLAS's largest bundles level-3 trials chose forests 9%
 /// larger at level 19 than level-4 trials did (librocblas.so.5.2 whole: 0.94x its CCOB
-/// instead of 1.04x). Level 4 costs about twice level 1's trial time.
+/// instead of 1.04x). Level 4 costs about twice level 1's trial time. Its trials run zstd's
+/// `dfast` match finder ([`Search::Trial`]).
 const TRIAL_LEVEL: i32 = 4;
 
 /// The largest hash table (log2 of its 4-byte entries) of a trial against a large prefix
@@ -60,8 +64,16 @@ fn ceil_log2(n: usize) -> u32 {
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Search {
     /// The level's match finder; against a prefix, a window covering prefix and content, and
-    /// long-distance matching once they reach 8 MB (`long_distance_matching`).
+    /// long-distance matching once they reach 8 MB (`long_distance_matching`); standalone at
+    /// a level of zstd's `btultra2`, its `btultra` (see [`configure`]).
     Level(i32),
+    /// A trial, alone or against a prefix where prefix and content stay under 8 MB: level 4
+    /// ([`TRIAL_LEVEL`]) with zstd's `dfast` match finder, the one level 4 uses on up to 128 KB.
+    /// On 128-256 KB (a 64 KB kernel and its reference) level 4 switches to a row-hashed
+    /// `greedy`, whose tables cost more to load and search: on jax's plugin (27 targets,
+    /// 1,000 trials of 64 KB kernels) `dfast` trials took 10 % fewer of the pack's
+    /// instructions, and the forest they chose was 0.16 % larger.
+    Trial,
     /// A trial against a prefix where prefix and content reach 8 MB. Level 4's tables index
     /// only the last 2 MB of a prefix (zstd loads at most 2^(hashLog+3) bytes of it), so at
     /// level 4 such a trial found its matches in the rest through long-distance matching, whose
@@ -78,7 +90,7 @@ pub(super) fn trial_search(len: usize, prefix_len: usize) -> Search {
     if prefix_len > 0 && prefix_len + len >= LARGE_PAIR {
         Search::WideTrial
     } else {
-        Search::Level(TRIAL_LEVEL)
+        Search::Trial
     }
 }
 
@@ -126,6 +138,7 @@ pub(super) fn context_estimate(search: Search, len: usize, prefix_len: usize) ->
     ];
     let level = match search {
         Search::Level(level) => level,
+        Search::Trial => TRIAL_LEVEL,
         Search::WideTrial => return (4u64 << wide_trial_hash_log(prefix_len)) + (3 << 20),
     };
     let (level_window, chain, hash) = LOGS[(level.clamp(1, 22) - 1) as usize];
@@ -144,27 +157,92 @@ pub(super) fn context_estimate(search: Search, len: usize, prefix_len: usize) ->
     tables + ldm + (3 << 20)
 }
 
+/// Bytes of a context from which it is freed after its compression instead of kept in
+/// [`Contexts`]: a level-19 context over a 64 KB kernel and its reference holds 5.2 MB, over
+/// the kernel alone 2.6 MB, a trial's 1.1 MB.
+const KEPT_CONTEXT_MAX: usize = 6 << 20;
+
+/// Bytes of idle contexts one [`Contexts`] keeps at most: two level-19 contexts of 64 KB
+/// kernels against their references.
+const KEPT_CONTEXTS_BUDGET: usize = 12 << 20;
+
+/// The compression contexts of one group, kept between its compressions while they are small
+/// ([`KEPT_CONTEXT_MAX`], [`KEPT_CONTEXTS_BUDGET`]) and reused, reset, by the next one on any
+/// thread. A context made for each compression costs as much as the compression of a small
+/// kernel: in perf samples of a one-core pack of jax's plugin (27 targets, 64 KB kernels,
+/// about a thousand compressions) making contexts, zeroing their tables, the page faults of
+/// touching them and the templates' copies were a fifth of the CPU. A
+/// reused context keeps its tables and their contents, which zstd ignores (they index
+/// positions below the new frame's window), so that the frames are the same bytes.
+/// The idle contexts sit outside the memory gate, which a compression reserves while it runs:
+/// they are bounded by [`KEPT_CONTEXTS_BUDGET`] per group being coded instead, and freed with
+/// the group; a large kernel's context (over [`KEPT_CONTEXT_MAX`]) is never kept.
+#[derive(Default)]
+pub(super) struct Contexts<'p> {
+    idle: Mutex<Vec<CCtx<'p>>>,
+}
+
+impl<'p> Contexts<'p> {
+    /// An idle context, or a new one; an error is 0 (no context could be allocated).
+    fn take(&self) -> Result<CCtx<'p>, usize> {
+        match self.lock().pop() {
+            Some(cctx) => Ok(cctx),
+            None => CCtx::try_create().ok_or(0usize),
+        }
+    }
+
+    /// Keeps `cctx`, reset, for the next compression if it is small and the idle ones leave
+    /// room for it; frees it otherwise.
+    fn put_back(&self, mut cctx: CCtx<'p>) {
+        let size = cctx.sizeof();
+        if size > KEPT_CONTEXT_MAX || cctx.reset(ResetDirective::SessionAndParameters).is_err() {
+            return;
+        }
+        let mut idle = self.lock();
+        if idle.iter().map(CCtx::sizeof).sum::<usize>() + size <= KEPT_CONTEXTS_BUDGET {
+            idle.push(cctx);
+        }
+    }
+
+    /// Whether no context is kept.
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Nothing is left inconsistent by a panic while the lock is held (a push or a pop).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<CCtx<'p>>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// One zstd frame of `data` at `level`, recording its content size, coded against `prefix`
-/// if given (its window then covers prefix and content).
-pub(crate) fn compress(
+/// if given (its window then covers prefix and content), in a context of `contexts`.
+pub(crate) fn compress<'p>(
+    contexts: &Contexts<'p>,
     data: &[u8],
-    prefix: Option<&[u8]>,
+    prefix: Option<&'p [u8]>,
     level: i32,
 ) -> Result<Vec<u8>, ArchiveError> {
-    frame(data, prefix, Search::Level(level))
+    frame(contexts, data, prefix, Search::Level(level))
 }
 
 /// The size of the trial frame of `data`, alone or against `prefix` (see [`TRIAL_LEVEL`],
-/// [`Search::WideTrial`]).
-pub(super) fn trial(data: &[u8], prefix: Option<&[u8]>) -> Result<usize, ArchiveError> {
+/// [`Search::WideTrial`]), in a context of `contexts`.
+pub(super) fn trial<'p>(
+    contexts: &Contexts<'p>,
+    data: &[u8],
+    prefix: Option<&'p [u8]>,
+) -> Result<usize, ArchiveError> {
     let search = trial_search(data.len(), prefix.map_or(0, <[u8]>::len));
-    Ok(frame(data, prefix, search)?.len())
+    Ok(frame(contexts, data, prefix, search)?.len())
 }
 
-/// One zstd frame of `data` with `search`, within the memory gate.
-pub(super) fn frame(
+/// One zstd frame of `data` with `search`, within the memory gate, in a context of `contexts`.
+pub(super) fn frame<'p>(
+    contexts: &Contexts<'p>,
     data: &[u8],
-    prefix: Option<&[u8]>,
+    prefix: Option<&'p [u8]>,
     search: Search,
 ) -> Result<Vec<u8>, ArchiveError> {
     let _context = CONTEXTS.reserve(context_estimate(
@@ -172,9 +250,11 @@ pub(super) fn frame(
         data.len(),
         prefix.map_or(0, <[u8]>::len),
     ));
-    let mut cctx = context(data.len(), prefix, search).map_err(zstd_failure)?;
+    let mut cctx = contexts.take().map_err(zstd_failure)?;
+    configure(&mut cctx, data.len(), prefix, search).map_err(zstd_failure)?;
     let mut frame = Vec::with_capacity(zstd_safe::compress_bound(data.len()));
     cctx.compress2(&mut frame, data).map_err(zstd_failure)?;
+    contexts.put_back(cctx);
     within_frame_size(frame)
 }
 
@@ -189,22 +269,51 @@ pub(crate) fn within_frame_size(frame: Vec<u8>) -> Result<Vec<u8>, ArchiveError>
     Ok(frame)
 }
 
-/// A zstd context set up for `len` bytes with `search`, recording content size and checksum,
-/// against `prefix` if given (its window then covers prefix and content); an error is zstd's
-/// code, or 0 if no context could be allocated.
+/// A zstd context set up for `len` bytes with `search` (see [`configure`]); an error is
+/// zstd's code, or 0 if no context could be allocated.
+#[cfg(test)]
 pub(super) fn context<'p>(
     len: usize,
     prefix: Option<&'p [u8]>,
     search: Search,
 ) -> Result<CCtx<'p>, usize> {
     let mut cctx = CCtx::try_create().ok_or(0usize)?;
+    configure(&mut cctx, len, prefix, search)?;
+    Ok(cctx)
+}
+
+/// Sets up `cctx` (new, or reset) for `len` bytes with `search`, recording content size and
+/// checksum, against `prefix` if given (its window then covers prefix and content); an error
+/// is zstd's code.
+fn configure<'p>(
+    cctx: &mut CCtx<'p>,
+    len: usize,
+    prefix: Option<&'p [u8]>,
+    search: Search,
+) -> Result<(), usize> {
     let level = match search {
         Search::Level(level) => level,
-        Search::WideTrial => TRIAL_LEVEL,
+        Search::Trial | Search::WideTrial => TRIAL_LEVEL,
     };
     cctx.set_parameter(CParameter::CompressionLevel(level))?;
     cctx.set_parameter(CParameter::ContentSizeFlag(true))?;
     cctx.set_parameter(CParameter::ChecksumFlag(true))?;
+    match search {
+        Search::Trial => {
+            cctx.set_parameter(CParameter::Strategy(zstd_safe::Strategy::ZSTD_dfast))?;
+        }
+        // `btultra2` codes a standalone frame's first block twice, the first time only to
+        // gather statistics (zstd does it only without a prefix): for a kernel of up to one
+        // block (128 KB), twice the work for a frame about 0.1 % smaller (jax's plugin: roots
+        // took 15 % of a pack's instructions with it, 8 % without; the archive 0.08 % larger,
+        // librocblas's and librocsparse's samples the same size within 0.001 %).
+        Search::Level(level)
+            if prefix.is_none() && prefix_template::standalone_is_btultra2(level, len) =>
+        {
+            cctx.set_parameter(CParameter::Strategy(zstd_safe::Strategy::ZSTD_btultra))?;
+        }
+        _ => {}
+    }
     if let Some(prefix) = prefix {
         let total = prefix.len() + len;
         cctx.set_parameter(CParameter::WindowLog(prefixed_window_log(total)))?;
@@ -214,6 +323,7 @@ pub(super) fn context<'p>(
                     cctx.set_parameter(CParameter::EnableLongDistanceMatching(true))?;
                 }
             }
+            Search::Trial => {}
             Search::WideTrial => {
                 cctx.set_parameter(CParameter::Strategy(zstd_safe::Strategy::ZSTD_fast))?;
                 cctx.set_parameter(CParameter::HashLog(wide_trial_hash_log(prefix.len())))?;
@@ -222,7 +332,7 @@ pub(super) fn context<'p>(
         }
         cctx.ref_prefix(prefix)?;
     }
-    Ok(cctx)
+    Ok(())
 }
 
 pub(super) fn zstd_failure(code: usize) -> ArchiveError {
