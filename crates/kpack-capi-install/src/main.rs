@@ -39,8 +39,8 @@
 //! the one `cargo-c` uses, so switching later would change nothing for consumers.
 //!
 //! A crate of its own, so that the C library's dependencies stay the runtime and `libc`: what
-//! installing needs (`kpack-fs`'s atomic publishing, symbolic links) is Unix-only, and would
-//! otherwise be linked into librocm_kpack.
+//! installing needs (`kpack-fs`'s atomic publishing, symbolic links) is no loader's business,
+//! and would otherwise be linked into librocm_kpack.
 //!
 //! Depends on `kpack-capi` and `kpack-fs` (the layering: docs/CONTRIBUTING.md).
 
