@@ -42,7 +42,7 @@
 //! must find an archive (`recombine/reach.rs`; shards split by the reference and by kpack name their
 //! archives differently, and are refused together).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use kpack_archive::Compression;
@@ -446,7 +446,7 @@ fn write_packages(
         g.files = files[g.artifact.as_str()];
     }
     let names: Vec<String> = packages.iter().map(|p| p.name.clone()).collect();
-    tarball::pack_staged(&root, &names, opts.output, threads)?;
+    tarball::pack_staged(&root, &names, opts.output, threads, &HashMap::new())?;
     stage.publish()?;
     Ok(())
 }

@@ -68,7 +68,6 @@ pub fn split(
     let (stage, root) = crate::stage_output(out)?;
     refuse_existing(out, component)?;
     let summary = split_into(input, &root, component, opts, progress)?;
-    pack_outputs(&root, &summary, opts)?;
     stage.publish()?;
     Ok(summary)
 }
@@ -124,7 +123,6 @@ pub fn split_batch(
             progress(done, total);
         };
         let summary = split_into(dir, &root, component, opts, &artifact_progress)?;
-        pack_outputs(&root, &summary, opts)?;
         Ok::<_, ArtifactError>(summary)
     })?;
     stage.publish()?;
@@ -140,16 +138,6 @@ fn check_component(component: &str) -> Result<(), ArtifactError> {
         }));
     }
     Ok(())
-}
-
-fn pack_outputs(
-    stage: &Path,
-    summary: &SplitSummary,
-    opts: &SplitOptions,
-) -> Result<(), ArtifactError> {
-    let names: Vec<String> = summary.artifacts.iter().map(|a| a.name.clone()).collect();
-    let threads = kpack_concurrency::threads::count(opts.threads);
-    tarball::pack_staged(stage, &names, opts.output, threads)
 }
 
 fn refuse_existing(out: &Path, component: &str) -> Result<(), ArtifactError> {
@@ -188,10 +176,15 @@ fn split_into(
     let items: Vec<Item> = entries
         .into_iter()
         .zip(classes)
-        .map(|((prefix, rel, _), class)| Item { prefix, rel, class })
+        .map(|((prefix, rel, _), class)| Item {
+            prefix,
+            rel,
+            class,
+            mode: None,
+        })
         .collect();
     let modules = assign_modules(&items)?;
-    create_tree(stage, component, &prefixes, &items)?;
+    create_tree(stage, component, &prefixes, &items, opts.output)?;
     let total = items.len() as u64;
     let done_count = AtomicU64::new(0);
     let results = kpack_concurrency::threads::map(&items, threads, |i, item| {

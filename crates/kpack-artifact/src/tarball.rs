@@ -14,7 +14,7 @@
 //! * Output: with [`OutputFormat::TarZst`], every artifact written to the staging directory is
 //!   packed into `<name>.tar.zst` there ([`pack_staged`]), and published with the rest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::{ArtifactError, TreeEntry, manifest};
@@ -89,20 +89,25 @@ pub(crate) fn temp_dir() -> Result<tempfile::TempDir, ArtifactError> {
 /// Packs each artifact directory `stage/<name>` into `stage/<name>.tar.zst` and removes the
 /// directory, on `threads` workers (so the extra space is that many artifacts' tarballs).
 /// Each tarball is packed alone, its members in the directory's sorted order, so its bytes
-/// do not depend on the thread count.
+/// do not depend on the thread count. `recorded` holds, by artifact name, the modes and
+/// links the caller knows and the staged copy may have lost (a Windows disk's), which the
+/// tarball carries instead of the disk's.
 pub(crate) fn pack_staged(
     stage: &Path,
     names: &[String],
     format: OutputFormat,
     threads: usize,
+    recorded: &HashMap<String, kpack_tar::Recorded>,
 ) -> Result<(), ArtifactError> {
     if format == OutputFormat::Dir {
         return Ok(());
     }
     let opts = kpack_tar::PackOptions::from_env();
+    let none = kpack_tar::Recorded::new();
     kpack_concurrency::threads::map(names, threads, |_, name| {
         let dir = stage.join(name);
-        kpack_tar::pack_dir(&dir, &stage.join(format!("{name}.tar.zst")), opts)?;
+        let out = stage.join(format!("{name}.tar.zst"));
+        kpack_tar::pack_dir_recorded(&dir, &out, opts, recorded.get(name).unwrap_or(&none))?;
         std::fs::remove_dir_all(&dir).map_err(ArtifactError::io(&dir))
     })?;
     Ok(())

@@ -9,6 +9,10 @@
 //!
 //! * `lib/librocm_kpack.so.<version>` with the `librocm_kpack.so.0` (SONAME) and
 //!   `librocm_kpack.so` links, and `lib/librocm_kpack.a`;
+//! * on Windows instead: `bin/rocm_kpack.dll` (where Windows looks for a program's DLLs, on
+//!   `PATH`), and in `lib/` its import libraries, `librocm_kpack.dll.a` (MinGW, made by the
+//!   build) and `rocm_kpack.lib` (MSVC, made from `kpack-capi/rocm_kpack.def` by `dlltool`,
+//!   as `scripts/windows.sh` does, beside this program), and `librocm_kpack.a`;
 //! * `include/rocm_kpack/kpack.h`;
 //! * `lib/cmake/rocm-kpack/` (`find_package(rocm-kpack)` → `rocm::rocm_kpack`,
 //!   `rocm::rocm_kpack_static`) and `lib/pkgconfig/rocm-kpack.pc`.
@@ -35,8 +39,8 @@
 //! the one `cargo-c` uses, so switching later would change nothing for consumers.
 //!
 //! A crate of its own, so that the C library's dependencies stay the runtime and `libc`: what
-//! installing needs (`kpack-fs`'s atomic publishing, symbolic links) is Unix-only, and would
-//! otherwise be linked into librocm_kpack.
+//! installing needs (`kpack-fs`'s atomic publishing, symbolic links) is no loader's business,
+//! and would otherwise be linked into librocm_kpack.
 //!
 //! Depends on `kpack-capi` and `kpack-fs` (the layering: docs/CONTRIBUTING.md).
 
@@ -50,7 +54,34 @@ const CMAKE_CONFIG: &str = include_str!("../../kpack-capi/cmake/rocm-kpack-confi
 const CMAKE_VERSION: &str = include_str!("../../kpack-capi/cmake/rocm-kpack-config-version.cmake");
 const PKG_CONFIG: &str = include_str!("../../kpack-capi/cmake/rocm-kpack.pc");
 /// `rustc --print native-static-libs` for the static library on Linux.
-const STATIC_LIBS: [&str; 7] = ["gcc_s", "util", "rt", "pthread", "m", "dl", "c"];
+#[cfg(not(windows))]
+const STATIC_LIBS: &[&str] = &["gcc_s", "util", "rt", "pthread", "m", "dl", "c"];
+/// `rustc --print native-static-libs` for the static library on Windows (MinGW; the Win32
+/// functions kpack's own crates call come from import libraries bundled into it).
+#[cfg(windows)]
+const STATIC_LIBS: &[&str] = &["kernel32", "ntdll", "userenv", "ws2_32", "dbghelp"];
+
+/// The libraries as Cargo builds them, each with where it is installed (relative to the
+/// prefix); then the links of the SONAME chain (link, target), in `lib/`.
+#[cfg(not(windows))]
+const LIBRARIES: &[(&str, &str)] = &[
+    ("librocm_kpack.so", "lib/librocm_kpack.so.@VERSION@"),
+    ("librocm_kpack.a", "lib/librocm_kpack.a"),
+];
+#[cfg(not(windows))]
+const LINKS: &[(&str, &str)] = &[
+    ("librocm_kpack.so.0", "librocm_kpack.so.@VERSION@"),
+    ("librocm_kpack.so", "librocm_kpack.so.0"),
+];
+#[cfg(windows)]
+const LIBRARIES: &[(&str, &str)] = &[
+    ("rocm_kpack.dll", "bin/rocm_kpack.dll"),
+    ("librocm_kpack.dll.a", "lib/librocm_kpack.dll.a"),
+    ("rocm_kpack.lib", "lib/rocm_kpack.lib"),
+    ("librocm_kpack.a", "lib/librocm_kpack.a"),
+];
+#[cfg(windows)]
+const LINKS: &[(&str, &str)] = &[];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -87,13 +118,17 @@ fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
             .max();
         let (_, p) = newest.ok_or_else(|| {
             format!(
-                "{name} not found beside {}: run `cargo run -p kpack-capi-install`",
-                exe.display()
+                "{name} not found beside {}: run `cargo run -p kpack-capi-install`{}",
+                exe.display(),
+                if name.ends_with(".lib") {
+                    " and make it from kpack-capi's rocm_kpack.def with dlltool"
+                } else {
+                    ""
+                }
             )
         })?;
         std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
     };
-    let (shared, static_lib) = (read("librocm_kpack.so")?, read("librocm_kpack.a")?);
     let prefix = if prefix.is_absolute() {
         prefix.to_owned()
     } else {
@@ -109,13 +144,18 @@ fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
             .replace("@STATIC_LIBS@", &STATIC_LIBS.join(";"))
             .replace(
                 "@STATIC_FLAGS@",
-                &STATIC_LIBS.map(|l| format!("-l{l}")).join(" "),
+                &STATIC_LIBS
+                    .iter()
+                    .map(|l| format!("-l{l}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
             )
     };
-    let real_so = format!("librocm_kpack.so.{VERSION}");
-    let files: Vec<(PathBuf, Vec<u8>)> = vec![
-        (lib.join(&real_so), shared),
-        (lib.join("librocm_kpack.a"), static_lib),
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    for (built, installed) in LIBRARIES {
+        files.push((prefix.join(fill(installed)), read(built)?));
+    }
+    files.extend([
         (prefix.join("include/rocm_kpack/kpack.h"), HEADER.into()),
         (
             lib.join("cmake/rocm-kpack/rocm-kpack-config.cmake"),
@@ -126,7 +166,7 @@ fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
             fill(CMAKE_VERSION).into(),
         ),
         (lib.join("pkgconfig/rocm-kpack.pc"), fill(PKG_CONFIG).into()),
-    ];
+    ]);
     let mut installed = Vec::new();
     for (path, bytes) in files {
         make_dir(&path)?;
@@ -140,13 +180,10 @@ fn install(prefix: &Path) -> Result<Vec<PathBuf>, String> {
         )?;
         installed.push(path);
     }
-    for (link, target) in [
-        ("librocm_kpack.so.0", real_so.as_str()),
-        ("librocm_kpack.so", "librocm_kpack.so.0"),
-    ] {
+    for (link, target) in LINKS {
         let path = lib.join(link);
         make_dir(&path)?;
-        kpack_fs::symlink_atomic(Path::new(target), &path)
+        kpack_fs::symlink_atomic(Path::new(&fill(target)), &path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         installed.push(path);
     }

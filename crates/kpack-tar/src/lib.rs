@@ -26,7 +26,9 @@
 //! members sorted by path (a directory's entries right after it), mtime `SOURCE_DATE_EPOCH`
 //! or 0, uid/gid 0 with no user or group names, file modes kept (directories 0755),
 //! symlinks kept as links, GNU long names, single-threaded zstd. The tarball is written
-//! under a temporary name beside the destination and renamed when complete. [`TarWriter`]
+//! under a temporary name beside the destination and renamed when complete.
+//! [`pack_dir_recorded`] takes the modes and links its caller recorded over what the disk
+//! holds (a Windows disk keeps neither), so that a tree's tarball is the same bytes there. [`TarWriter`]
 //! writes the same members one by one, compressed in any [`Compression`].
 //!
 //! Depends on `kpack-fs` (the layering: docs/CONTRIBUTING.md).
@@ -37,7 +39,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 /// Why a tarball could not be read or written.
@@ -517,10 +519,38 @@ impl PackOptions {
 /// Writes the tree `dir` as the zstd tarball `out` (see the crate docs); `out` appears only
 /// when complete. Returns the number of members.
 pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarError> {
-    // Named as every kpack temporary (a killed run's is swept), mode 0666 less the umask.
-    let temp = kpack_fs::temp_file_beside(out).map_err(io_error(out))?;
-    let mut writer = TarWriter::new(temp.as_file(), Compression::Zstd, opts, out)?;
-    let mut members = 0;
+    pack_dir_recorded(dir, out, opts, &Recorded::new())
+}
+
+/// What a tree's writer knew of a member that its copy on disk may have lost: a Windows disk
+/// keeps no execute bits (a file reads back as `0o644`, [`kpack_fs::mode`]) and, without the
+/// privilege to make them, no symbolic links. Keyed by the member's `/`-separated path.
+pub type Recorded = BTreeMap<String, RecordedMember>;
+
+/// One member of [`Recorded`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordedMember {
+    /// A regular file on disk, written with these permission bits instead of the disk's.
+    Mode(u32),
+    /// A symbolic link to this target, whether or not the disk holds it (a file or link
+    /// of the same name on disk is not read).
+    Symlink(PathBuf),
+}
+
+/// [`pack_dir`], with `recorded` saying what the disk copy does not (see [`Recorded`]): so
+/// the tarball's bytes are those of the tree as recorded, whatever the disk could hold.
+pub fn pack_dir_recorded(
+    dir: &Path,
+    out: &Path,
+    opts: PackOptions,
+    recorded: &Recorded,
+) -> Result<usize, TarError> {
+    /// Where a member comes from.
+    enum Source<'a> {
+        Disk(kpack_fs::WalkEntry),
+        Link(&'a Path),
+    }
+    let mut members: Vec<(String, Source)> = Vec::new();
     for e in kpack_fs::walk(dir) {
         let e = e.map_err(|e| TarError::Io {
             path: e.path,
@@ -530,7 +560,30 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
             path: e.path.clone(),
             source: std::io::Error::other("file name is not UTF-8"),
         })?;
-        let name = name.as_str();
+        if !matches!(recorded.get(&name), Some(RecordedMember::Symlink(_))) {
+            members.push((name, Source::Disk(e)));
+        }
+    }
+    members.extend(recorded.iter().filter_map(|(name, m)| match m {
+        RecordedMember::Symlink(target) => Some((name.clone(), Source::Link(target))),
+        RecordedMember::Mode(_) => None,
+    }));
+    // The walk's order (each directory's entries by name, right after it) is the order of
+    // the paths' components; recorded links take their place in it.
+    members.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
+    // Named as every kpack temporary (a killed run's is swept), mode 0666 less the umask.
+    let temp = kpack_fs::temp_file_beside(out).map_err(io_error(out))?;
+    let mut writer = TarWriter::new(temp.as_file(), Compression::Zstd, opts, out)?;
+    for (name, entry) in &members {
+        let e = match entry {
+            Source::Disk(e) => e,
+            Source::Link(target) => {
+                writer
+                    .symlink(name, target)
+                    .map_err(io_error(&dir.join(name)))?;
+                continue;
+            }
+        };
         let kind = e.file_type;
         if kind.is_symlink() {
             let target = std::fs::read_link(&e.path).map_err(io_error(&e.path))?;
@@ -540,14 +593,17 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
         } else if kind.is_file() {
             let file = std::fs::File::open(&e.path).map_err(io_error(&e.path))?;
             let meta = file.metadata().map_err(io_error(&e.path))?;
-            writer.file(name, kpack_fs::mode(&meta), meta.len(), file)
+            let mode = match recorded.get(name) {
+                Some(RecordedMember::Mode(mode)) => *mode,
+                _ => kpack_fs::mode(&meta),
+            };
+            writer.file(name, mode, meta.len(), file)
         } else {
             Err(std::io::Error::other(
                 "neither a file, a directory nor a symlink",
             ))
         }
         .map_err(io_error(&e.path))?;
-        members += 1;
     }
     let mut file = writer.finish()?;
     file.flush().map_err(io_error(out))?;
@@ -556,7 +612,7 @@ pub fn pack_dir(dir: &Path, out: &Path, opts: PackOptions) -> Result<usize, TarE
         path: out.to_owned(),
         source: e.error,
     })?;
-    Ok(members)
+    Ok(members.len())
 }
 
 /// The reproducible tar writer (see the crate docs), member by member, into `W` compressed

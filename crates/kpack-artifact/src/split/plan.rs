@@ -2,10 +2,11 @@
 //! summary, each entry's class and item, the modules of fat binaries, the output tree, one
 //! fat binary split, and the records written at the end.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use kpack_archive::Compression;
+use kpack_tar::{Recorded, RecordedMember};
 use kpack_target::TargetId;
 
 use crate::tarball::OutputFormat;
@@ -95,6 +96,10 @@ pub(crate) struct Item {
     pub(crate) prefix: String,
     pub(crate) rel: String,
     pub(crate) class: Class,
+    /// A file's permission bits as the input recorded them (a tarball member's header),
+    /// carried to the output tarball whatever its staged copy on disk keeps; `None` when
+    /// the input is a directory, whose disk the staged copy's mode comes from.
+    pub(crate) mode: Option<u32>,
 }
 
 /// What processing one item produced.
@@ -122,6 +127,28 @@ pub(crate) fn copy_destination(stage: &Path, component: &str, item: &Item) -> Op
     )
 }
 
+/// What the output tarballs carry of the items beyond their staged copies' bytes, by
+/// artifact name: each symbolic link, and each file's mode as the input recorded it (a
+/// fat binary's host rewrite keeps its input's). A Windows disk holds neither execute bits
+/// nor (without a privilege) links, so a split's tarballs take them from here, and are the
+/// same bytes on every system.
+pub(crate) fn recorded(component: &str, items: &[Item]) -> HashMap<String, Recorded> {
+    let mut recorded: HashMap<String, Recorded> = HashMap::new();
+    for item in items {
+        let (artifact, member) = match (&item.class, item.mode) {
+            (Class::Symlink(target), _) => ("generic", RecordedMember::Symlink(target.clone())),
+            (Class::Plain | Class::Fat, Some(mode)) => ("generic", RecordedMember::Mode(mode)),
+            (Class::Db(arch), Some(mode)) => (arch.artifact.as_str(), RecordedMember::Mode(mode)),
+            _ => continue,
+        };
+        recorded
+            .entry(format!("{component}_{artifact}"))
+            .or_default()
+            .insert(format!("{}/{}", item.prefix, item.rel), member);
+    }
+    recorded
+}
+
 /// What copying `bytes` of an item of `class` produced.
 pub(crate) fn copied(class: &Class, bytes: u64) -> Done {
     match class {
@@ -137,12 +164,15 @@ pub(crate) fn copied(class: &Class, bytes: u64) -> Done {
 }
 
 /// Creates the generic artifact's prefixes, directories and symlinks, in order (cheap, and
-/// files need their directories).
+/// files need their directories). Symlinks only for directory outputs: a tarball takes them
+/// from [`recorded`], so that a split into tarballs never needs a link on disk (Windows
+/// makes one only with a privilege).
 pub(crate) fn create_tree(
     stage: &Path,
     component: &str,
     prefixes: &[String],
     items: &[Item],
+    output: OutputFormat,
 ) -> Result<(), ArtifactError> {
     let generic = stage.join(format!("{component}_generic"));
     std::fs::create_dir_all(&generic).map_err(ArtifactError::io(&generic))?;
@@ -154,7 +184,9 @@ pub(crate) fn create_tree(
         let to = generic.join(&item.prefix).join(&item.rel);
         match &item.class {
             Class::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
-            Class::Symlink(target) => crate::copy_symlink(target, &to)?,
+            Class::Symlink(target) if output == OutputFormat::Dir => {
+                crate::copy_symlink(target, &to)?
+            }
             _ => {}
         }
     }
@@ -162,7 +194,7 @@ pub(crate) fn create_tree(
 }
 
 /// Writes the manifests and records of the artifacts the items went to (one [`Done`] per
-/// item) and sums up.
+/// item), packs them when the output is tarballs, and sums up.
 pub(crate) fn finish(
     input: &Path,
     stage: &Path,
@@ -252,6 +284,10 @@ pub(crate) fn finish(
         .write(&dir)?;
         summary.artifacts.push(stats);
     }
+    let names: Vec<String> = summary.artifacts.iter().map(|a| a.name.clone()).collect();
+    let threads = kpack_concurrency::threads::count(opts.threads);
+    let recorded = recorded(component, items);
+    crate::tarball::pack_staged(stage, &names, opts.output, threads, &recorded)?;
     Ok(summary)
 }
 

@@ -44,11 +44,12 @@ pub(crate) fn split_tar_into(
         .prefix(".kpack-spool-")
         .tempdir_in(stage)
         .map_err(ArtifactError::io(stage))?;
-    let scanned = scan(input, opts, &spool_dir.path().join("member"))?;
-    let prefixes = present_prefixes(scanned.prefixes, &scanned.members);
-    let items = plan_items(&prefixes, &scanned.members, scanned.checked, opts)?;
+    let spool = spool_dir.path().join("member");
+    let scanned = scan(input, opts, &spool)?;
+    let prefixes = present_prefixes(&scanned.prefixes, &scanned.members);
+    let items = plan_items(&prefixes, scanned, opts)?;
     let modules = plan::assign_modules(&items)?;
-    plan::create_tree(stage, component, &prefixes, &items)?;
+    plan::create_tree(stage, component, &prefixes, &items, opts.output)?;
     let writing = Writing {
         input,
         stage,
@@ -69,6 +70,9 @@ struct Scanned {
     prefixes: Vec<String>,
     /// Every member, in tarball order.
     members: Vec<(String, TreeEntry)>,
+    /// Each regular member's permission bits, which the output tarballs carry (see
+    /// [`plan::recorded`]).
+    modes: HashMap<String, u32>,
     /// The class of each ELF member that may be a fat binary, or why it could not be
     /// classified (reported only if the directory split would classify it too).
     checked: HashMap<String, Result<Class, ArtifactError>>,
@@ -80,12 +84,14 @@ fn scan(input: &Path, opts: &SplitOptions, spool: &Path) -> Result<Scanned, Arti
     let shown = |member: &str| input.join(member);
     let mut prefixes: Option<Vec<String>> = None;
     let mut members: Vec<(String, TreeEntry)> = Vec::new();
+    let mut modes: HashMap<String, u32> = HashMap::new();
     let mut checked: HashMap<String, Result<Class, ArtifactError>> = HashMap::new();
     kpack_tar::open(input, |m, content| -> Result<(), ArtifactError> {
         let entry = match &m.kind {
             MemberKind::Dir => TreeEntry::Dir,
             MemberKind::Symlink(t) => TreeEntry::Symlink(PathBuf::from(t)),
             MemberKind::File { size, mode } => {
+                modes.insert(m.path.clone(), *mode);
                 if m.path == manifest::MANIFEST {
                     prefixes = Some(manifest::read_member(content, *size, &shown(&m.path))?);
                 } else if may_be_fat(prefixes.as_deref(), &opts.handlers, &m.path) {
@@ -121,23 +127,25 @@ fn scan(input: &Path, opts: &SplitOptions, spool: &Path) -> Result<Scanned, Arti
     Ok(Scanned {
         prefixes,
         members,
+        modes,
         checked,
     })
 }
 
 /// The manifest's prefixes that the tarball holds as a directory (or, implicitly, as the
 /// parent of a member), as the directory split finds them.
-fn present_prefixes(prefixes: Vec<String>, members: &[(String, TreeEntry)]) -> Vec<String> {
+fn present_prefixes(prefixes: &[String], members: &[(String, TreeEntry)]) -> Vec<String> {
     let mut tree: BTreeMap<&str, &TreeEntry> = BTreeMap::new();
     for (path, entry) in members {
         tree.insert(path, entry);
     }
     prefixes
-        .into_iter()
+        .iter()
         .filter(|p| match tree.get(p.as_str()) {
             Some(e) => **e == TreeEntry::Dir,
             None => members.iter().any(|(m, _)| is_below(m, p)),
         })
+        .cloned()
         .collect()
 }
 
@@ -145,23 +153,24 @@ fn present_prefixes(prefixes: Vec<String>, members: &[(String, TreeEntry)]) -> V
 /// entry below it sorted component-wise, implicit directories included, with its class.
 fn plan_items(
     prefixes: &[String],
-    members: &[(String, TreeEntry)],
-    mut checked: HashMap<String, Result<Class, ArtifactError>>,
+    mut scanned: Scanned,
     opts: &SplitOptions,
 ) -> Result<Vec<Item>, ArtifactError> {
     let mut items: Vec<Item> = Vec::new();
     for prefix in prefixes {
-        for (rel, entry) in tarball::tree_below(members, prefix) {
+        for (rel, entry) in tarball::tree_below(&scanned.members, prefix) {
+            let path = format!("{prefix}/{rel}");
             let class = match entry {
                 TreeEntry::Dir => Class::Dir,
                 TreeEntry::Symlink(t) => Class::Symlink(t),
                 TreeEntry::File => match handlers::classify(&opts.handlers, &rel) {
                     Some(arch) => Class::Db(arch),
-                    None => match checked.get(&format!("{prefix}/{rel}")) {
+                    None => match scanned.checked.get(&path) {
                         Some(Ok(class)) => class.clone(),
                         Some(Err(_)) => {
-                            return Err(checked
-                                .remove(&format!("{prefix}/{rel}"))
+                            return Err(scanned
+                                .checked
+                                .remove(&path)
                                 .and_then(Result::err)
                                 .expect("an error was found"));
                         }
@@ -173,6 +182,7 @@ fn plan_items(
                 prefix: prefix.clone(),
                 rel,
                 class,
+                mode: scanned.modes.get(&path).copied(),
             });
         }
     }

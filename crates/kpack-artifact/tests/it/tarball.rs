@@ -595,3 +595,135 @@ fn an_artifact_both_directory_and_tarball_is_refused_naming_both() {
     );
     kpack_testkit::assert_no_debug_formatting(&text);
 }
+
+/// A copy of the artifact `demo_lib_gfx90X` in `dir`, its files given `modes` by path.
+fn demo_lib_copy(dir: &Path, modes: &[(&str, u32)]) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("demo_lib_gfx90X");
+    let fixture = fixture("shards/shard-a/demo_lib_gfx90X");
+    run_tool(
+        "cp",
+        &["-a", fixture.to_str().unwrap(), copy.to_str().unwrap()],
+    );
+    for (rel, mode) in modes {
+        std::fs::set_permissions(copy.join(rel), std::fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    copy
+}
+
+/// Each member of the tarball `path`: (name, mode, link target).
+fn members(path: &Path) -> Vec<(String, u32, Option<String>)> {
+    let file = std::fs::File::open(path).unwrap();
+    let mut archive = tar::Archive::new(zstd::Decoder::new(file).unwrap());
+    let mut found = Vec::new();
+    for e in archive.entries().unwrap() {
+        let e = e.unwrap();
+        let name = e.path().unwrap().to_str().unwrap().to_owned();
+        let link = e
+            .link_name()
+            .unwrap()
+            .map(|l| l.to_str().unwrap().to_owned());
+        found.push((name, e.header().mode().unwrap(), link));
+    }
+    found
+}
+
+#[test]
+fn recorded_modes_and_links_give_the_tarball_of_the_tree_whatever_its_disk_copy_lost() {
+    use kpack_tar::{Recorded, RecordedMember};
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let faithful = tmp.path().join("faithful.tar.zst");
+    kpack_tar::pack_dir(
+        &fixture("shards/shard-a/demo_lib_gfx90X"),
+        &faithful,
+        PackOptions::from_env(),
+    )
+    .unwrap();
+    // What a Windows disk keeps of the tree: every file 0644, no symbolic link.
+    let lib = "demo/stage/lib";
+    let executables = [
+        "demo/stage/bin/demo",
+        &format!("{lib}/libdemo.so.1"),
+        &format!("{lib}/libdemo_host.so"),
+    ];
+    let lossy = demo_lib_copy(tmp.path(), &[]);
+    for rel in executables {
+        std::fs::set_permissions(lossy.join(rel), std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    std::fs::remove_file(lossy.join(lib).join("libdemo.so")).unwrap();
+    let as_lost = tmp.path().join("lost.tar.zst");
+    kpack_tar::pack_dir(&lossy, &as_lost, PackOptions::from_env()).unwrap();
+    assert_ne!(
+        std::fs::read(&as_lost).unwrap(),
+        std::fs::read(&faithful).unwrap()
+    );
+
+    let mut recorded: Recorded = executables
+        .iter()
+        .map(|rel| (rel.to_string(), RecordedMember::Mode(0o755)))
+        .collect();
+    recorded.insert(
+        format!("{lib}/libdemo.so"),
+        RecordedMember::Symlink("libdemo.so.1".into()),
+    );
+    let packed = tmp.path().join("recorded.tar.zst");
+    kpack_tar::pack_dir_recorded(&lossy, &packed, PackOptions::from_env(), &recorded).unwrap();
+    assert_eq!(
+        std::fs::read(&packed).unwrap(),
+        std::fs::read(&faithful).unwrap()
+    );
+}
+
+#[test]
+fn a_tarball_split_writes_its_members_modes_and_links_into_the_output_tarballs() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Modes no default would give: read-only (the one bit a Windows disk keeps), and an
+    // executable not readable by others.
+    let artifact = demo_lib_copy(
+        tmp.path(),
+        &[
+            ("demo/stage/share/demo/readme.txt", 0o444),
+            ("demo/stage/bin/demo", 0o750),
+        ],
+    );
+    let input = tmp.path().join("demo_lib_gfx90X.tar.zst");
+    kpack_tar::pack_dir(&artifact, &input, PackOptions::from_env()).unwrap();
+    let out = tmp.path().join("split");
+    split(
+        &input,
+        &out,
+        "demo_lib",
+        &opts(OutputFormat::TarZst),
+        &|_, _| {},
+    )
+    .unwrap();
+    let generic = members(&out.join("demo_lib_generic.tar.zst"));
+    let find = |name: &str| {
+        generic
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .unwrap_or_else(|| panic!("{name} in {generic:?}"))
+            .clone()
+    };
+    let lib = "demo/stage/lib";
+    assert_eq!(
+        find(&format!("{lib}/libdemo.so")),
+        (
+            format!("{lib}/libdemo.so"),
+            0o777,
+            Some("libdemo.so.1".to_owned())
+        )
+    );
+    assert_eq!(find("demo/stage/share/demo/readme.txt").1, 0o444);
+    // Fat binaries, rewritten, keep their input's modes.
+    assert_eq!(find("demo/stage/bin/demo").1, 0o750);
+    assert_eq!(find(&format!("{lib}/libdemo.so.1")).1, 0o755);
+    // Database files keep theirs in the per-architecture artifact.
+    let gfx906 = members(&out.join("demo_lib_gfx906.tar.zst"));
+    let dat = "demo/stage/lib/rocblas/library/TensileLibrary_Type_S_gfx906.dat";
+    assert!(
+        gfx906.iter().any(|(n, m, _)| n == dat && *m == 0o644),
+        "{gfx906:?}"
+    );
+}

@@ -737,3 +737,28 @@ fn an_implausible_entry_count_is_reported_as_such_with_hex_offsets() {
         "not reported as a triple length: {err}"
     );
 }
+
+#[test]
+fn a_closed_pipe_ends_kpack_quietly_as_sigpipe_does() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    // More than a pipe holds (64 KiB on Linux), so kpack writes after the reader is gone.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kpack"))
+        .args(["inspect", "--json", s(&fixture(""))])
+        .env("CI", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "no message, no panic: {stderr}");
+    // Ended by SIGPIPE, or (where it does not end the process) with the status a shell
+    // reports for that, 128 + 13.
+    assert!(
+        out.status.signal() == Some(13) || out.status.code() == Some(141),
+        "{:?}",
+        out.status
+    );
+}

@@ -54,11 +54,20 @@ pub(crate) fn kill_self() -> ! {
     std::process::abort()
 }
 
+/// A link is checked for after it is made: wine's `CreateSymbolicLinkW` reports success and
+/// makes nothing, and an output tree silently without its links is worse than an error.
 pub(crate) fn make_symlink(target: &Path, link: &Path) -> std::io::Result<()> {
     if crate::parent_dir(link).join(target).is_dir() {
         std::os::windows::fs::symlink_dir(target, link)
     } else {
         std::os::windows::fs::symlink_file(target, link)
+    }?;
+    match std::fs::symlink_metadata(link) {
+        Ok(meta) if meta.file_type().is_symlink() => Ok(()),
+        _ => Err(std::io::Error::other(format!(
+            "Windows reported the symbolic link to {} made, but there is none",
+            target.display()
+        ))),
     }
 }
 
