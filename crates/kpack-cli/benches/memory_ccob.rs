@@ -276,6 +276,8 @@ fn main() {
         library.decoded_lens.iter().sum::<u64>() / 1_000_000
     );
     let out = d.join("library.kpack");
+    // The archive of each thread count: the same bytes.
+    let mut archives = Vec::new();
     for threads in ["1", "2", "8"] {
         let args = [
             Path::new("--threads"),
@@ -289,8 +291,13 @@ fn main() {
         ];
         let what = format!("kpack pack unified --threads {threads}");
         report.add(&name, measure(what, kpack, &args));
+        archives.push(kpack_testkit::sha256_hex(&std::fs::read(&out).unwrap()));
         std::fs::remove_file(&out).unwrap();
     }
+    assert!(
+        archives.iter().all(|a| *a == archives[0]),
+        "the synthetic library packs to other bytes at 1, 2 and 8 threads"
+    );
 
     // The artifacts: one shard, rocBLAS (+ database) with hipSPARSELt, and rocSPARSE.
     let original = d.join("original");
