@@ -1,7 +1,8 @@
 //! kpack's concurrency tools, which know nothing of any format:
 //!
 //! * [`MemoryGate`]: the process-wide budget of one kind of working memory (decoded
-//!   bundles, compression contexts) that every thread reserves from before allocating;
+//!   bundles, compression contexts) that every thread reserves from before allocating,
+//!   every kind within one [`WorkingMemory`] of [`WORKING_BUDGET`] bytes;
 //! * [`threads`]: how many workers every pool uses (one per core, or the process's
 //!   `--threads` limit), and [`threads::map`], the pool of the file-level jobs;
 //! * [`ordered`]: parallel work whose results are consumed in input order, with the memory
@@ -20,4 +21,4 @@ mod gate;
 pub mod ordered;
 pub mod threads;
 
-pub use gate::{MemoryGate, Reservation};
+pub use gate::{MemoryGate, Reservation, WORKING_BUDGET, WorkingMemory};

@@ -8,7 +8,9 @@
 //! [`write_sparse`] writes one decoding to more than 1 GiB (issue 22: real CCOBs do), cheaply:
 //! the same code objects once each, 80 MiB apart (bundle entries lie at explicit offsets;
 //! the gaps are zeros), so it compresses to a few hundred KB and decodes at memory speed.
-//! [`host_binary`] puts a CCOB into a fat binary, for the commands that take those.
+//! [`host_binary`] puts a CCOB into a fat binary, for the commands that take those, and
+//! [`write_library`] many CCOBs of the same kind as [`write`]'s, of chosen sizes, into one:
+//! a library of many bundles, as ROCm's (issue 38), for the memory bench.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,8 +39,20 @@ pub struct LargeCcob {
 /// not measure a child's peak.
 pub fn write(kpack: &Path, dir: &Path) -> LargeCcob {
     let objects = code_objects(kpack, dir);
-    // Each entry: copies of its code object, each followed by its 8-byte index.
-    let copies = |code_object: &[u8]| ENTRY_LEN.div_ceil(code_object.len() + 8);
+    let (sink, entries) = repeated(&objects, ENTRY_LEN, 0);
+    sink.finish(dir.join("large.ccob"), entries)
+}
+
+/// A CCOB (in a [`Sink`], not yet finished) holding `objects`, each under its own bundle
+/// entry repeated to at least `entry_len` bytes: copies of its code object, each followed by
+/// its 8-byte copy number, counted from `first_copy` (distinct counts make distinct bundles
+/// of the same code objects); with, per entry, its target and the SHA-256 of its bytes.
+fn repeated(
+    objects: &[(String, Vec<u8>)],
+    entry_len: usize,
+    first_copy: u64,
+) -> (Sink, Vec<(String, String)>) {
+    let copies = |code_object: &[u8]| entry_len.div_ceil(code_object.len() + 8);
     let sizes: Vec<(&str, u64)> = objects
         .iter()
         .map(|(id, co)| (id.as_str(), (copies(co) * (co.len() + 8)) as u64))
@@ -52,7 +66,7 @@ pub fn write(kpack: &Path, dir: &Path) -> LargeCcob {
     for ((id, code_object), offset) in objects.iter().zip(&offsets) {
         sink.zeros_to(*offset);
         let mut digest = Sha256::new();
-        for copy in 0..copies(code_object) as u64 {
+        for copy in first_copy..first_copy + copies(code_object) as u64 {
             for part in [&code_object[..], &copy.to_le_bytes()] {
                 digest.update(part);
                 sink.put(part);
@@ -61,7 +75,45 @@ pub fn write(kpack: &Path, dir: &Path) -> LargeCcob {
         entries.push((arch_of(id), crate::tree::hex(&digest.finalize())));
     }
     assert_eq!(sink.written, decoded_len);
-    sink.finish(dir.join("large.ccob"), entries)
+    (sink, entries)
+}
+
+/// Targets of each bundle of [`write_library`], as in the real library it stands for.
+pub const LIBRARY_TARGETS: usize = 14;
+
+/// A fat binary of many CCOB bundles ([`write_library`]).
+#[cfg(feature = "transform")]
+pub struct Library {
+    /// The fat binary.
+    pub path: PathBuf,
+    /// Per bundle, in section order: bytes of the decoded bundle.
+    pub decoded_lens: Vec<u64>,
+}
+
+/// Writes into `dir` a fat binary (`library.so`, by [`host_binary`]) whose `.hip_fatbin`
+/// holds one CCOB per entry of `bundle_lens`, in that order, each of [`LIBRARY_TARGETS`]
+/// entries of the code objects of [`write`] repeated to a share of its length: a ROCm
+/// library of many bundles, some larger than a bundle decoded whole may be (issue 38: a
+/// rocSOLVER of 235 bundles, the largest 251 MB decoded, 14 targets), cheap to generate
+/// and to code at level 19 (the copies match each other). Each bundle counts its copies
+/// from its own offset, so that no two bundles share a code object.
+#[cfg(feature = "transform")]
+pub fn write_library(kpack: &Path, dir: &Path, bundle_lens: &[u64]) -> Library {
+    let objects = code_objects(kpack, dir);
+    let objects = &objects[..LIBRARY_TARGETS];
+    let mut section = Vec::new();
+    let mut decoded_lens = Vec::new();
+    for (index, &len) in bundle_lens.iter().enumerate() {
+        let entry_len = (len / LIBRARY_TARGETS as u64) as usize;
+        let (sink, _) = repeated(objects, entry_len, (index as u64) << 32);
+        decoded_lens.push(sink.written);
+        // The linker aligns each bundle to 4096 bytes; the gap is zeros.
+        section.resize(section.len().next_multiple_of(4096), 0);
+        section.extend_from_slice(&sink.ccob());
+    }
+    let path = dir.join("library.so");
+    host_binary(&section, &path);
+    Library { path, decoded_lens }
 }
 
 /// Distance between the entries of [`write_sparse`]'s bundle.
@@ -246,6 +298,16 @@ impl Sink {
     /// Writes the CCOB (v3, zstd) to `path`; `entries` are what it holds.
     fn finish(self, path: PathBuf, entries: Vec<(String, String)>) -> LargeCcob {
         let decoded_len = self.written;
+        std::fs::write(&path, self.ccob()).unwrap();
+        LargeCcob {
+            path,
+            entries,
+            decoded_len,
+        }
+    }
+
+    /// The CCOB (v3, zstd) of what was put.
+    fn ccob(self) -> Vec<u8> {
         let compressed = self.encoder.finish().unwrap();
         let digest = self.md5.finalize();
         let hash = u64::from_le_bytes(digest[..8].try_into().unwrap());
@@ -258,11 +320,6 @@ impl Sink {
         )
         .unwrap();
         ccob.extend_from_slice(&compressed);
-        std::fs::write(&path, ccob).unwrap();
-        LargeCcob {
-            path,
-            entries,
-            decoded_len,
-        }
+        ccob
     }
 }

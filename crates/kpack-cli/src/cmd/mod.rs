@@ -73,9 +73,23 @@ impl From<OutputFormat> for kpack_artifact::tarball::OutputFormat {
     }
 }
 
-/// Serves every allocation of 1 MiB or more with its own mapping, so that freeing it returns
-/// it to the system (glibc only), for the commands that walk whole artifacts (split,
-/// recombine, verify).
+/// Bytes from which split, recombine and verify serve an allocation with its own mapping
+/// ([`return_large_buffers_to_the_system`]).
+pub const ARTIFACT_MAPPED_FROM: usize = 1 << 20;
+
+/// Bytes from which `pack --compression unified` serves an allocation with its own mapping
+/// ([`return_large_buffers_to_the_system`]): well above the zstd contexts of levels 3 and 4
+/// (at most 3.5 MiB, made afresh for each trial), below a large kernel (the 14 MB kernels
+/// of a 200 MB bundle of 14 targets, read back as references, and their frame buffers). On
+/// the memory bench's synthetic library with 8 threads, the kernels' buffers kept in the
+/// workers' heaps took the peak to 529 MiB; with this threshold it was 360 MiB (with 4 MiB,
+/// 361 MiB), at the same CPU time (docs/memory.md).
+pub const UNIFIED_MAPPED_FROM: usize = 8 << 20;
+
+/// Serves every allocation of `mapped_from` bytes or more with its own mapping, so that
+/// freeing it returns it to the system (glibc only): [`ARTIFACT_MAPPED_FROM`] for the
+/// commands that walk whole artifacts (split, recombine, verify), [`UNIFIED_MAPPED_FROM`]
+/// for a `unified` pack.
 ///
 /// glibc raises its mmap threshold to the size of each mapped block freed, up to 32 MiB, so
 /// after the first code objects of a run most buffers of a few MB come from the heaps of
@@ -83,15 +97,21 @@ impl From<OutputFormat> for kpack_artifact::tarball::OutputFormat {
 /// executables that retention grew `kpack split`'s peak (librocprim-tests) to 653 MiB, where
 /// its hungriest member alone peaks at 442 MiB; with the threshold fixed at 1 MiB (which
 /// also stops the raising) the package peaks at 449 MiB, at the same user CPU time
-/// (docs/distribution.md). Not for every command: the `unified` coder creates a zstd context
+/// (docs/distribution.md). Not at 1 MiB for the `unified` coder: it creates a zstd context
 /// and a frame buffer of a few MB per trial, and mapping each afresh took `pack --compression
 /// unified --level 3` of librocsparse.so.1.0 from 66 s to 111 s (88 s of page faults).
-pub fn return_large_buffers_to_the_system() {
+pub fn return_large_buffers_to_the_system(mapped_from: usize) {
+    // Only glibc's policy is set; other allocators are left as they are.
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = mapped_from;
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code)]
     // SAFETY: mallopt only changes glibc's allocation policy, for allocations made after it;
     // M_MMAP_THRESHOLD takes any value up to 32 MiB.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(
+            libc::M_MMAP_THRESHOLD,
+            mapped_from.min(32 << 20) as libc::c_int,
+        );
     }
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use kpack_archive::Compression;
 use kpack_pipeline::pack::{PackInput, pack};
 use serde::Serialize;
 
@@ -57,6 +58,9 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             .unwrap_or_else(|| "kpack".to_owned())
     });
     let compression = args.compression.compression()?;
+    if matches!(compression, Compression::Unified { .. }) {
+        super::return_large_buffers_to_the_system(super::UNIFIED_MAPPED_FROM);
+    }
     let summary = pack(
         &inputs,
         &args.output,

@@ -39,7 +39,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
-    super::return_large_buffers_to_the_system();
+    super::return_large_buffers_to_the_system(super::ARTIFACT_MAPPED_FROM);
     let opts = SplitOptions {
         handlers: args.handlers.clone(),
         compression: args.compression.compression()?,
