@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::tarball;
 use crate::{ArtifactError, TreeEntry, manifest};
 use plan::{
-    Class, Done, Item, assign_modules, classify, copied, copy_destination, create_tree, finish,
+    Class, Done, Item, classify, copied, copy_destination, create_tree, finish, name_outputs,
     split_fat,
 };
 pub use plan::{Progress, SplitOptions, SplitSummary, WrittenArtifact, module_name, module_names};
@@ -63,7 +63,7 @@ pub fn split(
     // Staging first: its sweep completes what a run killed while publishing began.
     let (stage, root) = crate::stage_output(out)?;
     refuse_existing(out, component)?;
-    let summary = split_into(input, &root, component, opts, progress)?;
+    let summary = split_into(input, out, &root, component, opts, progress)?;
     pack_outputs(&root, &summary, opts)?;
     stage.publish()?;
     Ok(summary)
@@ -106,7 +106,7 @@ pub fn split_batch(
     }
     let mut summaries = Vec::new();
     for (component, dir) in &jobs {
-        let summary = split_into(dir, &root, component, opts, progress)?;
+        let summary = split_into(dir, out, &root, component, opts, progress)?;
         pack_outputs(&root, &summary, opts)?;
         summaries.push(summary);
     }
@@ -146,13 +146,14 @@ fn refuse_existing(out: &Path, component: &str) -> Result<(), ArtifactError> {
 }
 fn split_into(
     input: &Path,
+    out: &Path,
     stage: &Path,
     component: &str,
     opts: &SplitOptions,
     progress: Progress<'_>,
 ) -> Result<SplitSummary, ArtifactError> {
     if tarball::is_tarball(input) {
-        return tar::split_tar_into(input, stage, component, opts, progress);
+        return tar::split_tar_into(input, out, stage, component, opts, progress);
     }
     let prefixes: Vec<String> = manifest::read(input)?
         .into_iter()
@@ -173,7 +174,7 @@ fn split_into(
         .zip(classes)
         .map(|((prefix, rel, _), class)| Item { prefix, rel, class })
         .collect();
-    let modules = assign_modules(&items)?;
+    let (modules, names) = name_outputs(out, component, &items, opts)?;
     create_tree(stage, component, &prefixes, &items)?;
     let total = items.len() as u64;
     let done_count = AtomicU64::new(0);
@@ -192,6 +193,7 @@ fn split_into(
                 item,
                 &modules[&i],
                 opts.compression,
+                names,
             ),
         };
         progress(done_count.fetch_add(1, Ordering::Relaxed) + 1, total);

@@ -574,7 +574,11 @@ fn expand(patterns: &[PathBuf], candidates: &[Vec<String>]) -> Vec<PathBuf> {
         for target in candidates.iter().flatten() {
             let sorted = canonical(target);
             for spelling in [target.as_str(), sorted.as_str()] {
-                let p = paths::expand(pattern, spelling);
+                // On Windows archive names spell the features' `:` as `@` (NTFS refuses `:`,
+                // and Win32 would read it as an alternate data stream): only that spelling
+                // is tried there. Elsewhere the name is the target ID as it is.
+                let spelling = kpack_target::file_name_spelling(spelling, cfg!(windows));
+                let p = paths::expand(pattern, &spelling);
                 if seen.insert(p.clone()) {
                     out.push(p);
                 }

@@ -30,6 +30,7 @@ use crate::{ArtifactError, TreeEntry, manifest, tarball};
 
 pub(crate) fn split_tar_into(
     input: &Path,
+    out: &Path,
     stage: &Path,
     component: &str,
     opts: &SplitOptions,
@@ -43,7 +44,7 @@ pub(crate) fn split_tar_into(
     let scanned = scan(input, opts, &spool)?;
     let prefixes = present_prefixes(scanned.prefixes, &scanned.members);
     let items = plan_items(&prefixes, &scanned.members, scanned.checked, opts)?;
-    let modules = plan::assign_modules(&items)?;
+    let (modules, names) = plan::name_outputs(out, component, &items, opts)?;
     plan::create_tree(stage, component, &prefixes, &items)?;
     let writing = Writing {
         input,
@@ -53,6 +54,7 @@ pub(crate) fn split_tar_into(
         spool: &spool,
         items: &items,
         modules: &modules,
+        names,
     };
     let results = writing.write(progress)?;
     drop(spool_dir);
@@ -185,6 +187,8 @@ struct Writing<'a> {
     items: &'a [Item],
     /// The module name of each fat binary's item.
     modules: &'a BTreeMap<usize, String>,
+    /// The name rules of the split (`plan::name_outputs`).
+    names: kpack_fs::NameRules,
 }
 
 impl Writing<'_> {
@@ -272,6 +276,7 @@ impl Writing<'_> {
                     item,
                     &self.modules[&i],
                     self.opts.compression,
+                    self.names,
                 )
                 .map_err(|e| at_member(e, spool, self.input.join(path)))?,
             };
