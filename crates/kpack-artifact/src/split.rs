@@ -12,7 +12,8 @@
 //!   with the marker `kernel_name = <prefix>/<relpath>`, search path
 //!   `[../…]/.kpack/<module>_@GFXARCH@.kpack` (relative to the binary's directory, always
 //!   `/`), and its code objects to `C_<processor>/<prefix>/.kpack/<module>_<target>.kpack`,
-//!   one archive per full target id, keyed `<prefix>/<relpath>#<wrapper index>`.
+//!   one archive per full target id, keyed `<prefix>/<relpath>#<wrapper index>` (in a split
+//!   meant for Windows the target's `:` is spelled `@` in the name: `plan::name_outputs`).
 //!   Relocatable objects and `ar` archives keep their device code (it is linked later).
 //!
 //! The marker, the host rewrite and the generic record depend only on the binary and its

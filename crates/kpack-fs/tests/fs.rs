@@ -482,14 +482,22 @@ fn not_unicode(stem_end: &str) -> std::ffi::OsString {
 }
 
 #[test]
-fn a_name_that_is_not_unicode_is_walked_has_no_member_name_and_is_shown_lossily() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir(tmp.path().join("lib")).unwrap();
-    std::fs::write(tmp.path().join("lib").join(not_unicode(".so")), b"x").unwrap();
-    let entries: Vec<_> = walk(tmp.path()).map(Result::unwrap).collect();
-    assert_eq!(entries.len(), 2);
-    assert_eq!(slash_path(&entries[0].rel).as_deref(), Some("lib"));
-    assert_eq!(slash_path(&entries[1].rel), None);
-    let shown = entries[1].path.display().to_string();
+fn a_name_that_is_not_unicode_has_no_member_name_is_shown_lossily_and_is_walked() {
+    let rel = Path::new("lib").join(not_unicode(".so"));
+    assert_eq!(slash_path(&rel), None);
+    let shown = rel.display().to_string();
     assert!(shown.ends_with("\u{FFFD}.so"), "{shown}");
+    // The walk reports such an entry, neither failing nor skipping it. Unix only: wine 8
+    // cannot create a name holding an unpaired surrogate (its files live on a Unix file
+    // system of UTF-8 names; CreateFileW says the path is not found).
+    #[cfg(unix)]
+    {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("lib")).unwrap();
+        std::fs::write(tmp.path().join(&rel), b"x").unwrap();
+        let entries: Vec<_> = walk(tmp.path()).map(Result::unwrap).collect();
+        let rels: Vec<Option<String>> = entries.iter().map(|e| slash_path(&e.rel)).collect();
+        assert_eq!(rels, [Some("lib".to_owned()), None]);
+        assert_eq!(entries[1].rel, rel);
+    }
 }

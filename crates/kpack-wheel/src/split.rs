@@ -307,17 +307,23 @@ type Moved = BTreeMap<(BundleKey, String), Vec<(String, PathBuf)>>;
 
 /// Reads the input (an unpacked wheel directory, or a `.whl`) into `host_root`; with the
 /// `.whl`'s file-name stem when it is a wheel name.
+///
 /// Every output wheel holds the input's members under their own names, so with Windows's
-/// name rules those are checked first, on the zip's central directory, before any is written
-/// (on Windows, writing `Nul.py` would write to the NUL device).
+/// name rules those are checked first: a zip's on its central directory, before any member
+/// is written (on Windows, writing `Nul.py` would write to the NUL device).
 fn read_input(
     input: &Path,
     is_dir: bool,
     opts: &SplitOptions,
     host_root: &Path,
 ) -> Result<(Vec<InputFile>, Option<String>), WheelError> {
+    let mut names = kpack_fs::OutputNames::new(input, opts.names);
     if is_dir {
-        return Ok((reader::read_dir(input, host_root)?, None));
+        // A directory Windows holds has only names Windows can hold: the copy into the
+        // staging tree cannot meet a device name there, and elsewhere it is staging only.
+        let files = reader::read_dir(input, host_root)?;
+        names.check_all(files.iter().map(|f| f.path.as_str()))?;
+        return Ok((files, None));
     }
     let open = || {
         let file = std::fs::File::open(input).map_err(io(input))?;
@@ -325,8 +331,7 @@ fn read_input(
     };
     if opts.names.windows() {
         let members = reader::member_names(input, open()?, &opts.limits)?;
-        kpack_fs::OutputNames::new(input, opts.names)
-            .check_all(members.iter().map(String::as_str))?;
+        names.check_all(members.iter().map(String::as_str))?;
     }
     let files = reader::read_zip(input, open()?, &opts.limits, Some(host_root))?;
     let stem = input

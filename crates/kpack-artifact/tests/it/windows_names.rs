@@ -11,7 +11,7 @@ use kpack_artifact::verify::{VerifyOptions, verify};
 use kpack_artifact::{ArtifactError, manifest};
 use kpack_fs::{NameProblem, NameRules};
 use kpack_package::handlers::Handler;
-use kpack_testkit::{assert_no_debug_formatting, copy_tree, fixture};
+use kpack_testkit::{assert_no_debug_formatting, copy_tree, fixture, listing};
 
 fn for_windows() -> SplitOptions {
     SplitOptions {
@@ -27,15 +27,6 @@ fn artifact(tmp: &Path, edit: impl FnOnce(&Path)) -> PathBuf {
     copy_tree(&fixture("shards/shard-a/demo_lib_gfx90X"), &input);
     edit(&input.join("demo/stage"));
     input
-}
-
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// Splits `input` for Windows into `tmp/out`: refused with `problem` for `member`, the error

@@ -2,16 +2,7 @@
 //! archive names, and names Windows cannot hold are refused before anything is written.
 
 use crate::common::{json, kpack, s};
-use kpack_testkit::{assert_no_debug_formatting, copy_tree, fixture};
-
-fn listing(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+use kpack_testkit::{assert_no_debug_formatting, copy_tree, fixture, listing};
 
 #[test]
 fn transform_for_windows_spells_features_with_at_and_refuses_a_device_name_writing_nothing() {
