@@ -77,10 +77,11 @@ for f in hipapp.dll hipapp2.dll hipapp_mingw.dll; do
   for target in "${targets[@]}"; do
     load "$lib/$f" "$target" "the marker's search path"
   done
-  # Moved where the marker does not lead: found only if ROCM_KPACK_PATH is read.
+  # Moved where the marker does not lead: found only if ROCM_KPACK_PATH is read. Archive
+  # names for Windows spell a target's `:` as `@` (docs/platforms.md).
   mv "$lib/.kpack" "$work/$f.moved"
   for target in "${targets[@]}"; do
-    load "$lib/$f" "$target" ROCM_KPACK_PATH "$(winpath "$work/$f.moved/${group}_$target.kpack")"
+    load "$lib/$f" "$target" ROCM_KPACK_PATH "$(winpath "$work/$f.moved/${group}_${target//:/@}.kpack")"
   done
 done
 

@@ -96,6 +96,9 @@ pub enum ArtifactError {
     /// A tarball artifact could not be read or written.
     #[error(transparent)]
     Tar(Box<kpack_tar::TarError>),
+    /// An output would have a name Windows cannot hold, and it is meant for Windows.
+    #[error(transparent)]
+    Name(#[from] kpack_fs::NameError),
     /// The request itself is invalid (a bad component name, a missing option).
     #[error("{0}")]
     Usage(String),

@@ -12,7 +12,8 @@
 //!   with the marker `kernel_name = <prefix>/<relpath>`, search path
 //!   `[../…]/.kpack/<module>_@GFXARCH@.kpack` (relative to the binary's directory, always
 //!   `/`), and its code objects to `C_<processor>/<prefix>/.kpack/<module>_<target>.kpack`,
-//!   one archive per full target id, keyed `<prefix>/<relpath>#<wrapper index>`.
+//!   one archive per full target id, keyed `<prefix>/<relpath>#<wrapper index>` (in a split
+//!   meant for Windows the target's `:` is spelled `@` in the name: `plan::name_outputs`).
 //!   Relocatable objects and `ar` archives keep their device code (it is linked later).
 //!
 //! The marker, the host rewrite and the generic record depend only on the binary and its
@@ -49,7 +50,7 @@ use std::sync::{Mutex, PoisonError};
 use crate::tarball;
 use crate::{ArtifactError, TreeEntry, manifest};
 use plan::{
-    Class, Done, Item, assign_modules, classify, copied, copy_destination, create_tree, finish,
+    Class, Done, Item, classify, copied, copy_destination, create_tree, finish, name_outputs,
     split_fat,
 };
 pub use plan::{Progress, SplitOptions, SplitSummary, WrittenArtifact, module_name, module_names};
@@ -67,7 +68,7 @@ pub fn split(
     // Staging first: its sweep completes what a run killed while publishing began.
     let (stage, root) = crate::stage_output(out)?;
     refuse_existing(out, component)?;
-    let summary = split_into(input, &root, component, opts, progress)?;
+    let summary = split_into(input, out, &root, component, opts, progress)?;
     stage.publish()?;
     Ok(summary)
 }
@@ -122,7 +123,7 @@ pub fn split_batch(
                 .fold((0, 0), |(d, t), &(done, total)| (d + done, t + total));
             progress(done, total);
         };
-        let summary = split_into(dir, &root, component, opts, &artifact_progress)?;
+        let summary = split_into(dir, out, &root, component, opts, &artifact_progress)?;
         Ok::<_, ArtifactError>(summary)
     })?;
     stage.publish()?;
@@ -151,13 +152,14 @@ fn refuse_existing(out: &Path, component: &str) -> Result<(), ArtifactError> {
 }
 fn split_into(
     input: &Path,
+    out: &Path,
     stage: &Path,
     component: &str,
     opts: &SplitOptions,
     progress: Progress<'_>,
 ) -> Result<SplitSummary, ArtifactError> {
     if tarball::is_tarball(input) {
-        return tar::split_tar_into(input, stage, component, opts, progress);
+        return tar::split_tar_into(input, out, stage, component, opts, progress);
     }
     let prefixes: Vec<String> = manifest::read(input)?
         .into_iter()
@@ -183,7 +185,7 @@ fn split_into(
             mode: None,
         })
         .collect();
-    let modules = assign_modules(&items)?;
+    let (modules, names) = name_outputs(out, component, &items, opts)?;
     create_tree(stage, component, &prefixes, &items, opts.output)?;
     let total = items.len() as u64;
     let done_count = AtomicU64::new(0);
@@ -202,6 +204,7 @@ fn split_into(
                 item,
                 &modules[&i],
                 opts.compression,
+                names,
             ),
         };
         progress(done_count.fetch_add(1, Ordering::Relaxed) + 1, total);

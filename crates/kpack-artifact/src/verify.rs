@@ -286,9 +286,11 @@ impl Ctx {
             if name.contains('/') {
                 continue;
             }
-            let Some(target) = pattern.gfxarch(name) else {
+            let Some(spelled) = pattern.gfxarch(name) else {
                 continue;
             };
+            // Either spelling: a split for Windows writes the target's `:` as `@`.
+            let target = &*kpack_target::from_file_name_spelling(spelled);
             for (a, e) in entries {
                 let info = &self.artifacts[*a];
                 if info.kind == ArtifactKind::Generic {
@@ -709,7 +711,7 @@ fn check_link(ctx: &Ctx, rel: &str, a: usize, failures: &mut Vec<String>) {
     let names_a_target = archive
         .gfx_arches
         .iter()
-        .any(|t| name.ends_with(&format!("_{t}.kpack")));
+        .any(|t| kpack_target::archive_stem(name, t).is_some());
     if !names_a_target {
         failures.push(format!(
             "{}: links to {file}, which declares gfx_arches {}, none of them the target of this name",

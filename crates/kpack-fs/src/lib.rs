@@ -15,6 +15,9 @@
 //! * [`walk`]: every entry below a directory, sorted by file name (`walkdir`), errors reported.
 //! * [`fault_point`]: the test hook that lets crash tests kill the real binary at a named
 //!   point.
+//! * [`OutputNames`]: the names Windows cannot hold (device names, refused characters, a
+//!   trailing dot or space, members differing only in case), refused before an output is
+//!   written, on Windows and for outputs meant for Windows ([`NameRules`]).
 //! * [`source_date_epoch`]: the timestamp every output carries, when the build sets one.
 //! * [`symlink`], [`read_exact_at`], [`mode`] and [`set_mode`]: what `std` offers per system (`std::os::unix`,
 //!   `std::os::windows`), one way for callers on both.
@@ -38,6 +41,7 @@ mod atomic;
 mod epoch;
 mod fault;
 mod journal;
+mod names;
 mod stage;
 mod sweep;
 mod sys;
@@ -46,6 +50,7 @@ mod walk;
 pub use atomic::{symlink_atomic, temp_dir_in, temp_file_beside, write_atomic};
 pub use epoch::{SOURCE_DATE_EPOCH, source_date_epoch};
 pub use fault::{FAULT_ENV, fault_point};
+pub use names::{NameError, NameProblem, NameRules, OutputNames};
 pub use stage::{Replace, Stage, StageError};
 pub use sweep::{STALE_AFTER, TEMP_PREFIX, sweep, temp_owner};
 pub use sys::{mode, read_exact_at, set_mode, symlink};

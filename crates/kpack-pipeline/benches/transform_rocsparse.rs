@@ -36,6 +36,7 @@ fn main() {
         kernel_name: None,
         search_paths: Vec::new(),
         compression: Compression::zstd(),
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     std::fs::create_dir_all(dir.path().join("lib")).unwrap();
     // The rewrite alone (measured first, so no earlier phase inflates its baseline): what

@@ -215,9 +215,29 @@ impl Resolver {
                 .collect();
         }
         // Each code object is looked up once: keeping decoded ones would only cost memory.
-        Ok(Resolver {
+        let resolver = Resolver {
             binary,
+            cache: Cache::with_decoded_budget(config.clone(), 0),
+        };
+        // A tree transformed or split for Windows names its archives with a target's `:`
+        // spelled `@` (`kpack_target::file_name_spelling`), which the Linux runtime does not
+        // look for; a tool reading such a tree here looks for that spelling.
+        let windows_named = resolver
+            .patterns(markers)
+            .iter()
+            .flat_map(|p| kpack_runtime::files_matching(p))
+            .any(|f| {
+                f.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.contains(kpack_target::WINDOWS_FEATURE_SEPARATOR))
+            });
+        if !windows_named {
+            return Ok(resolver);
+        }
+        config.windows_archive_names = true;
+        Ok(Resolver {
             cache: Cache::with_decoded_budget(config, 0),
+            ..resolver
         })
     }
 

@@ -27,7 +27,8 @@ use kpack_archive::{
 };
 use kpack_elf::rewrite::RewriteError;
 use kpack_elf::{FatBinaryKind, VerifyIssue};
-use kpack_fs::{Replace, Stage};
+pub use kpack_fs::NameRules;
+use kpack_fs::{OutputNames, Replace, Stage};
 use kpack_hostbin::marker::MarkerMetadata;
 use kpack_pe::PeRewriteError;
 use rayon::prelude::*;
@@ -110,6 +111,9 @@ pub enum TransformError {
     /// Invalid options.
     #[error("{0}")]
     Options(String),
+    /// An output would have a name Windows cannot hold, and it is meant for Windows.
+    #[error(transparent)]
+    Name(#[from] kpack_fs::NameError),
 }
 
 impl From<kpack_elf::ElfError> for TransformError {
@@ -134,6 +138,10 @@ pub struct TransformOptions {
     pub search_paths: Vec<String>,
     /// Compression of the archives.
     pub compression: Compression,
+    /// The names the outputs may have: with Windows's, the output's and the archives' names
+    /// are checked before anything is written, and archive names spell a target's `:` as `@`
+    /// (`kpack_target::file_name_spelling`).
+    pub names: NameRules,
 }
 
 /// One archive written.
@@ -379,6 +387,8 @@ pub struct Plan<'a> {
     kernel_name: String,
     search_paths: Vec<String>,
     group: String,
+    /// Archive names spell target IDs for Windows.
+    windows_names: bool,
     /// The bundles of `.hip_fatbin`, in section order.
     slots: Vec<BundleSlot>,
     /// The input's mapping, when its pages may be dropped once compressed.
@@ -403,6 +413,11 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
             format!("invalid group name {group}: it must not contain '/'")
         }));
     }
+    // The archives' targets are spelled for the system (`file_name_spelling`), so only the
+    // group can make their names ones Windows cannot hold.
+    OutputNames::new(kpack_fs::parent_dir(&opts.output), opts.names).check(&out_name)?;
+    let archive_name = format!("{group}_@GFXARCH@.kpack");
+    OutputNames::new(&opts.kpack_dir, opts.names).check(&archive_name)?;
     let kernel_name = opts.kernel_name.clone().unwrap_or(out_name);
     let search_paths = if opts.search_paths.is_empty() {
         let out_dir = match opts.output.parent() {
@@ -410,11 +425,10 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
             _ => PathBuf::from("."),
         };
         let rel = relative_path(&out_dir, &opts.kpack_dir)?;
-        let name = format!("{group}_@GFXARCH@.kpack");
         vec![if rel.is_empty() {
-            name
+            archive_name
         } else {
-            format!("{rel}/{name}")
+            format!("{rel}/{archive_name}")
         }]
     } else {
         opts.search_paths.clone()
@@ -459,6 +473,7 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
         kernel_name,
         search_paths,
         group,
+        windows_names: opts.names.windows(),
         slots,
         mapping: None,
     })
@@ -480,6 +495,7 @@ impl<'a> Plan<'a> {
 
     /// The archive path for `target`.
     pub fn archive_path(&self, dir: &Path, target: &str) -> PathBuf {
+        let target = kpack_target::file_name_spelling(target, self.windows_names);
         dir.join(format!("{}_{target}.kpack", self.group))
     }
 

@@ -217,6 +217,7 @@ fn split(
         compression: self::compression(compression, level)?,
         threads,
         output: self::output_format(output_format)?,
+        ..SplitOptions::default()
     };
     let no_progress = |_: u64, _: u64| {};
     let summaries = match (component, batch) {
@@ -314,6 +315,7 @@ fn transform(
         kernel_name,
         search_paths,
         compression: self::compression(compression, level)?,
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     let outcome = py.detach(|| kpack_pipeline::transform::transform(&input, &opts));
     // As `kpack transform` prints it: the input, then the error.

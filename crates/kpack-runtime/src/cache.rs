@@ -330,7 +330,8 @@ impl Cache {
     ) -> Vec<PathBuf> {
         let candidates: Vec<Vec<String>> = isas.iter().map(|isa| compatible_targets(isa)).collect();
         let patterns = self.patterns(metadata, binary_path);
-        let mut paths = expand(&patterns, &candidates);
+        let windows_names = self.config.windows_archive_names || cfg!(windows);
+        let mut paths = expand(&patterns, &candidates, windows_names);
         for p in self.indexed(&patterns, &candidates) {
             if !paths.contains(&p) {
                 paths.push(p);
@@ -561,7 +562,7 @@ fn index_beside(pattern: &Path) -> Option<(PathBuf, &Path)> {
     Some((dir.join(format!("{module}.kpm")), dir))
 }
 
-fn expand(patterns: &[PathBuf], candidates: &[Vec<String>]) -> Vec<PathBuf> {
+fn expand(patterns: &[PathBuf], candidates: &[Vec<String>], windows_names: bool) -> Vec<PathBuf> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for pattern in patterns {
@@ -574,7 +575,11 @@ fn expand(patterns: &[PathBuf], candidates: &[Vec<String>]) -> Vec<PathBuf> {
         for target in candidates.iter().flatten() {
             let sorted = canonical(target);
             for spelling in [target.as_str(), sorted.as_str()] {
-                let p = paths::expand(pattern, spelling);
+                // Archive names for Windows spell the features' `:` as `@` (NTFS refuses `:`,
+                // and Win32 would read it as an alternate data stream): only that spelling
+                // is tried there. Elsewhere the name is the target ID as it is.
+                let spelling = kpack_target::file_name_spelling(spelling, windows_names);
+                let p = paths::expand(pattern, &spelling);
                 if seen.insert(p.clone()) {
                     out.push(p);
                 }

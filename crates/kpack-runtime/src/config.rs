@@ -25,6 +25,11 @@ pub struct Config {
     pub disabled: bool,
     /// [`ENV_DEBUG`] is truthy: the loader logs `kpack: ...` lines to stderr.
     pub debug: bool,
+    /// `@GFXARCH@` names archives with a target's `:` spelled `@`, as kpack names archives
+    /// for Windows (`kpack_target::file_name_spelling`). Always so on Windows, where the `:`
+    /// spelling is never tried; elsewhere only when a tool reading a tree meant for Windows
+    /// sets it (`kpack restore`, `kpack inspect --resolve`).
+    pub windows_archive_names: bool,
 }
 
 impl Config {
@@ -55,6 +60,7 @@ impl Config {
             prefix_paths: paths(ENV_PATH_PREFIX),
             disabled: flag(ENV_DISABLE),
             debug: flag(ENV_DEBUG),
+            windows_archive_names: false,
         }
     }
 }

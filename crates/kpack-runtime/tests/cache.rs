@@ -263,6 +263,44 @@ fn gfxarch_paths_resolve_from_the_binary_directory_per_candidate_target() {
     assert_eq!((bytes, arch.as_str()), (b, "gfx942"));
 }
 
+/// Archive names meant for Windows spell a target's `:` as `@` (NTFS refuses `:`); the
+/// runtime on Windows looks for that spelling only, and elsewhere for the target ID as it is,
+/// so a Linux tree is read as before.
+#[test]
+fn a_featured_target_is_looked_up_by_the_archive_name_spelling_of_this_system() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let (linux, windows) = (gfx1030(), gfx90a_xnackp());
+    write_archive(
+        &root.join(".kpack/blas_lib_gfx90a@xnack+.kpack"),
+        Compression::None,
+        &[("lib/libx.so#0", "gfx90a:xnack+", &windows)],
+        None,
+    );
+    if cfg!(unix) {
+        write_archive(
+            &root.join(".kpack/blas_lib_gfx90a:xnack+.kpack"),
+            Compression::None,
+            &[("lib/libx.so#0", "gfx90a:xnack+", &linux)],
+            None,
+        );
+    }
+    let bin = root.join("lib/libx.so");
+    let paths = ["../.kpack/blas_lib_@GFXARCH@.kpack"];
+    let isas = ["gfx90a:xnack+"];
+    let cache = Cache::new(Config::default());
+    let (bytes, arch) = load(&cache, "lib/libx.so", &paths, &bin, 0, &isas).unwrap();
+    assert_eq!(arch, "gfx90a:xnack+");
+    assert_eq!(bytes, if cfg!(windows) { windows } else { linux });
+    if cfg!(unix) {
+        // Only the `:` spelling is looked for here: without it, nothing is found.
+        std::fs::remove_file(root.join(".kpack/blas_lib_gfx90a:xnack+.kpack")).unwrap();
+        let cache = Cache::new(Config::default());
+        let err = load(&cache, "lib/libx.so", &paths, &bin, 0, &isas).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ArchiveNotFound, "{err}");
+    }
+}
+
 /// `dir/<module>.kpm` listing each target with its archive file.
 fn write_index(dir: &Path, module: &str, files: &[(&str, &str)]) {
     use kpack_archive::kpm::{KpmEntry, KpmManifest};

@@ -17,6 +17,10 @@
 //! The portable target [`SPIRV`] (`amdgcnspirv`) parses as a target ID like any
 //! processor; [`TargetId::is_spirv`] tells it apart.
 //!
+//! # In file names
+//! Archives are named `<module>_<target>.kpack`; outputs meant for Windows spell the
+//! target's `:` as `@` ([`file_name_spelling`]), since NTFS refuses `:`.
+//!
 //! # Bundle IDs
 //! Each entry of a clang offload bundle is named
 //! `<kind>-<arch>-<vendor>-<os>[-<env>][-<target-id>]` (§3.2), e.g.
@@ -42,6 +46,7 @@
 mod bundle_id;
 mod code_object;
 mod error;
+mod file_name;
 mod target_id;
 
 pub use bundle_id::{BundleId, OffloadKind};
@@ -49,6 +54,9 @@ pub use code_object::{
     CodeObjectTarget, ELFOSABI_AMDGPU_HSA, EM_AMDGPU, code_object_target, processor_for_mach,
 };
 pub use error::TargetError;
+pub use file_name::{
+    WINDOWS_FEATURE_SEPARATOR, archive_stem, file_name_spelling, from_file_name_spelling,
+};
 pub use target_id::{
     Feature, FeatureState, GENERIC_MEMBERS, MAX_FEATURES, SPIRV, TargetId, feature_subsets,
 };

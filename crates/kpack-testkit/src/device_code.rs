@@ -59,6 +59,7 @@ pub fn transform_into(
         kernel_name: None,
         search_paths: Vec::new(),
         compression,
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     match transform(input, &opts).unwrap_or_else(|e| panic!("{}: {e}", input.display())) {
         Outcome::Transformed(summary) => (output, summary),

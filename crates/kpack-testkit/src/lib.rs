@@ -45,7 +45,7 @@ pub use fixtures::{
 };
 pub use messages::assert_no_debug_formatting;
 pub use standin::{AARCH64, Foreign, PPC64LE, Registration, Standin, foreign_standin, standin};
-pub use tree::{copied_elsewhere, copy_tree, sha256_hex, snapshot, snapshot_digests};
+pub use tree::{copied_elsewhere, copy_tree, listing, sha256_hex, snapshot, snapshot_digests};
 pub use wheels::{flip_member_byte, rezip_wheel, unhashed_record};
 pub use wine::{Wine, WineRegistration};
 #[cfg(feature = "transform")]

@@ -91,3 +91,14 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The names of `dir`'s entries, sorted (lossy where not Unicode): what a test asserts was
+/// written, and that nothing else was.
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}

@@ -13,6 +13,9 @@ pub enum WheelError {
     /// problem with one of the input's entries.
     #[error(transparent)]
     File(#[from] WheelFileError),
+    /// A member would have a name Windows cannot hold, and the wheels are meant for Windows.
+    #[error(transparent)]
+    Name(#[from] kpack_fs::NameError),
     /// No binary under the overlay root carries device code: there is nothing to split.
     #[error("{}: no fat binaries under {overlay_root:?}: nothing to split", wheel.display())]
     NoFatBinaries {

@@ -68,6 +68,9 @@ pub struct SplitOptions {
     /// family), and the index `<overlay>/.kpack/<module>.kpm` in the host wheel, through
     /// which kpack's runtime finds them (wheels cannot hold per-target links).
     pub multi_target_archives: bool,
+    /// The names the outputs may have (`kpack_fs::NameRules`): archive names spell a
+    /// target's `:` as `@` for Windows.
+    pub names: kpack_fs::NameRules,
     /// Bounds on what the input zip may declare (entry count, sizes), so that a hostile
     /// wheel cannot make the reader allocate or write without limit.
     pub limits: Limits,
@@ -87,6 +90,7 @@ impl SplitOptions {
             variant_label: "variant".into(),
             compression: Compression::zstd(),
             multi_target_archives: false,
+            names: kpack_fs::NameRules::for_output(false),
             limits: Limits::default(),
         }
     }
@@ -185,6 +189,10 @@ pub fn split_wheel_with_progress(
     progress: Progress<'_>,
 ) -> Result<Summary, WheelError> {
     let meta = std::fs::metadata(input).map_err(io(input))?;
+    let opts = &SplitOptions {
+        names: kpack_fs::NameRules::for_output(opts.names.windows() || windows_wheel(input)),
+        ..opts.clone()
+    };
     let mut stage = kpack_fs::Stage::new();
     let staged = stage
         .add_tree(&opts.output, |_| false)
@@ -193,7 +201,7 @@ pub fn split_wheel_with_progress(
     std::fs::create_dir_all(&work.host).map_err(io(&work.host))?;
 
     progress("read", 0, 1);
-    let (files, input_stem) = read_input(input, meta.is_dir(), &opts.limits, &work.host)?;
+    let (files, input_stem) = read_input(input, meta.is_dir(), opts, &work.host)?;
     progress("read", 1, 1);
     let id = read_identity(input, &work.host, &files)?;
     let names = OutputNames::new(input_stem, &id);
@@ -299,22 +307,33 @@ type Moved = BTreeMap<(BundleKey, String), Vec<(String, PathBuf)>>;
 
 /// Reads the input (an unpacked wheel directory, or a `.whl`) into `host_root`; with the
 /// `.whl`'s file-name stem when it is a wheel name.
+///
+/// Every output wheel holds the input's members under their own names, so with Windows's
+/// name rules those are checked first: a zip's on its central directory, before any member
+/// is written (on Windows, writing `Nul.py` would write to the NUL device).
 fn read_input(
     input: &Path,
     is_dir: bool,
-    limits: &Limits,
+    opts: &SplitOptions,
     host_root: &Path,
 ) -> Result<(Vec<InputFile>, Option<String>), WheelError> {
+    let mut names = kpack_fs::OutputNames::new(input, opts.names);
     if is_dir {
-        return Ok((reader::read_dir(input, host_root)?, None));
+        // A directory Windows holds has only names Windows can hold: the copy into the
+        // staging tree cannot meet a device name there, and elsewhere it is staging only.
+        let files = reader::read_dir(input, host_root)?;
+        names.check_all(files.iter().map(|f| f.path.as_str()))?;
+        return Ok((files, None));
     }
-    let file = std::fs::File::open(input).map_err(io(input))?;
-    let files = reader::read_zip(
-        input,
-        std::io::BufReader::with_capacity(1 << 20, file),
-        limits,
-        Some(host_root),
-    )?;
+    let open = || {
+        let file = std::fs::File::open(input).map_err(io(input))?;
+        Ok::<_, WheelError>(std::io::BufReader::with_capacity(1 << 20, file))
+    };
+    if opts.names.windows() {
+        let members = reader::member_names(input, open()?, &opts.limits)?;
+        names.check_all(members.iter().map(String::as_str))?;
+    }
+    let files = reader::read_zip(input, open()?, &opts.limits, Some(host_root))?;
     let stem = input
         .file_name()
         .and_then(|n| n.to_str())
@@ -322,6 +341,17 @@ fn read_input(
         .filter(|s| matches!(s.split('-').count(), 5 | 6))
         .map(str::to_owned);
     Ok((files, stem))
+}
+
+/// Whether the wheel file's name carries a Windows platform tag (`win_amd64`, `win32`,
+/// `win_arm64`, alone or among `.`-joined tags): its outputs are meant for Windows.
+fn windows_wheel(input: &Path) -> bool {
+    input
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".whl"))
+        .and_then(|stem| stem.rsplit('-').next())
+        .is_some_and(|platform| platform.split('.').any(|tag| tag.starts_with("win")))
 }
 
 /// The identity of the wheel read into `host_root` (its METADATA and WHEEL).

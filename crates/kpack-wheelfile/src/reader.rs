@@ -355,6 +355,18 @@ pub fn read_zip<R: Read + Seek>(
     })
 }
 
+/// The regular files of the wheel zip `reader`, in archive order, from its central
+/// directory alone (every entry checked as [`read_zip`] checks it): what a splitter checks
+/// before anything is written.
+pub fn member_names<R: Read + Seek>(
+    wheel: &Path,
+    reader: R,
+    limits: &Limits,
+) -> Result<Vec<String>, WheelFileError> {
+    let (_, plan) = plan_zip(wheel, reader, limits)?;
+    Ok(plan.into_iter().map(|(_, name, ..)| name).collect())
+}
+
 /// Checks every entry of the wheel zip `reader` as [`read_zip`] does, reads its RECORD
 /// (which must list exactly the wheel's files), then hands each regular file to `each` in
 /// archive order, one at a time, to read through [`Member::copy_to`] (a file `each` does

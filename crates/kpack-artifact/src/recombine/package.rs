@@ -228,7 +228,7 @@ impl Package {
                 ));
             };
             let (kpack_dir, name) = rel.rsplit_once('/').expect("archives lie in .kpack/");
-            let Some(stem) = name.strip_suffix(&format!("_{target}.kpack")) else {
+            let Some(stem) = kpack_target::archive_stem(name, target) else {
                 return Err(ArtifactError::invalid(
                     src,
                     format!("expected the name <module>_{target}.kpack for its target {target}"),

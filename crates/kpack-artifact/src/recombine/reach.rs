@@ -124,9 +124,11 @@ fn found_by(pattern: &Pattern<'_>, rel: &str, package: &Package) -> bool {
         return false;
     };
     dir == pattern.dir
-        && pattern
-            .gfxarch(name)
-            .is_some_and(|t| parse_target(t).is_some() || package.group() == Some(t))
+        && pattern.gfxarch(name).is_some_and(|t| {
+            // Either spelling: a split for Windows writes the target's `:` as `@`.
+            parse_target(&kpack_target::from_file_name_spelling(t)).is_some()
+                || package.group() == Some(t)
+        })
 }
 
 /// The naming convention of an archive file name or search-path file name.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use kpack_archive::Compression;
 use kpack_tar::{Recorded, RecordedMember};
+use kpack_fs::{NameRules, OutputNames};
 use kpack_target::TargetId;
 
 use crate::tarball::OutputFormat;
@@ -25,6 +26,9 @@ pub struct SplitOptions {
     pub threads: usize,
     /// Directories or `.tar.zst` artifacts.
     pub output: OutputFormat,
+    /// The names the outputs may have; a split is meant for Windows also when its artifact
+    /// holds a `.dll` or `.exe` (see [`name_outputs`]).
+    pub names: NameRules,
 }
 
 impl Default for SplitOptions {
@@ -34,6 +38,7 @@ impl Default for SplitOptions {
             compression: Compression::zstd(),
             threads: 0,
             output: OutputFormat::Dir,
+            names: NameRules::for_output(false),
         }
     }
 }
@@ -321,8 +326,52 @@ pub(crate) fn classify(
     })
 }
 
+/// The module names of the fat items (by item index, see [`assign_modules`]) and the name
+/// rules of the split, once every output the items name in `out` has been checked against
+/// them, before anything is written: the files and directories of each artifact, and each
+/// fat binary's archive names (`.kpack/<module>_@GFXARCH@.kpack`, the target spelled for the
+/// rules). A split is meant for Windows when asked, on Windows, and when the artifact holds
+/// a `.dll` or `.exe` (a Windows build's artifact: the same test on every system, so that a
+/// split on Linux and one on Windows name the same archives).
+pub(crate) fn name_outputs(
+    out: &Path,
+    component: &str,
+    items: &[Item],
+    opts: &SplitOptions,
+) -> Result<(BTreeMap<usize, String>, NameRules), ArtifactError> {
+    let modules = assign_modules(items)?;
+    let windows_binary = |rel: &str| {
+        let name = rel.rsplit('/').next().unwrap_or(rel).to_ascii_lowercase();
+        name.ends_with(".dll") || name.ends_with(".exe")
+    };
+    let rules = NameRules::for_output(
+        opts.names.windows()
+            || items
+                .iter()
+                .any(|i| matches!(i.class, Class::Fat) && windows_binary(&i.rel)),
+    );
+    let mut names = OutputNames::new(out, rules);
+    for (i, item) in items.iter().enumerate() {
+        let artifact = match &item.class {
+            Class::Db(arch) => arch.artifact.as_str(),
+            _ => "generic",
+        };
+        let member = format!("{component}_{artifact}/{}/{}", item.prefix, item.rel);
+        names.check(&member)?;
+        if let Some(module) = modules.get(&i) {
+            // Every per-architecture artifact holds the same archive names but the target's;
+            // one placeholder directory stands for all of them.
+            names.check(&format!(
+                "{component}_@GFXARCH@/{}/.kpack/{module}_@GFXARCH@.kpack",
+                item.prefix
+            ))?;
+        }
+    }
+    Ok((modules, rules))
+}
+
 /// Module names of the fat items (by item index); see the module docs.
-pub(crate) fn assign_modules(items: &[Item]) -> Result<BTreeMap<usize, String>, ArtifactError> {
+fn assign_modules(items: &[Item]) -> Result<BTreeMap<usize, String>, ArtifactError> {
     let fat: Vec<usize> = (0..items.len())
         .filter(|&i| matches!(items[i].class, Class::Fat))
         .collect();
@@ -375,6 +424,7 @@ pub(crate) fn split_fat(
     item: &Item,
     module: &str,
     compression: Compression,
+    names: NameRules,
 ) -> Result<Done, ArtifactError> {
     let err = |source| ArtifactError::Transform {
         path: from.to_owned(),
@@ -403,6 +453,7 @@ pub(crate) fn split_fat(
         kernel_name: Some(kernel_name.clone()),
         search_paths: vec![search],
         compression,
+        names,
     };
     let plan = transform::plan(&map, &opts).map_err(err)?.releasing(&map);
     let wrappers = plan.wrappers();

@@ -35,6 +35,7 @@ use crate::{ArtifactError, TreeEntry, manifest, tarball};
 
 pub(crate) fn split_tar_into(
     input: &Path,
+    out: &Path,
     stage: &Path,
     component: &str,
     opts: &SplitOptions,
@@ -48,7 +49,7 @@ pub(crate) fn split_tar_into(
     let scanned = scan(input, opts, &spool)?;
     let prefixes = present_prefixes(&scanned.prefixes, &scanned.members);
     let items = plan_items(&prefixes, scanned, opts)?;
-    let modules = plan::assign_modules(&items)?;
+    let (modules, names) = plan::name_outputs(out, component, &items, opts)?;
     plan::create_tree(stage, component, &prefixes, &items, opts.output)?;
     let writing = Writing {
         input,
@@ -58,6 +59,7 @@ pub(crate) fn split_tar_into(
         spool_dir: spool_dir.path(),
         items: &items,
         modules: &modules,
+        names,
     };
     let results = writing.write(progress)?;
     drop(spool_dir);
@@ -200,6 +202,8 @@ struct Writing<'a> {
     items: &'a [Item],
     /// The module name of each fat binary's item.
     modules: &'a BTreeMap<usize, String>,
+    /// The name rules of the split (`plan::name_outputs`).
+    names: kpack_fs::NameRules,
 }
 
 /// A fat binary spooled by the stream, for a worker to split.
@@ -376,6 +380,7 @@ impl Writing<'_> {
                     item,
                     &self.modules[&i],
                     self.opts.compression,
+                    self.names,
                 )
                 .map_err(|e| at_member(e, spooled, self.input.join(&member.path)))?,
             };

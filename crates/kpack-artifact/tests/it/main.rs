@@ -7,3 +7,4 @@ mod recombine;
 mod refmade;
 mod split;
 mod tarball;
+mod windows_names;

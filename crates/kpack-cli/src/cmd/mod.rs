@@ -53,6 +53,24 @@ impl CompressionArgs {
     }
 }
 
+/// `--windows-names`, for the commands that name outputs (transform, split, split-wheel).
+#[derive(clap::Args)]
+pub struct NamesArgs {
+    /// The outputs are meant for Windows: refuse, before writing anything, names Windows
+    /// cannot hold (device names such as NUL or com1.txt, the characters <>:"|?* and control
+    /// characters, a trailing dot or space, names differing only in case), and spell the `:`
+    /// of a target ID as `@` in archive names. Always on when kpack runs on Windows.
+    #[arg(long)]
+    windows_names: bool,
+}
+
+impl NamesArgs {
+    /// The name rules of the outputs.
+    pub fn rules(&self) -> kpack_fs::NameRules {
+        kpack_fs::NameRules::for_output(self.windows_names)
+    }
+}
+
 /// `--output-format dir|tar.zst`, for the commands that write artifacts.
 #[derive(Clone, Copy, Default, clap::ValueEnum)]
 pub enum OutputFormat {

@@ -29,6 +29,8 @@ pub struct Args {
     handlers: Vec<Handler>,
     #[command(flatten)]
     compression: super::CompressionArgs,
+    #[command(flatten)]
+    names: super::NamesArgs,
     /// Write each artifact as a directory or as `<artifact>.tar.zst` (mtime from
     /// SOURCE_DATE_EPOCH, else 0).
     #[arg(long, value_enum, default_value = "dir")]
@@ -45,6 +47,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         compression: args.compression.compression()?,
         threads: 0,
         output: args.output_format.into(),
+        names: args.names.rules(),
     };
     let bar = output::progress(0, "split");
     let progress = |done: u64, total: u64| {

@@ -47,6 +47,8 @@ pub struct Args {
     variant_label: String,
     #[command(flatten)]
     compression: super::CompressionArgs,
+    #[command(flatten)]
+    names: super::NamesArgs,
     /// One multi-target archive per module in each device wheel (`<module>_<key>.kpack`),
     /// found through the host wheel's `.kpm` index by kpack's runtime.
     #[arg(long)]
@@ -70,6 +72,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     opts.variant_label = args.variant_label;
     opts.compression = args.compression.compression()?;
     opts.multi_target_archives = args.multi_target_archives;
+    opts.names = args.names.rules();
     let bar = output::progress(0, "split-wheel");
     let progress = |phase: &str, done: u64, total: u64| {
         bar.set_message(phase.to_owned());

@@ -37,6 +37,8 @@ pub struct Args {
     search_paths: Vec<String>,
     #[command(flatten)]
     compression: super::CompressionArgs,
+    #[command(flatten)]
+    names: super::NamesArgs,
     /// Print a summary as JSON.
     #[arg(long)]
     json: bool,
@@ -83,6 +85,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         kernel_name: args.kernel_name.clone(),
         search_paths: args.search_paths.clone(),
         compression: args.compression.compression()?,
+        names: args.names.rules(),
     };
     let outcome =
         transform::transform(input, &opts).map_err(|e| format!("{}: {e}", input.display()))?;

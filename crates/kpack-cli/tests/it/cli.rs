@@ -384,15 +384,6 @@ fn inspect_of_the_ar_archive_lists_each_member() {
     assert_eq!(reports[0]["totals"][0]["count"], 2);
 }
 
-fn written_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn unbundle_names_keep_the_bundles_of_a_multi_bundle_binary_apart() {
     let out = tempfile::tempdir().unwrap();
@@ -402,7 +393,7 @@ fn unbundle_names_keep_the_bundles_of_a_multi_bundle_binary_apart() {
         "-o",
         s(out.path()),
     ]);
-    let names = written_names(out.path());
+    let names = kpack_testkit::listing(out.path());
     assert_eq!(names.len(), 12);
     assert!(names.contains(&"libtwo.so.0.hipv4-amdgcn-amd-amdhsa--gfx900.co".to_owned()));
     assert!(names.contains(&"libtwo.so.1.hipv4-amdgcn-amd-amdhsa--gfx900.co".to_owned()));
@@ -432,7 +423,7 @@ fn unbundle_target_filter_selects_an_exact_target_or_every_variant_of_a_processo
         "gfx90a:xnack+",
     ]);
     assert_eq!(
-        written_names(out.path()),
+        kpack_testkit::listing(out.path()),
         ["libone.so.0.hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+.co"]
     );
     let out = tempfile::tempdir().unwrap();
@@ -444,7 +435,7 @@ fn unbundle_target_filter_selects_an_exact_target_or_every_variant_of_a_processo
         "--target",
         "gfx90a",
     ]);
-    assert_eq!(written_names(out.path()).len(), 2);
+    assert_eq!(kpack_testkit::listing(out.path()).len(), 2);
 }
 
 #[test]
@@ -469,7 +460,7 @@ fn unbundle_refuses_two_inputs_that_would_write_the_same_names() {
 fn unbundled(input: &Path) -> BTreeMap<String, Vec<u8>> {
     let out = tempfile::tempdir().unwrap();
     kpack_ok(&["unbundle", s(input), "-o", s(out.path())]);
-    written_names(out.path())
+    kpack_testkit::listing(out.path())
         .into_iter()
         .map(|n| {
             let data = std::fs::read(out.path().join(&n)).unwrap();

@@ -24,3 +24,4 @@ mod threads;
 mod verify_original;
 mod verify_trees;
 mod wheels;
+mod windows_names;

@@ -156,6 +156,7 @@ fn pe_inspect_unbundle_and_check_see_the_device_code() {
                 kernel_name: None,
                 search_paths: Vec::new(),
                 compression: Compression::None,
+                names: kpack_pipeline::transform::NameRules::for_output(false),
             },
         )
         .unwrap();
@@ -173,6 +174,7 @@ fn pe_kernel_name_with_backslashes_is_refused() {
         kernel_name: Some("bin\\hipapp.dll".into()),
         search_paths: Vec::new(),
         compression: Compression::None,
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     let err = kpack_pipeline::transform::transform(&fixture("platforms/hipapp.dll"), &opts)
         .unwrap_err()

@@ -870,3 +870,31 @@ fn every_reference_made_library_restores_the_relr_one_repaired() {
         kpack_testkit::assert_no_debug_formatting(repaired);
     }
 }
+
+/// A binary transformed for Windows names its archives with a target's `:` spelled `@`; a
+/// restore here finds them by that spelling (the Linux runtime looks for `:` only).
+#[test]
+fn a_binary_transformed_for_windows_restores_here_through_the_at_spelling_of_its_archives() {
+    use kpack_pipeline::transform::{NameRules, TransformOptions, transform};
+    let root = tempfile::tempdir().unwrap();
+    let original = fixture("bin/libone.so");
+    let opts = TransformOptions {
+        output: root.path().join("lib/libone.so"),
+        kpack_dir: root.path().join("lib/.kpack"),
+        group: None,
+        kernel_name: None,
+        search_paths: Vec::new(),
+        compression: Compression::zstd(),
+        names: NameRules::for_output(true),
+    };
+    transform(&original, &opts).unwrap();
+    let names = kpack_testkit::listing(&opts.kpack_dir);
+    assert!(
+        names.contains(&"libone_gfx90a@xnack+.kpack".to_owned()),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
+    let out = root.path().join("restored.so");
+    run_restore(&opts.output, &options(out.clone(), false));
+    assert_eq!(code_by_wrapper(&out), code_by_wrapper(&original));
+}

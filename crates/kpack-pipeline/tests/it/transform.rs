@@ -130,6 +130,7 @@ fn a_second_transform_says_already_kpacked_and_changes_nothing() {
         kernel_name: None,
         search_paths: Vec::new(),
         compression: Compression::zstd(),
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     assert_eq!(transform(&output, &opts).unwrap(), Outcome::AlreadyKpacked);
     assert_eq!(std::fs::read(&output).unwrap(), before);
@@ -152,6 +153,7 @@ fn refused_inputs_leave_nothing_behind() {
             kernel_name: None,
             search_paths: vec!["x_@GFXARCH@.kpack".into()],
             compression: Compression::zstd(),
+            names: kpack_pipeline::transform::NameRules::for_output(false),
         };
         assert!(transform(&fixture(rel), &opts).is_err(), "{rel}");
         let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
@@ -173,6 +175,7 @@ fn the_output_keeps_the_input_mode_and_explicit_names() {
         kernel_name: Some("lib/libx.so.1".into()),
         search_paths: vec!["a/@GFXARCH@.kpack".into(), "b.kpack".into()],
         compression: Compression::None,
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     std::fs::create_dir_all(root.path().join("out")).unwrap();
     let Outcome::Transformed(s) = transform(&input, &opts).unwrap() else {
@@ -209,6 +212,7 @@ fn realworld(input: &Path) {
         kernel_name: None,
         search_paths: Vec::new(),
         compression: Compression::zstd(),
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     std::fs::create_dir_all(root.path().join("lib")).unwrap();
     let Outcome::Transformed(s) = transform(input, &opts).unwrap() else {
@@ -265,6 +269,7 @@ fn librocsparse_transforms_round_trips_and_loads_with_111_hipk_wrappers() {
         kernel_name: None,
         search_paths: Vec::new(),
         compression: Compression::None,
+        names: kpack_pipeline::transform::NameRules::for_output(false),
     };
     let Outcome::Transformed(s) = transform(&input, &opts).unwrap() else {
         panic!()

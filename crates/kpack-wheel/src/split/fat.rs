@@ -90,6 +90,7 @@ pub(super) fn transform_fat_binaries(
                 kernel_name: Some((*rel).to_owned()),
                 search_paths: vec![search],
                 compression: opts.compression,
+                names: opts.names,
             },
         )
         .map_err(|source| WheelError::Transform {

@@ -826,3 +826,81 @@ fn a_debug_file_in_a_wheel_goes_unchanged_to_the_host_wheel() {
     }
     assert_every_record_ok(&s);
 }
+
+/// The demo wheel's members, with `extra` added, as a new wheel named `name` in `dir`.
+fn demo_as(dir: &Path, name: &str, extra: &[(&str, &[u8])]) -> PathBuf {
+    let path = dir.join(name);
+    let mut zip = kpack_wheelfile::writer::WheelZip::create(&path, &path).unwrap();
+    let entries = zip_entries(&fixture(DEMO));
+    let mut dist_info = String::new();
+    let members = entries
+        .iter()
+        .map(|(n, d)| (n.as_str(), d.as_slice()))
+        .chain(extra.iter().copied());
+    for (member, data) in members {
+        if let Some(di) = member.strip_suffix("/RECORD") {
+            dist_info = di.to_owned();
+            continue;
+        }
+        let mut content = data;
+        zip.add(member, 0o644, true, data.len() as u64, &path, &mut content)
+            .unwrap();
+    }
+    zip.finish(&dist_info).unwrap();
+    path
+}
+
+#[test]
+fn a_windows_wheel_with_a_member_named_after_a_device_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = demo_as(
+        dir.path(),
+        "kpack_demo-1.0-py3-none-win_amd64.whl",
+        &[("kpack_demo/Nul.py", b"# a device on Windows\n")],
+    );
+    let out = dir.path().join("out");
+    let err = split_wheel(&input, &SplitOptions::new(&out)).unwrap_err();
+    let WheelError::Name(e) = &err else {
+        panic!("not a name error: {err}");
+    };
+    assert_eq!(
+        (e.output.as_path(), e.member.as_str()),
+        (input.as_path(), "kpack_demo/Nul.py")
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: member kpack_demo/Nul.py is named after the device NUL, which Windows reserves",
+            input.display()
+        )
+    );
+    assert_eq!(
+        kpack_testkit::listing(dir.path()),
+        ["kpack_demo-1.0-py3-none-win_amd64.whl"]
+    );
+}
+
+#[test]
+fn a_windows_wheel_splits_with_archive_names_windows_can_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = demo_as(dir.path(), "kpack_demo-1.0-py3-none-win_amd64.whl", &[]);
+    let s = split(&input, &dir.path().join("out"), |_| {});
+    let names: Vec<String> = s
+        .devices
+        .iter()
+        .flat_map(|d| zip_entries(&d.wheel.path).into_keys())
+        .filter(|n| n.ends_with(".kpack"))
+        .collect();
+    assert!(names.iter().any(|n| n.contains('@')), "{names:?}");
+    assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
+    // The same wheel for Linux keeps the reference's `:`.
+    let linux = split(&fixture(DEMO), &dir.path().join("linux"), |_| {});
+    let linux_names: Vec<String> = linux
+        .devices
+        .iter()
+        .flat_map(|d| zip_entries(&d.wheel.path).into_keys())
+        .filter(|n| n.ends_with(".kpack"))
+        .collect();
+    let respelled: Vec<String> = linux_names.iter().map(|n| n.replace(':', "@")).collect();
+    assert_eq!(names, respelled);
+}
