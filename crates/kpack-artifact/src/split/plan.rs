@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use kpack_archive::Compression;
-use kpack_tar::{Recorded, RecordedMember};
 use kpack_fs::{NameRules, OutputNames};
+use kpack_tar::{Recorded, RecordedMember};
 use kpack_target::TargetId;
 
 use crate::tarball::OutputFormat;
