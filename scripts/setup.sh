@@ -63,8 +63,10 @@ PKGS="$PKGS qemu-user-static gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu li
   libgcc-12-dev-arm64-cross gcc-powerpc64le-linux-gnu binutils-powerpc64le-linux-gnu
   libc6-dev-ppc64el-cross libgcc-12-dev-ppc64el-cross"
 # Windows PE/COFF (issue 13): wine64 loads the PE fixtures in the tests; the mingw GNU ld
-# links the long-section-name fixture of fixtures/platforms/build_platforms.sh.
-PKGS="$PKGS wine64 gcc-mingw-w64-x86-64"
+# links the long-section-name fixture of fixtures/platforms/build_platforms.sh. wine (its
+# `wine` command) and mingw also serve the Windows stage (issue 37, windows-toolchain.sh
+# below), in this one apt transaction.
+PKGS="$PKGS wine wine64 gcc-mingw-w64-x86-64"
 # pip downloads the PyPI wheels of the corpus.
 python3 -m pip --version >/dev/null 2>&1 || PKGS="$PKGS python3-pip"
 missing=
@@ -232,8 +234,9 @@ if [ ! -f "$SPIRV_BIN/llvm-spirv" ] || [ -L "$SPIRV_BIN/llvm-link" ]; then
   done
   "$SPIRV_BIN/llvm-spirv" --version | head -n 1
 fi
-# Windows (issue 37): scripts/windows.sh installs its own toolchain (scripts/windows-toolchain.sh:
-# sid's rustc with rust-src for -Zbuild-std, mingw-w64, wine) the first time it runs. It is not a
-# stage of test.sh yet: cold, it took 838 s here, which CI's 45 minutes do not hold until the
-# benchmarks give back that time (docs/ci.md).
+# Windows (issue 37): the toolchain of test.sh's Windows stage (scripts/windows-toolchain.sh:
+# sid's rustc with rust-src for -Zbuild-std into $CORPUS/rustwin, mingw-w64 and wine from the
+# packages above, a wine prefix), fetched here so that its downloads overlap the Linux build
+# as the corpus's do. Idempotent; KPACK_WINDOWS_STAGE=0 (no Windows stage) leaves it out.
+[ "${KPACK_WINDOWS_STAGE:-1}" = 0 ] || "$(dirname "$0")/windows-toolchain.sh"
 echo "setup: ready (corpus in $CORPUS)"

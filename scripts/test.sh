@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up, lint, the unused-dependency check, unit and fixture tests, the
-# real-world tier, the loom model, the Python package, a fuzz smoke run and the benchmarks
-# (which print figures, they do not assert them). Ends with the time of each stage and one
-# line counting every test that ran.
+# real-world tier, the loom model, the Python package, a fuzz smoke run, the Windows stage
+# (under wine) and the benchmarks (which print figures, they do not assert them). Ends with
+# the time of each stage and one line counting every test that ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
@@ -150,20 +150,20 @@ python_package() {
 }
 # - librocm_kpack.so as it ships: its stripped size within its budget, its NEEDED list.
 capi_size() { scripts/capi-size.sh; }
+# - The Windows stage (issue 37, scripts/windows.sh): kpack.exe and rocm_kpack.dll built with
+#   the Debian-packaged Windows toolchain that the set-up installed (scripts/windows-toolchain.sh),
+#   the tests of every crate that builds for Windows and needs no Linux tool run under wine,
+#   and kpack.exe's commands and the runtime's loads compared with the Linux kpack ($KPACK_BIN).
+#   It runs here rather than as a stage of its own: it is mostly compiling, and the real-world
+#   tier, which sets this group's length, leaves a core idle in spells (one long level-19 test
+#   alone at the end of its binary) that the Windows build fills; niced, so that the tier keeps
+#   the cores it can use. KPACK_WINDOWS_STAGE=0 leaves it out (a machine without wine).
+windows_stage() { nice -n 10 scripts/windows.sh; }
 pyenv_dir=$(mktemp -d)
-at_once "real-world tests" real_world_tests "fixture tests" fixture_tests \
-  "fuzz smoke" fuzz_smoke "python package" python_package "librocm_kpack size" capi_size
-
-# The Windows stage (issue 37, scripts/windows.sh): kpack.exe and rocm_kpack.dll built with
-# the Debian-packaged Windows toolchain (installed on first use), the tests of the crates that
-# build for Windows run under wine, and kpack.exe's commands compared with the Linux kpack
-# ($KPACK_BIN). Off unless KPACK_WINDOWS_STAGE=1: on a shared 2-core machine it took 838 s
-# cold (the toolchain installed, target/windows empty; before kpack.exe was part of it), 684 s
-# with kpack.exe's dependencies built but not the tests', and 65 s warm, which CI's 45 minutes
-# hold only once the benchmarks give that time back. Its closing lines are counted with the
-# others.
-windows_stage() { scripts/windows.sh 2>&1 | tee -a "$results"; }
-[ "${KPACK_WINDOWS_STAGE:-0}" != 1 ] || stage "windows (wine)" windows_stage
+stages_at_once=("real-world tests" real_world_tests "fixture tests" fixture_tests
+  "fuzz smoke" fuzz_smoke "python package" python_package "librocm_kpack size" capi_size)
+[ "${KPACK_WINDOWS_STAGE:-1}" = 0 ] || stages_at_once+=("windows (wine)" windows_stage)
+at_once "${stages_at_once[@]}"
 
 # Each bench's figures and time, also written to target/benchmark-figures.md (scripts/bench.sh
 # writes docs/benchmark-figures.md the same way).

@@ -14,7 +14,6 @@ use crate::Registration;
 /// be theirs.
 pub fn ccob_frames(lib: &Path, out: &Path) -> u64 {
     use std::io::Write;
-    use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(lib).unwrap();
     let map = kpack_pipeline::map_file(&file, lib).unwrap();
     let fat = kpack_elf::inspect(&map).unwrap();
@@ -28,8 +27,7 @@ pub fn ccob_frames(lib: &Path, out: &Path) -> u64 {
         .filter(|b| map[(section.offset + b.offset) as usize..].starts_with(b"CCOB"));
     for b in compressed {
         ccob.resize(b.len as usize, 0);
-        file.read_exact_at(&mut ccob, section.offset + b.offset)
-            .unwrap();
+        kpack_fs::read_exact_at(&file, &mut ccob, section.offset + b.offset).unwrap();
         let header_len = match u16::from_le_bytes([ccob[4], ccob[5]]) {
             2 => 24,
             3 => 32,

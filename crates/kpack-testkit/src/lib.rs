@@ -19,6 +19,9 @@ mod fixtures;
 #[cfg(feature = "transform")]
 pub mod flips;
 pub mod large_ccob;
+// A child's peak RSS and CPU time come from `wait4`: Unix only, and only the Linux tests and
+// benches of kpack-cli and kpack-capi measure children.
+#[cfg(unix)]
 pub mod measured;
 mod messages;
 pub mod refmade;

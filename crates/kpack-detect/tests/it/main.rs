@@ -61,9 +61,13 @@ fn a_property_that_is_not_a_decimal_number_is_an_error_naming_the_file() {
     let root = one_node("simd_count 4\ngfx_target_version 0x1100\n");
     let err = detect(root.path()).unwrap_err();
     assert!(matches!(err, DetectError::NotDecimal { .. }), "{err}");
+    // Joined as detect joins a node's directory and file, so that the path is spelled the
+    // same with Windows' separator too.
     let properties = root
         .path()
-        .join("class/kfd/kfd/topology/nodes/4/properties");
+        .join("class/kfd/kfd/topology/nodes")
+        .join("4")
+        .join("properties");
     assert_eq!(
         err.to_string(),
         format!(

@@ -212,6 +212,10 @@ fn witness(program: &str, args: &[&str]) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs the Linux builds of llvm-readobj (the corpus's llvmv) and mingw's objdump; the Linux run checks it"
+)]
 fn llvm_and_gnu_readers_accept_the_outputs_without_a_warning() {
     let llvmv = kpack_testkit::corpus().join("llvmv");
     let dir = tempfile::tempdir().unwrap();
