@@ -39,7 +39,8 @@ crates=(kpack-target kpack-bundle kpack-offload kpack-msgpack kpack-hostbin kpac
 # kpack.exe and rocm_kpack.dll first, then the tests, which reuse every crate they share with
 # the two; then the tests run under wine. --no-fail-fast: every failing crate is reported, and
 # the stage still fails.
-cargo build "${build[@]}" -p kpack-cli --bin kpack -p kpack-capi --lib
+cargo build "${build[@]}" -p kpack-cli --bin kpack -p kpack-capi --lib \
+  -p kpack-capi-install --bin install-rocm-kpack
 cargo test "${build[@]}" --no-fail-fast --lib --tests "${crates[@]/#/-p=}"
 
 out="$CARGO_TARGET_DIR/$TARGET/release"
@@ -56,6 +57,9 @@ x86_64-w64-mingw32-dlltool --input-def "$def" --dllname rocm_kpack.dll --machine
   --output-lib "$out/rocm_kpack.lib"
 echo "windows: rocm_kpack.dll exports the $(echo "$exported" | wc -l) functions of $def;" \
   "import libraries $out/librocm_kpack.dll.a (MinGW) and $out/rocm_kpack.lib (MSVC)"
+# The C library installed with the Windows layout (bin/ the DLL, lib/ the import libraries)
+# and used through its CMake package by a C program built with CMake and MinGW, under wine.
+scripts/windows-install.sh "$out"
 
 # kpack.exe, every command's code, and the commands of the acceptance run under wine against
 # the Linux kpack (scripts/windows-cli.sh): $KPACK_BIN, as scripts/test.sh sets it, else the
@@ -66,6 +70,9 @@ scripts/windows-cli.sh "$out/kpack.exe" "$linux_kpack"
 # The PE fixture DLLs transformed by kpack.exe, loaded by a Windows program through a stand-in
 # HIP runtime on rocm_kpack.dll: every code object byte for byte the original's.
 scripts/windows-e2e.sh "$out" "$linux_kpack"
+# The win_amd64 wheel, built and its tags and contents checked (it cannot be installed here:
+# no Windows CPython).
+scripts/windows-wheel.sh
 
 # A C program through the header's dllimport declarations and each import library, under wine.
 smoke=$(mktemp -d)

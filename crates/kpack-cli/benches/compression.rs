@@ -20,15 +20,14 @@
 //! `pack --compression unified --threads <n>`, against `zstd -19 -T<n>` over the same code
 //! objects concatenated, both pinned to `n` cores with `taskset`, at n = 1 and 2: the time
 //! ratio (target <= 1.3x) and each one's speed-up on 2 cores (pack's >= 0.9x zstd's own).
-//! Two inputs: jax-rocm7-plugin 0.12.0's `_linalg.so`, `_prng.so` and `_solver.so` (27
+//! The input: jax-rocm7-plugin 0.12.0's `_linalg.so`, `_prng.so` and `_solver.so` (27
 //! targets, 2.9 MB of 64 KB kernels), too small for zstd's own threads (`zstd -19` codes
-//! jobs of 32 MB: one job here, so its speed-up is below 1); and cupy-rocm-7-0 14.2.0's
-//! `thrust` module (9 targets, 76.6 MB of 8-10 MB kernels: three jobs, which zstd's two
-//! threads share), where both speed-ups mean something. The jax row's figures are the fastest
-//! of 3 rounds that run every command in turn (a round takes a few seconds; the machines here
-//! vary by 5-25 % within minutes); thrust's come from one round, each of its commands taking
-//! 15-40 s, long enough that a passing load shifts it by a few percent, while three rounds
-//! would add three minutes to the bench.
+//! jobs of 32 MB: one job here, so its speed-up is below 1). The same comparison on an input
+//! where both speed-ups mean something (cupy's `thrust`: 9 targets, 76.6 MB of 8-10 MB
+//! kernels, three zstd jobs) is the `unified_threads` bench's, which packs it and `zstd -19`
+//! at 1 and 2 threads; a row of it here would measure the same four commands again (75 s of
+//! CI). The figures are the fastest of 3 rounds that run every command in turn (a round takes
+//! a few seconds; the machines here vary by 5-25 % within minutes).
 //!
 //! Needs the corpus from `scripts/setup.sh` and `zstd` on PATH. Arguments (after `--`) that
 //! are not options keep only the inputs whose name contains one of them
@@ -320,18 +319,12 @@ fn main() {
             &jax_inputs,
             JAX_ROUNDS,
         );
-        let cupy = c.join(
-            "wx/cupy_rocm_7_0-14.2.0-cp312-cp312-manylinux2014_x86_64/cupy/cuda/\
-             thrust.cpython-312-x86_64-linux-gnu.so",
-        );
-        many_targets("cupy-rocm-7-0 14.2.0 thrust", &[cupy], THRUST_ROUNDS);
     }
 }
 
-/// Rounds of the jax many-target row and of the thrust one (see the module doc); each figure
-/// is the fastest of its command's.
+/// Rounds of the many-target row (see the module doc); each figure is the fastest of its
+/// command's.
 const JAX_ROUNDS: usize = 3;
-const THRUST_ROUNDS: usize = 1;
 
 /// One many-target row (see the module doc): `inputs` packed into one archive, `rounds` times.
 fn many_targets(name: &str, inputs: &[PathBuf], rounds: usize) {
