@@ -36,12 +36,14 @@ build=(--release -Zbuild-std=std,panic_abort --target "$TARGET")
 crates=(kpack-target kpack-bundle kpack-offload kpack-msgpack kpack-hostbin kpack-archive
   kpack-tar kpack-wheelfile kpack-fs kpack-runtime kpack-capi kpack-pe kpack-ar kpack-detect
   kpack-concurrency kpack-inputs kpack-package)
-# kpack.exe and rocm_kpack.dll first, then the tests, which reuse every crate they share with
-# the two; then the tests run under wine. --no-fail-fast: every failing crate is reported, and
-# the stage still fails.
+# The tests first (under wine; --no-fail-fast: every failing crate is reported, and the stage
+# still fails), then kpack.exe, rocm_kpack.dll and install-rocm-kpack.exe as they ship, which
+# reuse every crate they share with the tests. In this order because the test build links
+# rocm_kpack.dll too, with its dev-dependencies' features (the archive writer), into the same
+# file: built last, the DLL checked, installed and loaded below is the one that ships.
+cargo test "${build[@]}" --no-fail-fast --lib --tests "${crates[@]/#/-p=}"
 cargo build "${build[@]}" -p kpack-cli --bin kpack -p kpack-capi --lib \
   -p kpack-capi-install --bin install-rocm-kpack
-cargo test "${build[@]}" --no-fail-fast --lib --tests "${crates[@]/#/-p=}"
 
 out="$CARGO_TARGET_DIR/$TARGET/release"
 def=crates/kpack-capi/rocm_kpack.def
