@@ -237,7 +237,7 @@ fi
 # Windows (issue 37): the toolchain of test.sh's Windows stage (scripts/windows-toolchain.sh:
 # sid's rustc with rust-src for -Zbuild-std into $CORPUS/rustwin, mingw-w64 and wine from the
 # packages above, a wine prefix), fetched here so that its downloads overlap the Linux build
-# as the corpus's do. Idempotent; only with KPACK_WINDOWS_STAGE=1 (the stage is off by
-# default: scripts/test.sh says why).
-[ "${KPACK_WINDOWS_STAGE:-0}" = 0 ] || "$(dirname "$0")/windows-toolchain.sh"
+# as the corpus's do. Idempotent; not with KPACK_WINDOWS_STAGE=0 (scripts/test.sh then
+# leaves the stage out).
+[ "${KPACK_WINDOWS_STAGE:-1}" = 0 ] || "$(dirname "$0")/windows-toolchain.sh"
 echo "setup: ready (corpus in $CORPUS)"

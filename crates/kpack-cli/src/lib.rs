@@ -10,6 +10,14 @@
 
 #![warn(missing_docs)]
 
+/// `println!` for the commands' output, through [`output::write_line`], which decides in one
+/// place what a failed write to stdout does (`println!` would panic).
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::write_line(format_args!($($arg)*))
+    };
+}
+
 mod cmd;
 mod output;
 
@@ -74,7 +82,8 @@ enum Command {
 
 /// Runs `kpack` with the command line `args` (the program name first, as in
 /// [`std::env::args_os`]) and returns its exit status: 0 on success, 1 when an input failed,
-/// 2 for a usage error. `--help` and `--version` print and return 0.
+/// 2 for a usage error. `--help` and `--version` print and return 0. A write to stdout that
+/// fails ends the process instead (status 141 for a closed pipe: `output::write_line`).
 pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,

@@ -281,8 +281,8 @@ fn real_world_identity(input: &Path, level: &str, how: Unified) -> (u64, u64) {
     let kpack = Path::new(env!("CARGO_BIN_EXE_kpack"));
     kpack_testkit::measured::run_and_record(kpack, &key, &args);
     if how == Unified::RecompressV1 {
-        // librocsparse.so.0.1's level-19 archive: the C API bench reads it rather than
-        // coding one of its own.
+        // librocsparse.so.0.1's unified archive: the C API bench reads it rather than coding
+        // one of its own.
         kpack_testkit::measured::keep(kpack, &key, &out);
     }
     let plain = Archive::open(p("none.kpack")).unwrap();
@@ -328,14 +328,17 @@ fn unified_archive_of_jax_linalg_is_no_larger_than_its_ccob_fatbin() {
 
 #[test]
 #[ignore = "real-world"]
-fn unified_archive_of_librocsparse_holds_its_7_targets_in_100_mb() {
-    // bookworm's librocsparse.so.0.1 whole, at the default level 19: every code object reads
-    // back and the 7 targets fit in 100 MB (measured 92,419,920 bytes; v1 zstd-3 200.6 MB).
-    // Made by `recompress` of its v1 archive, the `memory_ccob` bench's row for that command
-    // (the same frames as `pack`, whose level-19 runs are librocblas's and _linalg.so's).
-    let (v2, v1) = real_world_identity(&kpack_testkit::librocsparse(), "19", Unified::RecompressV1);
+fn recompress_of_librocsparse_to_unified_reads_back_whole_in_under_0_7_of_its_v1_archive() {
+    // bookworm's librocsparse.so.0.1 whole (777 code objects, 7 targets, 1.3 GB): its v1
+    // zstd-3 archive converted by `recompress` to `unified` reads back entry for entry, and is
+    // under 0.7x the v1 archive (measured 134,373,157 bytes against 200,660,958). At level 3:
+    // the level-19 coding of the same frames is librocblas's `pack` below, and the level-19
+    // size of this library (7 targets within 100 MB, 92.4 MB measured whole) is the
+    // compression bench's projection from a sample, which took the real-world tier 7 minutes
+    // of a core to show whole.
+    let (v2, v1) = real_world_identity(&kpack_testkit::librocsparse(), "3", Unified::RecompressV1);
     assert!(
-        v2 <= 100_000_000,
+        v2 * 10 < v1 * 7,
         "librocsparse: v2 {v2} bytes, v1 zstd-3 {v1}"
     );
 }

@@ -219,7 +219,13 @@ fn flipped_bits_anywhere_in_an_archive_read_back_as_the_original_or_an_error_thr
             want.len(),
             "{label}: every code object is an entry"
         );
-        let flips = archive_flips(&bytes, 400);
+        // Under wine each flip's rewrite and reopen of the archive costs milliseconds, and the
+        // ~2,000 flips per encoding took CI's Windows stage minutes: there every 8th flip runs
+        // (the decoding is the same code; Linux runs every flip).
+        let flips: Vec<Flip> = archive_flips(&bytes, 400)
+            .into_iter()
+            .step_by(if cfg!(windows) { 8 } else { 1 })
+            .collect();
         for e in &entries {
             assert!(
                 flips.iter().any(|f| e.stored.contains(&f.at)),

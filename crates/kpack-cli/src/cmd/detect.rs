@@ -76,7 +76,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         return Ok(ExitCode::SUCCESS);
     }
     if gpus.is_empty() {
-        println!(
+        outln!(
             "no AMD GPU found (no amdkfd topology node with a gfx target under {})",
             args.sysfs_root.display()
         );
@@ -87,13 +87,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         let fallback = g.fallback.as_ref().map_or(String::new(), |k| {
             format!("; without them the portable SPIR-V wheel {k}")
         });
-        println!(
+        outln!(
             "GPU node {}: {} (device wheels: {}{fallback})",
             g.node,
             g.target,
             chain.join(" -> ")
         );
     }
-    println!("pip install '{}[{}]'", args.package, extras.join(","));
+    outln!("pip install '{}[{}]'", args.package, extras.join(","));
     Ok(ExitCode::SUCCESS)
 }

@@ -97,13 +97,13 @@ fn print_human(r: &FileReport) {
     match &r.details {
         Details::Elf(elf) => {
             let format = if r.kind == "pe" { "PE" } else { "ELF" };
-            println!("{}: {format} {}, {}", r.path, elf.elf_type, elf.state);
+            outln!("{}: {format} {}, {}", r.path, elf.elf_type, elf.state);
             print_elf(elf, "  ");
         }
         Details::Ar { members } => {
-            println!("{}: ar archive, {} ELF members", r.path, members.len());
+            outln!("{}: ar archive, {} ELF members", r.path, members.len());
             for m in members {
-                println!(
+                outln!(
                     "  member {}: ELF {}, {}",
                     m.member.as_deref().unwrap_or("?"),
                     m.elf_type,
@@ -113,12 +113,12 @@ fn print_human(r: &FileReport) {
             }
         }
         Details::Bundles { bundles } => {
-            println!("{}: {}", r.path, r.kind);
+            outln!("{}: {}", r.path, r.kind);
             for b in bundles {
                 print_bundle(b, "  ");
             }
         }
-        Details::CodeObject(co) => println!(
+        Details::CodeObject(co) => outln!(
             "{}: code object for {} (code object v{}), {} bytes",
             r.path,
             co.target,
@@ -126,7 +126,7 @@ fn print_human(r: &FileReport) {
             grouped(co.size)
         ),
         Details::Archive(a) => {
-            println!(
+            outln!(
                 "{}: kpack archive, group {}, family {}, scheme {}, {} entries",
                 r.path,
                 a.group_name,
@@ -134,18 +134,18 @@ fn print_human(r: &FileReport) {
                 a.compression_scheme,
                 a.entries.len()
             );
-            println!("  gfx_arches: {}", a.gfx_arches.join(", "));
+            outln!("  gfx_arches: {}", a.gfx_arches.join(", "));
         }
         Details::Offload { offload_images } => {
-            println!("{}: LLVM offload binary", r.path);
+            outln!("{}: LLVM offload binary", r.path);
             print_images(offload_images, "  ");
         }
-        Details::None {} => println!("{}: {}", r.path, r.kind),
+        Details::None {} => outln!("{}: {}", r.path, r.kind),
     }
     if !r.totals.is_empty() {
-        println!("  totals:");
+        outln!("  totals:");
         for t in &r.totals {
-            println!(
+            outln!(
                 "    {:<28} {:>6} objects {:>16} bytes{}",
                 t.target,
                 t.count,
@@ -157,39 +157,39 @@ fn print_human(r: &FileReport) {
 }
 
 fn print_resolve(r: &ResolveReport) {
-    println!("  resolve (as the runtime, from {}):", r.binary.display());
+    outln!("  resolve (as the runtime, from {}):", r.binary.display());
     for p in &r.patterns {
-        println!("    search path {}", p.display());
+        outln!("    search path {}", p.display());
     }
     for a in &r.archives {
         match &a.error {
-            None => println!(
+            None => outln!(
                 "    archive {}: {}",
                 a.path.display(),
                 a.gfx_arches.join(", ")
             ),
-            Some(e) => println!("    archive {}: unreadable: {e}", a.path.display()),
+            Some(e) => outln!("    archive {}: unreadable: {e}", a.path.display()),
         }
     }
     for w in &r.wrappers {
         match (&w.key, &w.marker_error) {
-            (Some(key), _) => println!("    wrapper {} ({key}):", w.wrapper),
-            (None, e) => println!(
+            (Some(key), _) => outln!("    wrapper {} ({key}):", w.wrapper),
+            (None, e) => outln!(
                 "    wrapper {}: {}",
                 w.wrapper,
                 e.as_deref().unwrap_or_default()
             ),
         }
         if w.targets.is_empty() && w.key.is_some() {
-            println!("      no archive found at the search paths");
+            outln!("      no archive found at the search paths");
         }
         for t in &w.targets {
             match &t.outcome {
-                Outcome::Found { .. } => println!("      {:<24} {}", t.target, t.outcome),
+                Outcome::Found { .. } => outln!("      {:<24} {}", t.target, t.outcome),
                 missing => {
                     let tried: Vec<String> =
                         t.tried.iter().map(|p| p.display().to_string()).collect();
-                    println!(
+                    outln!(
                         "      {:<24} MISSING: {missing}; tried {}",
                         t.target,
                         tried.join(", ")
@@ -202,10 +202,10 @@ fn print_resolve(r: &ResolveReport) {
 
 fn print_elf(elf: &inspect::ElfReport, indent: &str) {
     if elf.state == "debug-only" {
-        println!("{indent}a separated debug file (objcopy --only-keep-debug): no device code");
+        outln!("{indent}a separated debug file (objcopy --only-keep-debug): no device code");
     }
     if let Some(s) = &elf.fatbin {
-        println!(
+        outln!(
             "{indent}.hip_fatbin: offset {:#x}, vaddr {:#x}, {} bytes{}",
             s.offset,
             s.vaddr,
@@ -213,7 +213,7 @@ fn print_elf(elf: &inspect::ElfReport, indent: &str) {
             if s.nobits { " (NOBITS)" } else { "" }
         );
     }
-    println!(
+    outln!(
         "{indent}{} wrappers -> {} bundles",
         elf.wrappers.len(),
         elf.bundles.len()
@@ -224,21 +224,25 @@ fn print_elf(elf: &inspect::ElfReport, indent: &str) {
             .map(|b| format!("bundle {b}"))
             .or_else(|| w.target_vaddr.map(|v| format!("{v:#x}")))
             .unwrap_or_else(|| "unresolved".to_owned());
-        println!(
+        outln!(
             "{indent}  wrapper {} {} v{} pointer {} -> {target}, reserved1 {}",
-            w.index, w.magic, w.version, w.pointer, w.reserved1
+            w.index,
+            w.magic,
+            w.version,
+            w.pointer,
+            w.reserved1
         );
         match &w.marker {
             Some(inspect::MarkerReport::Decoded {
                 kernel_name,
                 search_paths,
                 key,
-            }) => println!(
+            }) => outln!(
                 "{indent}    marker: kernel {kernel_name} (key {key}), search paths {}",
                 search_paths.join(", ")
             ),
             Some(inspect::MarkerReport::Error { error }) => {
-                println!("{indent}    marker: unreadable: {error}")
+                outln!("{indent}    marker: unreadable: {error}")
             }
             None => {}
         }
@@ -248,7 +252,7 @@ fn print_elf(elf: &inspect::ElfReport, indent: &str) {
     }
     print_images(&elf.offload_images, indent);
     for r in &elf.rdc_sections {
-        println!(
+        outln!(
             "{indent}RDC section {} ({}): {} bytes",
             r.name,
             r.bundle_id,
@@ -259,7 +263,7 @@ fn print_elf(elf: &inspect::ElfReport, indent: &str) {
 
 fn print_images(images: &[inspect::OffloadImageReport], indent: &str) {
     for i in images {
-        println!(
+        outln!(
             "{indent}offload image {} at {:#x} (binary v{} at {:#x}): {} {}, {} {}, {} bytes",
             i.index,
             i.offset,
@@ -279,7 +283,7 @@ fn print_bundle(b: &inspect::BundleReport, indent: &str) {
         (Some(v), Some(m)) => format!("CCOB v{v} {m}, hash {}", b.hash.unwrap_or("-")),
         _ => "uncompressed".to_owned(),
     };
-    println!(
+    outln!(
         "{indent}bundle {} at {:#x}: {}, {} bytes stored, {} bytes bundled, {} entries",
         b.index,
         b.offset,
@@ -289,7 +293,7 @@ fn print_bundle(b: &inspect::BundleReport, indent: &str) {
         b.entries.len()
     );
     for e in &b.entries {
-        println!(
+        outln!(
             "{indent}  {:<48} {:>14} bytes{}",
             e.bundle_id,
             grouped(e.size),

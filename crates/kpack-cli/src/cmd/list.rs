@@ -61,7 +61,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         })?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{}: group {}, family {}, scheme {}, arches {}",
         args.archive.display(),
         archive.group_name(),
@@ -70,7 +70,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         archive.gfx_arches().join(", ")
     );
     for e in &entries {
-        println!(
+        outln!(
             "  {:<50} {:<24} {:>14} bytes  (stored {}, blob {})",
             e.binary,
             e.arch,

@@ -75,7 +75,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
             gfx_arches: summary.gfx_arches,
         })?;
     } else {
-        println!(
+        outln!(
             "{}: {} entries for {}",
             args.output.display(),
             summary.entries,

@@ -47,7 +47,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     for f in &report.files {
         match &f.action {
-            Action::Pruned(p) => println!(
+            Action::Pruned(p) => outln!(
                 "{}: kept {}, dropped {}; {} -> {} bytes",
                 f.input.display(),
                 p.kept.join(" "),
@@ -60,7 +60,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 output::grouped(p.output_size),
             ),
             Action::Omitted { handler, target } => {
-                println!(
+                outln!(
                     "{}: left out ({handler} database, {target})",
                     f.input.display()
                 )

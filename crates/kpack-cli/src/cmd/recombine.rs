@@ -56,7 +56,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         output::print_json(&summary)?;
     } else {
         for c in &summary.components {
-            println!(
+            outln!(
                 "{}: generic from {}{}",
                 c.component,
                 c.generic_from,
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                     .iter()
                     .map(|(a, s)| format!("{a} from {s}"))
                     .collect();
-                println!(
+                outln!(
                     "  {}: {} files, {} archives; {}",
                     g.artifact,
                     g.files,
@@ -80,14 +80,14 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                     arches.join(", ")
                 );
                 if !g.missing.is_empty() {
-                    println!("    missing: {}", g.missing.join(", "));
+                    outln!("    missing: {}", g.missing.join(", "));
                 }
             }
             for i in &c.indexes {
-                println!("  index: {i}");
+                outln!("  index: {i}");
             }
             for d in &c.ignored_duplicates {
-                println!("  ignored duplicate: {d}");
+                outln!("  ignored duplicate: {d}");
             }
         }
     }

@@ -56,7 +56,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.json {
         output::print_json(&report)?;
     } else {
-        println!(
+        outln!(
             "{}: {} entries, {} ({} bytes) -> {}: {} (v{}, {} bytes)",
             report.input,
             report.entries,

@@ -53,7 +53,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.json {
         return output::print_json(&summary).map(|()| ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{}: {} -> {} bytes, {} wrappers -> {} {} bundles ({} bytes), targets {}",
         args.output.display(),
         output::grouped(summary.input_size),
@@ -65,10 +65,10 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         summary.targets.join(", ")
     );
     for a in &summary.archives {
-        println!("  from {}", a.display());
+        outln!("  from {}", a.display());
     }
     for r in &summary.repaired {
-        println!("  repaired {r}");
+        outln!("  repaired {r}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         output::print_json(&summaries)?;
     } else {
         for s in &summaries {
-            println!(
+            outln!(
                 "{}: {} fat binaries, {} code objects, {} database files{}",
                 s.component,
                 s.fat_binaries,
@@ -82,7 +82,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 }
             );
             for a in &s.artifacts {
-                println!(
+                outln!(
                     "  {} ({} files, {} archives, {} bytes)",
                     a.name,
                     a.files,

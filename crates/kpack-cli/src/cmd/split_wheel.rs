@@ -85,7 +85,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         output::print_json(&summary)?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{} {}: {} fat binaries, {} database files, {} architectures",
         summary.name,
         summary.version,
@@ -94,13 +94,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         summary.architectures.len()
     );
     if !summary.unhashed_members.is_empty() {
-        println!(
+        outln!(
             "  {} members listed in RECORD without a hash (checked by the zip's CRC-32 only; --json lists them)",
             summary.unhashed_members.len()
         );
     }
     let line = |what: &str, w: &kpack_wheel::OutputWheel| {
-        println!(
+        outln!(
             "  {what:<8} {} ({} bytes)",
             w.path.display(),
             output::grouped(w.published.size)

@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         } else {
             for l in &lines {
                 let state = serde_json::to_value(l.state)?;
-                println!("{}: {}", l.file, state.as_str().unwrap_or_default());
+                outln!("{}: {}", l.file, state.as_str().unwrap_or_default());
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -95,15 +95,15 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     }
     match report {
         TransformReport::AlreadyKpacked { input } => {
-            println!("{input}: already kpacked, unchanged");
+            outln!("{input}: already kpacked, unchanged");
         }
         TransformReport::DebugOnly { input } => {
-            println!(
+            outln!(
                 "{input}: a separated debug file (objcopy --only-keep-debug), no device code: nothing to do"
             );
         }
         TransformReport::Transformed(s) => {
-            println!(
+            outln!(
                 "{}: {} -> {} bytes ({} removed), {} wrappers, {} code objects",
                 opts.output.display(),
                 output::grouped(s.input_size),
@@ -113,7 +113,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                 s.code_objects
             );
             for a in &s.archives {
-                println!(
+                outln!(
                     "  {} ({} entries, {} bytes)",
                     a.path.display(),
                     a.entries,

@@ -75,7 +75,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         output::print_json(&list)?;
     } else {
         for w in &written {
-            println!("{}\t{}\t{}", w.path.display(), w.bundle_id, w.size);
+            outln!("{}\t{}\t{}", w.path.display(), w.bundle_id, w.size);
         }
         eprintln!(
             "{} code objects written to {}",

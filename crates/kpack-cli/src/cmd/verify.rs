@@ -38,16 +38,16 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
         output::print_json(&report)?;
     } else {
         for f in &report.failures {
-            println!("FAIL {f}");
+            outln!("FAIL {f}");
         }
         for a in &report.unproven {
-            println!(
+            outln!(
                 "WARN {}: carries no digests: every entry decoded, but could not be proven intact",
                 a.display()
             );
         }
         let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-        println!(
+        outln!(
             "{}: {} artifacts, {} binaries, {} archives, {} entries{}: {}",
             shown.join(", "),
             report.artifacts,

@@ -48,13 +48,13 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     } else {
         for r in &results {
             for w in &r.warnings {
-                println!("{}: warning: {w}", r.file);
+                outln!("{}: warning: {w}", r.file);
             }
             if r.issues.is_empty() {
-                println!("{}: ok", r.file);
+                outln!("{}: ok", r.file);
             }
             for i in &r.issues {
-                println!("{}: {i}", r.file);
+                outln!("{}: {i}", r.file);
             }
         }
     }

@@ -80,7 +80,7 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
     if args.json {
         output::print_json(&report)?;
     } else {
-        println!("{}:", report.gpu);
+        outln!("{}:", report.gpu);
         for m in &modules {
             let what = match (&m.target, &m.file) {
                 (Some(target), Some(file)) => format!(
@@ -102,12 +102,12 @@ pub fn run(args: Args) -> Result<ExitCode, Error> {
                     m.available.join(", ")
                 ),
             };
-            println!("  {} {}: {what}", m.component, m.module);
+            outln!("  {} {}: {what}", m.component, m.module);
         }
         if report.install.is_empty() {
-            println!("nothing to install");
+            outln!("nothing to install");
         } else {
-            println!("install: {}", report.install.join(" "));
+            outln!("install: {}", report.install.join(" "));
         }
     }
     Ok(if report.unavailable.is_empty() {

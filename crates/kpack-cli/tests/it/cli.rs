@@ -753,3 +753,26 @@ fn a_closed_pipe_ends_kpack_quietly_as_sigpipe_does() {
         out.status
     );
 }
+
+#[test]
+fn a_failed_write_to_stdout_is_an_error_naming_standard_output_not_a_panic() {
+    // /dev/full fails every write with ENOSPC: the commands' one output writer reports it and
+    // fails, as it ends quietly on a closed pipe.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kpack"))
+        .args(["inspect", "--json", s(&fixture(""))])
+        .env("CI", "1")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("kpack: error: cannot write to standard output: ")
+            && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
