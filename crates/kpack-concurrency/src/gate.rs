@@ -10,6 +10,14 @@
 //! bundles peaked at 523 MiB with a decoded bundle and a full context budget alive
 //! together; docs/memory.md).
 //!
+//! An item of an ordered map ([`crate::ordered`]) reserves its cost (a bundle's decoded
+//! size) before its work decodes that bundle, which reserves the same bytes from the
+//! decoding gate: counted twice in the working memory, fewer items would run at once than it
+//! holds. So while the work and the consumption of an item run
+//! ([`Reservation::covering`]), the reservations they make on that thread from a gate of the
+//! same working memory draw from it only what the item's reservation does not already cover;
+//! each still counts in full in its own gate.
+//!
 //! A reservation waits while its gate holds memory and it would not fit either budget; it is
 //! granted when its own gate is empty, however large, so an item larger than a budget still
 //! runs, alone of its kind. No holder waits on a gate while holding a reservation of that
@@ -17,6 +25,7 @@
 //! deadlock: a holder of one gate waiting on another waits for that gate's own holders,
 //! which release without waiting on it.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -69,6 +78,24 @@ pub struct MemoryGate {
 pub struct Reservation<'g> {
     gate: &'g MemoryGate,
     bytes: u64,
+    /// What it holds of its working memory: `bytes` but what a covering reservation
+    /// already held (see the module doc).
+    working_bytes: u64,
+}
+
+thread_local! {
+    /// The reservation this thread works under ([`Reservation::covering`]): its working
+    /// memory and the bytes of it not yet used by a reservation it covers.
+    static COVER: Cell<Option<(&'static WorkingMemory, u64)>> = const { Cell::new(None) };
+}
+
+/// Restores the cover a thread had before [`Reservation::covering`], also on unwinding.
+struct Uncover(Option<(&'static WorkingMemory, u64)>);
+
+impl Drop for Uncover {
+    fn drop(&mut self) {
+        COVER.set(self.0);
+    }
 }
 
 impl MemoryGate {
@@ -89,12 +116,23 @@ impl MemoryGate {
 
     /// Reserves `bytes`, waiting until they fit beside this gate's others and within the
     /// working memory (or this gate is empty).
+    /// Bytes a reservation covering this thread's work holds already (see the module doc)
+    /// are not counted again in the working memory.
     pub fn reserve(&self, bytes: u64) -> Reservation<'_> {
+        let covered = COVER.with(|cover| match cover.get() {
+            Some((working, left)) if std::ptr::eq(working, self.working) => {
+                let covered = left.min(bytes);
+                cover.set(Some((working, left - covered)));
+                covered
+            }
+            _ => 0,
+        });
+        let working_bytes = bytes - covered;
         let mut working = self.working.lock();
         loop {
             let own = self.in_use.load(Ordering::Relaxed);
             let fits = own.saturating_add(bytes) <= self.budget
-                && working.saturating_add(bytes) <= self.working.budget;
+                && working.saturating_add(working_bytes) <= self.working.budget;
             if own == 0 || fits {
                 break;
             }
@@ -105,8 +143,12 @@ impl MemoryGate {
                 .unwrap_or_else(|e| e.into_inner());
         }
         self.in_use.fetch_add(bytes, Ordering::Relaxed);
-        *working += bytes;
-        Reservation { gate: self, bytes }
+        *working += working_bytes;
+        Reservation {
+            gate: self,
+            bytes,
+            working_bytes,
+        }
     }
 
     /// The bytes reserved now.
@@ -116,11 +158,20 @@ impl MemoryGate {
     }
 }
 
+impl Reservation<'_> {
+    /// Runs `f` with this reservation covering the working memory that the reservations `f`
+    /// makes on this thread draw (see the module doc): up to its bytes, in all.
+    pub fn covering<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _restore = Uncover(COVER.replace(Some((self.gate.working, self.working_bytes))));
+        f()
+    }
+}
+
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         let working = self.gate.working;
         let mut in_use = working.lock();
-        *in_use -= self.bytes;
+        *in_use -= self.working_bytes;
         self.gate.in_use.fetch_sub(self.bytes, Ordering::Relaxed);
         drop(in_use);
         working.released.notify_all();
@@ -190,6 +241,35 @@ mod tests {
         assert_eq!(admitted.load(Ordering::SeqCst), 190);
         drop(first);
         assert_eq!(WORK.in_use(), 0);
+    }
+
+    /// An item's reservation covers the same bytes reserved again by its work: they count
+    /// once in the working memory (in full in each gate), until the cover is used up; outside
+    /// it, in full again.
+    #[test]
+    fn a_reservation_under_an_items_cover_counts_once_in_the_working_memory() {
+        static WORK: WorkingMemory = WorkingMemory::new(300);
+        static ITEMS: MemoryGate = MemoryGate::within(200, &WORK);
+        static DECODED: MemoryGate = MemoryGate::within(256, &WORK);
+        static ELSEWHERE: WorkingMemory = WorkingMemory::new(300);
+        static OTHER: MemoryGate = MemoryGate::within(256, &ELSEWHERE);
+        let item = ITEMS.reserve(150);
+        item.covering(|| {
+            let decoded = DECODED.reserve(150);
+            assert_eq!((WORK.in_use(), DECODED.in_use()), (150, 150));
+            // The cover is used up.
+            let more = DECODED.reserve(20);
+            assert_eq!(WORK.in_use(), 170);
+            // A gate of another working memory is not covered.
+            let other = OTHER.reserve(10);
+            assert_eq!(ELSEWHERE.in_use(), 10);
+            drop((decoded, more, other));
+        });
+        assert_eq!(WORK.in_use(), 150);
+        let uncovered = DECODED.reserve(100);
+        assert_eq!(WORK.in_use(), 250);
+        drop((item, uncovered));
+        assert_eq!((WORK.in_use(), ITEMS.in_use(), DECODED.in_use()), (0, 0, 0));
     }
 
     /// Many threads reserving from two gates of one working memory never hold more than it

@@ -8,6 +8,10 @@
 //! once (the fat binaries of a split, the artifacts of `split --batch`, the files verify
 //! reads on its workers) share one budget instead of each having its own.
 //!
+//! An item's reservation covers what its work and its consumption reserve again for the
+//! same bytes (the bundle an item's cost stands for, decoded within the decoding gate): they
+//! count once in the process's working memory ([`Reservation::covering`]).
+//!
 //! Items of one map are admitted in index order, one waiting on the gate at a time: the next
 //! item to consume is then always admitted or next in line, and an admitted item never waits
 //! on the gate, so every reservation is released in finite time and maps cannot deadlock one
@@ -74,7 +78,9 @@ pub fn for_each_ordered<L, R: Send, E: Send>(
                         *next += 1;
                         (*next - 1, reservation)
                     };
-                    let outcome = catch_unwind(AssertUnwindSafe(|| work(&mut local, i)));
+                    let outcome = catch_unwind(AssertUnwindSafe(|| {
+                        reservation.covering(|| work(&mut local, i))
+                    }));
                     let mut st = lock();
                     if st.stop {
                         return;
@@ -97,7 +103,7 @@ pub fn for_each_ordered<L, R: Send, E: Send>(
                     }
                 };
                 let result = match outcome {
-                    Ok(r) => r.and_then(|r| sink(i, r)),
+                    Ok(r) => reservation.covering(|| r.and_then(|r| sink(i, r))),
                     Err(panic) => {
                         stop(&state);
                         resume_unwind(panic);
@@ -124,6 +130,7 @@ fn stop<R, E>(state: &Mutex<State<'_, R, E>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::WorkingMemory;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     #[test]
@@ -178,6 +185,33 @@ mod tests {
         );
         assert_eq!(r, Err(7));
         assert_eq!(gate.in_use(), 0);
+    }
+
+    /// The work and the consumption of an item reserving its cost again from another gate
+    /// of the same working memory add nothing to it.
+    #[test]
+    fn an_items_work_reserving_its_cost_again_counts_once_in_the_working_memory() {
+        static WORK: WorkingMemory = WorkingMemory::new(100);
+        static ITEMS: MemoryGate = MemoryGate::within(100, &WORK);
+        static DECODED: MemoryGate = MemoryGate::within(100, &WORK);
+        let held = || {
+            let _decoded = DECODED.reserve(40);
+            (WORK.in_use(), DECODED.in_use())
+        };
+        for_each_ordered::<_, _, ()>(
+            1,
+            2,
+            &ITEMS,
+            |_| 40,
+            || (),
+            |_, _| Ok(held()),
+            |_, in_work| {
+                assert_eq!((in_work, held()), ((40, 40), (40, 40)));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(WORK.in_use(), 0);
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub(crate) enum Class {
     Fat,
 }
 
+#[derive(Clone)]
 pub(crate) struct Item {
     pub(crate) prefix: String,
     pub(crate) rel: String,
@@ -115,6 +116,9 @@ pub(crate) struct Done {
     generic_bytes: Option<u64>,
     code_objects: usize,
     binary: Option<RecordBinary>,
+    /// The archives a fat binary's split wrote (the tarball split removes them should the
+    /// binary's module turn out to be another: see [`super::tar`]).
+    pub(crate) archives: Vec<PathBuf>,
 }
 
 /// Where a copied item (a plain or database file) goes; `None` for the other classes.
@@ -340,10 +344,6 @@ pub(crate) fn name_outputs(
     opts: &SplitOptions,
 ) -> Result<(BTreeMap<usize, String>, NameRules), ArtifactError> {
     let modules = assign_modules(items)?;
-    let windows_binary = |rel: &str| {
-        let name = rel.rsplit('/').next().unwrap_or(rel).to_ascii_lowercase();
-        name.ends_with(".dll") || name.ends_with(".exe")
-    };
     let rules = NameRules::for_output(
         opts.names.windows()
             || items
@@ -368,6 +368,13 @@ pub(crate) fn name_outputs(
         }
     }
     Ok((modules, rules))
+}
+
+/// Whether a fat binary at `rel` is a Windows build's (a `.dll` or `.exe`), which makes the
+/// split meant for Windows (see [`name_outputs`]).
+pub(crate) fn windows_binary(rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel).to_ascii_lowercase();
+    name.ends_with(".dll") || name.ends_with(".exe")
 }
 
 /// Module names of the fat items (by item index); see the module docs.
@@ -417,6 +424,14 @@ pub fn module_names(rels: &[&str]) -> Result<Vec<String>, (usize, usize, String)
     Ok(names)
 }
 
+/// Where a fat binary's host rewrite goes: its place in the generic artifact.
+pub(crate) fn fat_output(stage: &Path, component: &str, item: &Item) -> PathBuf {
+    stage
+        .join(format!("{component}_generic"))
+        .join(&item.prefix)
+        .join(&item.rel)
+}
+
 pub(crate) fn split_fat(
     from: &Path,
     stage: &Path,
@@ -439,10 +454,11 @@ pub(crate) fn split_fat(
         path: from.to_owned(),
         source: Box::new(source),
     })?;
-    let output = stage
-        .join(format!("{component}_generic"))
-        .join(&item.prefix)
-        .join(&item.rel);
+    let output = fat_output(stage, component, item);
+    // A tarball's member may come before the directories the plan creates.
+    if let Some(dir) = output.parent() {
+        std::fs::create_dir_all(dir).map_err(ArtifactError::io(dir))?;
+    }
     let depth = item.rel.matches('/').count();
     let search = format!("{}.kpack/{module}_@GFXARCH@.kpack", "../".repeat(depth));
     let kernel_name = format!("{}/{}", item.prefix, item.rel);
@@ -491,5 +507,6 @@ pub(crate) fn split_fat(
             module: module.to_owned(),
             wrappers,
         }),
+        archives: archives.into_iter().map(|a| a.path).collect(),
     })
 }

@@ -727,3 +727,55 @@ fn a_tarball_split_writes_its_members_modes_and_links_into_the_output_tarballs()
         "{gfx906:?}"
     );
 }
+
+/// The tarball split reads its input once, writing each member as it comes: here its one fat
+/// binary keeps the module its file name gives, and the manifest comes last (the members
+/// before it are spooled until it is read). The outputs are the directory split's bytes at
+/// 1, 2 and 8 threads, as directories and as tarballs. (The shard fixtures, whose two fat
+/// binaries share a module name, take the path where a second read writes them under the
+/// names the whole tarball gives.)
+#[test]
+fn a_tarball_with_its_manifest_last_splits_to_the_directory_split_s_bytes_at_one_two_and_eight_threads()
+ {
+    let tmp = tempfile::tempdir().unwrap();
+    let artifact = demo_lib_copy(tmp.path(), &[]);
+    std::fs::remove_file(artifact.join("demo/stage/bin/demo")).unwrap();
+    let input = tmp.path().join("demo_lib_gfx90X.tar.zst");
+    run_tool(
+        "tar",
+        &[
+            "--zstd",
+            "-cf",
+            input.to_str().unwrap(),
+            "-C",
+            artifact.to_str().unwrap(),
+            "demo",
+            "artifact_manifest.txt",
+        ],
+    );
+    let last = members(&input).pop().unwrap().0;
+    assert_eq!(last, "artifact_manifest.txt");
+    for output in [OutputFormat::Dir, OutputFormat::TarZst] {
+        let want_dir = tmp.path().join(format!("from-dir-{output:?}"));
+        let want = split(&artifact, &want_dir, "demo_lib", &opts(output), &|_, _| {}).unwrap();
+        assert_eq!((want.fat_binaries, want.database_files), (1, 4));
+        for threads in [1, 2, 8] {
+            let out = tmp.path().join(format!("from-tar-{output:?}-{threads}"));
+            let split_opts = SplitOptions {
+                threads,
+                ..opts(output)
+            };
+            let got = split(&input, &out, "demo_lib", &split_opts, &|_, _| {}).unwrap();
+            assert_eq!(
+                (got.code_objects, &got.artifacts),
+                (want.code_objects, &want.artifacts),
+                "{output:?}, {threads} threads"
+            );
+            assert_eq!(
+                snapshot(&out),
+                snapshot(&want_dir),
+                "{output:?}, {threads} threads"
+            );
+        }
+    }
+}
