@@ -11,7 +11,7 @@
 # built install-rocm-kpack.exe (`cargo build … -p kpack-capi-install`, which builds
 # rocm_kpack.dll and its libraries beside it) and made rocm_kpack.lib in OUT:
 #
-#   scripts/windows-install.sh OUT     (OUT: the Windows release directory, as windows-e2e.sh's)
+#   scripts/windows-install.sh OUT     (OUT: the Windows build's output directory, as windows-e2e.sh's)
 #
 # Prints one line per check and a closing line in cargo's form, which scripts/test.sh counts.
 set -euo pipefail

@@ -18,11 +18,11 @@
 # its `generate-import-lib` feature, which older PyO3 needed for this cross-build, is
 # deprecated). The `kpack.exe` data script is built as scripts/wheel.sh builds the Linux
 # wheel's `kpack`, into the data directory pyproject.toml names, before maturin runs (no zig
-# here: MinGW links both).
+# here: MinGW links both); scripts/windows.sh then tests that kpack.exe, the one the wheel
+# ships, under wine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
-export CARGO_PROFILE_RELEASE_DEBUG=0
 PY_TOOLS=${KPACK_PY_TOOLS:-/var/tmp/kpack-pytools}
 [ -f "$KPACK_CORPUS/rustwin/env.sh" ] || scripts/windows-toolchain.sh
 # shellcheck source=/dev/null
@@ -32,12 +32,12 @@ data=target/wheel/kpack.data/scripts
 wheels=target/wheels-windows
 rm -rf "$data" "$wheels"
 mkdir -p "$data"
-cargo build --release --quiet -Zbuild-std=std,panic_abort --target "$TARGET" \
+cargo build --profile windows-ci --quiet -Zbuild-std=std,panic_abort --target "$TARGET" \
   -p kpack-cli -p kpack-python --bin kpack
-x86_64-w64-mingw32-strip -o "$data/kpack.exe" "$CARGO_TARGET_DIR/$TARGET/release/kpack.exe"
+x86_64-w64-mingw32-strip -o "$data/kpack.exe" "$CARGO_TARGET_DIR/$TARGET/windows-ci/kpack.exe"
 # The platform tag is the target's (win_amd64; maturin ignores pyproject.toml's manylinux
 # compatibility for other systems); `pypi`: only tags PyPI accepts.
-PATH="$PY_TOOLS/bin:$PATH" maturin build --release --target "$TARGET" \
+PATH="$PY_TOOLS/bin:$PATH" maturin build --profile windows-ci --target "$TARGET" \
   -Z build-std=std,panic_abort --compatibility pypi --target-dir "$CARGO_TARGET_DIR" \
   --out "$wheels"
 rm -rf "$data"

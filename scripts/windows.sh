@@ -12,16 +12,15 @@
 #
 # Its own target directory (target/windows): sid's rustc and rustup's share no artifacts.
 # Doctests are not run (rustdoc would need the sid toolchain's own cross set-up); every other
-# test is. The release profile without debug info, as in scripts/test.sh.
+# test is. The windows-ci profile (Cargo.toml: release at opt-level 1, without debug info).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KPACK_CORPUS=${KPACK_CORPUS:-/var/tmp/kpack-corpus}
-export CARGO_PROFILE_RELEASE_DEBUG=0
 [ -f "$KPACK_CORPUS/rustwin/env.sh" ] || scripts/windows-toolchain.sh
 # shellcheck source=/dev/null
 . "$KPACK_CORPUS/rustwin/env.sh"
 TARGET=x86_64-pc-windows-gnu
-build=(--release -Zbuild-std=std,panic_abort --target "$TARGET")
+build=(--profile windows-ci -Zbuild-std=std,panic_abort --target "$TARGET")
 
 # The crates whose tests build for Windows and need no Linux tool (a test of theirs that needs
 # one says so: `#[cfg_attr(windows, ignore = "needs …")]`). Left out, each for its tests:
@@ -37,15 +36,16 @@ crates=(kpack-target kpack-bundle kpack-offload kpack-msgpack kpack-hostbin kpac
   kpack-tar kpack-wheelfile kpack-fs kpack-runtime kpack-capi kpack-pe kpack-ar kpack-detect
   kpack-concurrency kpack-inputs kpack-package)
 # The tests first (under wine; --no-fail-fast: every failing crate is reported, and the stage
-# still fails), then kpack.exe, rocm_kpack.dll and install-rocm-kpack.exe as they ship, which
-# reuse every crate they share with the tests. In this order because the test build links
-# rocm_kpack.dll too, with its dev-dependencies' features (the archive writer), into the same
-# file: built last, the DLL checked, installed and loaded below is the one that ships.
+# still fails), then rocm_kpack.dll and install-rocm-kpack.exe as they ship (the runtime and
+# the archive reader: a small tree of its own), which reuse every crate they share with the
+# tests. In this order because the test build links rocm_kpack.dll too, with its
+# dev-dependencies' features (the archive writer), into the same file: built last, the DLL
+# checked, installed and loaded below is the one that ships. kpack.exe is built below with
+# the wheel that ships it.
 cargo test "${build[@]}" --no-fail-fast --lib --tests "${crates[@]/#/-p=}"
-cargo build "${build[@]}" -p kpack-cli --bin kpack -p kpack-capi --lib \
-  -p kpack-capi-install --bin install-rocm-kpack
+cargo build "${build[@]}" -p kpack-capi --lib -p kpack-capi-install --bin install-rocm-kpack
 
-out="$CARGO_TARGET_DIR/$TARGET/release"
+out="$CARGO_TARGET_DIR/$TARGET/windows-ci"
 def=crates/kpack-capi/rocm_kpack.def
 exported=$(x86_64-w64-mingw32-objdump -p "$out/rocm_kpack.dll" |
   sed -n '/\[Ordinal\/Name Pointer\] Table/,/^$/p' | sed -n 's/^\s*\[ *[0-9]*\] //p' | sort)
@@ -63,6 +63,12 @@ echo "windows: rocm_kpack.dll exports the $(echo "$exported" | wc -l) functions 
 # and used through its CMake package by a C program built with CMake and MinGW, under wine.
 scripts/windows-install.sh "$out"
 
+# The win_amd64 wheel, built with kpack.exe as its `kpack` command (one build of kpack.exe:
+# the one the wheel ships is the one tested below; built apart from it, it compiled the whole
+# command-line tree a second time) and its tags and contents checked (it cannot be installed
+# here: no Windows CPython).
+scripts/windows-wheel.sh
+
 # kpack.exe, every command's code, and the commands of the acceptance run under wine against
 # the Linux kpack (scripts/windows-cli.sh): $KPACK_BIN, as scripts/test.sh sets it, else the
 # release build for x86_64-unknown-linux-gnu (build it first in a shell without env.sh).
@@ -72,10 +78,6 @@ scripts/windows-cli.sh "$out/kpack.exe" "$linux_kpack"
 # The PE fixture DLLs transformed by kpack.exe, loaded by a Windows program through a stand-in
 # HIP runtime on rocm_kpack.dll: every code object byte for byte the original's.
 scripts/windows-e2e.sh "$out" "$linux_kpack"
-# The win_amd64 wheel, built and its tags and contents checked (it cannot be installed here:
-# no Windows CPython).
-scripts/windows-wheel.sh
-
 # A C program through the header's dllimport declarations and each import library, under wine.
 smoke=$(mktemp -d)
 trap 'rm -rf "$smoke"' EXIT

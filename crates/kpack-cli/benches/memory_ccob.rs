@@ -148,9 +148,9 @@ fn main() {
     // at that level by a real-world test, whose run this prints; its transform, and both
     // commands on librocsparse.so.1.0 (2.1 GB), run at level 3, whose zstd contexts are
     // smaller, so their peaks are a floor under level 19's. The coder at level 19 is measured
-    // below on librocsparse.so.0.1 and the synthetic bundle, and transform's at level 19 by
-    // the `unified_threads` bench: a level-19 transform of librocblas would cost CI three
-    // minutes to show what those do.
+    // on librocblas.so.5.2's pack and below on the synthetic library, and transform's at
+    // level 19 by the `unified_threads` bench: a level-19 transform of librocblas would cost
+    // CI three minutes to show what those do.
     for (name, lib, unified_level) in [
         ("librocsparse.so.1.0", &sparse, "3"),
         ("librocblas.so.5.2", &blas, "19"),
