@@ -12,13 +12,13 @@ use std::sync::Mutex;
 use rayon::prelude::*;
 
 use crate::ArchiveError;
-use crate::prefix_template::{self, PrefixTemplate};
+use crate::prefix_template::{self, PrefixTemplate, TemplateContexts};
 use crate::unified::{DICTIONARY_MAGIC, MAX_WINDOW_LOG};
 pub use contexts::CONTEXT_BUDGET;
 pub(crate) use contexts::within_frame_size;
 use contexts::{
-    CONTEXTS, Contexts, Search, compress, context_estimate, long_distance_matching,
-    prefixed_window_log, trial, zstd_failure,
+    CONTEXTS, Contexts, KEPT_CONTEXTS_BUDGET, Search, compress, context_estimate,
+    long_distance_matching, prefixed_window_log, trial, zstd_failure,
 };
 
 /// Bytes of candidate reference content (the latest root of each target) that stay
@@ -84,6 +84,11 @@ pub(crate) struct Coder {
     level: i32,
     /// At most one per target, oldest first.
     candidates: Vec<Candidate>,
+    /// The contexts of the last [`TemplatedChildren`] coded, for the next one, while they
+    /// hold at most [`KEPT_CONTEXTS_BUDGET`] bytes (see [`TemplateContexts`]). Outside the
+    /// memory gate while idle, like a group's idle [`Contexts`]; there are none with more
+    /// than one thread, where kernels are not templated.
+    template_contexts: Option<TemplateContexts>,
 }
 
 impl Coder {
@@ -91,6 +96,7 @@ impl Coder {
         Coder {
             level,
             candidates: Vec::new(),
+            template_contexts: None,
         }
     }
 
@@ -176,7 +182,7 @@ impl Coder {
             })
             .collect::<Result<_, ArchiveError>>()?;
         for group in &templated {
-            frames.extend(group.code(&plan, members)?);
+            frames.extend(group.code(&plan, members, &mut self.template_contexts)?);
         }
         frames.sort_unstable_by_key(|&(p, _)| p);
         let coded: Vec<Coded> = frames
@@ -552,23 +558,35 @@ fn templated_children(
 impl TemplatedChildren {
     /// The children's frames, by plan position: the template loaded once, then one copy of
     /// it per kernel, one after the other on this thread (the pool has one). The template and
-    /// the copy are reserved together, before either is made.
+    /// the copy are reserved together, before either is made. The template's contexts are
+    /// `kept`'s if any, and are kept there afterwards if small enough.
     fn code(
         &self,
         plan: &[(usize, Option<Parent>)],
         members: &[(&str, &[u8])],
+        kept: &mut Option<TemplateContexts>,
     ) -> Result<Vec<(usize, Vec<u8>)>, ArchiveError> {
         let _contexts = CONTEXTS.reserve(2 * self.estimate);
-        let mut template =
-            PrefixTemplate::new(members[self.parent].1, self.params).map_err(zstd_failure)?;
-        self.children
+        let contexts = match kept.take() {
+            Some(contexts) => contexts,
+            None => TemplateContexts::new().map_err(zstd_failure)?,
+        };
+        let mut template = PrefixTemplate::new(contexts, members[self.parent].1, self.params)
+            .map_err(zstd_failure)?;
+        let frames = self
+            .children
             .iter()
             .map(|&p| {
                 let data = members[plan[p].0].1;
                 let frame = template.compress(data).map_err(zstd_failure)?;
                 Ok((p, within_frame_size(frame)?))
             })
-            .collect()
+            .collect::<Result<_, ArchiveError>>()?;
+        let contexts = template.into_contexts();
+        if contexts.sizeof() <= KEPT_CONTEXTS_BUDGET {
+            *kept = Some(contexts);
+        }
+        Ok(frames)
     }
 }
 
@@ -616,11 +634,14 @@ mod tests {
     /// A kernel coded through a template of its reference is the frame a prefix compression
     /// makes, byte for byte, at the levels of the three tree strategies: the fixtures' code objects of
     /// one kernel for six targets, each against each, through one template per reference and
-    /// set of parameters (kernels of different sizes through one template included).
+    /// set of parameters (kernels of different sizes through one template included), the
+    /// templates made in the contexts of earlier ones (other references, other levels) where
+    /// there are any.
     #[test]
     fn templated_frames_are_the_bytes_of_a_prefix_compression() {
         let kernels = fixture_kernels();
-        let mut shared = 0;
+        let (mut shared, mut reused) = (0, 0);
+        let mut spare: Vec<TemplateContexts> = Vec::new();
         for level in [13, 17, 19] {
             for (r, reference) in kernels.iter().enumerate() {
                 let mut templates: Vec<(zstd_sys::ZSTD_compressionParameters, PrefixTemplate)> =
@@ -643,8 +664,15 @@ mod tests {
                             t
                         }
                         None => {
-                            templates
-                                .push((params, PrefixTemplate::new(reference, params).unwrap()));
+                            let contexts = match spare.pop() {
+                                Some(contexts) => {
+                                    reused += 1;
+                                    contexts
+                                }
+                                None => TemplateContexts::new().unwrap(),
+                            };
+                            let template = PrefixTemplate::new(contexts, reference, params);
+                            templates.push((params, template.unwrap()));
                             templates.len() - 1
                         }
                     };
@@ -654,9 +682,11 @@ mod tests {
                         "level {level}: kernel {k} against {r}"
                     );
                 }
+                spare.extend(templates.into_iter().map(|(_, t)| t.into_contexts()));
             }
         }
         assert!(shared > 20, "only {shared} kernels shared a template");
+        assert!(reused > 20, "only {reused} templates reused contexts");
     }
 
     /// The fixtures' code objects of one kernel for gfx900, gfx906, gfx908, gfx90a:xnack+ and
@@ -787,7 +817,8 @@ mod tests {
                     prefix_len,
                     prefixed_window_log(len + prefix_len),
                 );
-                let template = PrefixTemplate::new(&prefix, params).unwrap();
+                let template =
+                    PrefixTemplate::new(TemplateContexts::new().unwrap(), &prefix, params).unwrap();
                 assert!(
                     template.sizeof() as u64 <= estimate,
                     "{search:?}, {len} + {prefix_len} bytes: template {} > estimate {estimate}",

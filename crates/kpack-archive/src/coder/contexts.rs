@@ -162,9 +162,9 @@ pub(super) fn context_estimate(search: Search, len: usize, prefix_len: usize) ->
 /// the kernel alone 2.6 MB, a trial's 1.1 MB.
 const KEPT_CONTEXT_MAX: usize = 6 << 20;
 
-/// Bytes of idle contexts one [`Contexts`] keeps at most: two level-19 contexts of 64 KB
-/// kernels against their references.
-const KEPT_CONTEXTS_BUDGET: usize = 12 << 20;
+/// Bytes of idle contexts one [`Contexts`] keeps at most, and the coder keeps for its next
+/// template: two level-19 contexts of 64 KB kernels against their references.
+pub(super) const KEPT_CONTEXTS_BUDGET: usize = 12 << 20;
 
 /// The compression contexts of one group, kept between its compressions while they are small
 /// ([`KEPT_CONTEXT_MAX`], [`KEPT_CONTEXTS_BUDGET`]) and reused, reset, by the next one on any
