@@ -21,6 +21,10 @@
 //!   checksum bit and the checksum (the low 32 bits of the content's XXH64, RFC 8878 §3.1.1)
 //!   is appended here. Neither changes the blocks, nor the frame header's size.
 //!
+//! The coder's trials (zstd's `dfast` finder at level 4) use templates too, where loading a
+//! large reference costs more than copying the two hash tables that hold it: `dfast` keeps
+//! nothing but those tables, which the copy carries whole.
+//!
 //! Long-distance matching cannot be carried this way (`ZSTD_copyCCtx` leaves the copy's
 //! long-distance table empty), so the coder codes a kernel that needs it with its own context.
 #![allow(unsafe_code)]
@@ -37,10 +41,36 @@ pub(crate) fn parameters(
     prefix_len: usize,
     window_log: u32,
 ) -> sys::ZSTD_compressionParameters {
+    derived_parameters(level, None, len, prefix_len, window_log)
+}
+
+/// [`parameters`] with the match finder `strategy` set instead of the level's.
+pub(crate) fn parameters_with_strategy(
+    level: i32,
+    strategy: sys::ZSTD_strategy,
+    len: usize,
+    prefix_len: usize,
+    window_log: u32,
+) -> sys::ZSTD_compressionParameters {
+    derived_parameters(level, Some(strategy), len, prefix_len, window_log)
+}
+
+/// The level's parameters for the sizes, the window and the strategy (if given) set over
+/// them, then adjusted to the sizes: the order `ZSTD_compress2` derives them in.
+fn derived_parameters(
+    level: i32,
+    strategy: Option<sys::ZSTD_strategy>,
+    len: usize,
+    prefix_len: usize,
+    window_log: u32,
+) -> sys::ZSTD_compressionParameters {
     // SAFETY: both functions take and return plain values.
     unsafe {
         let mut params = sys::ZSTD_getCParams(level, len as u64, prefix_len);
         params.windowLog = window_log;
+        if let Some(strategy) = strategy {
+            params.strategy = strategy;
+        }
         sys::ZSTD_adjustCParams(params, len as u64, prefix_len)
     }
 }
