@@ -179,13 +179,13 @@ pub(super) const KEPT_CONTEXTS_BUDGET: usize = 12 << 20;
 /// the group; a large kernel's context (over [`KEPT_CONTEXT_MAX`]) is never kept.
 #[derive(Default)]
 pub(super) struct Contexts<'p> {
-    idle: Mutex<Vec<CCtx<'p>>>,
+    idle: Idle<CCtx<'p>>,
 }
 
 impl<'p> Contexts<'p> {
     /// An idle context, or a new one; an error is 0 (no context could be allocated).
     fn take(&self) -> Result<CCtx<'p>, usize> {
-        match self.lock().pop() {
+        match self.idle.pop() {
             Some(cctx) => Ok(cctx),
             None => CCtx::try_create().ok_or(0usize),
         }
@@ -194,25 +194,18 @@ impl<'p> Contexts<'p> {
     /// Keeps `cctx`, reset, for the next compression if it is small and the idle ones leave
     /// room for it; frees it otherwise.
     fn put_back(&self, mut cctx: CCtx<'p>) {
-        let size = cctx.sizeof();
-        if size > KEPT_CONTEXT_MAX || cctx.reset(ResetDirective::SessionAndParameters).is_err() {
+        if cctx.sizeof() > KEPT_CONTEXT_MAX
+            || cctx.reset(ResetDirective::SessionAndParameters).is_err()
+        {
             return;
         }
-        let mut idle = self.lock();
-        if idle.iter().map(CCtx::sizeof).sum::<usize>() + size <= KEPT_CONTEXTS_BUDGET {
-            idle.push(cctx);
-        }
+        self.idle.keep(cctx, CCtx::sizeof);
     }
 
     /// Whether no context is kept.
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
-
-    /// Nothing is left inconsistent by a panic while the lock is held (a push or a pop).
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<CCtx<'p>>> {
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+        self.idle.is_empty()
     }
 }
 
@@ -225,13 +218,13 @@ impl<'p> Contexts<'p> {
 /// a tenth of its CPU time). Outside the memory gate while idle, like [`Contexts`]' idle ones.
 #[derive(Default)]
 pub(super) struct TemplatePool {
-    idle: Mutex<Vec<TemplateContexts>>,
+    idle: Idle<TemplateContexts>,
 }
 
 impl TemplatePool {
     /// Idle contexts, or new ones.
     pub(super) fn take(&self) -> Result<TemplateContexts, ArchiveError> {
-        match self.lock().pop() {
+        match self.idle.pop() {
             Some(contexts) => Ok(contexts),
             None => TemplateContexts::new().map_err(zstd_failure),
         }
@@ -240,22 +233,51 @@ impl TemplatePool {
     /// Keeps `contexts` for the next template if the idle ones leave room for them; frees
     /// them otherwise.
     pub(super) fn put_back(&self, contexts: TemplateContexts) {
-        let size = contexts.sizeof();
-        let mut idle = self.lock();
-        if idle.iter().map(TemplateContexts::sizeof).sum::<usize>() + size <= KEPT_CONTEXTS_BUDGET {
-            idle.push(contexts);
-        }
+        self.idle.keep(contexts, TemplateContexts::sizeof);
     }
 
     /// Whether no contexts are kept.
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
+        self.idle.is_empty()
+    }
+}
+
+/// Idle zstd contexts of one kind, any thread's to take, holding at most
+/// [`KEPT_CONTEXTS_BUDGET`] bytes together.
+struct Idle<T> {
+    items: Mutex<Vec<T>>,
+}
+
+impl<T> Default for Idle<T> {
+    fn default() -> Self {
+        Idle {
+            items: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<T> Idle<T> {
+    fn pop(&self) -> Option<T> {
+        self.lock().pop()
+    }
+
+    /// Keeps `item` if the idle ones leave room for its `sizeof`; drops it otherwise.
+    fn keep(&self, item: T, sizeof: impl Fn(&T) -> usize) {
+        let mut items = self.lock();
+        if items.iter().map(&sizeof).sum::<usize>() + sizeof(&item) <= KEPT_CONTEXTS_BUDGET {
+            items.push(item);
+        }
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
 
     /// Nothing is left inconsistent by a panic while the lock is held (a push or a pop).
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<TemplateContexts>> {
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
+        self.items.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
