@@ -17,8 +17,8 @@ use crate::unified::{DICTIONARY_MAGIC, MAX_WINDOW_LOG};
 pub use contexts::CONTEXT_BUDGET;
 pub(crate) use contexts::within_frame_size;
 use contexts::{
-    CONTEXTS, Contexts, Search, compress, context_estimate, long_distance_matching,
-    prefixed_window_log, trial, zstd_failure,
+    CONTEXTS, Contexts, Search, TemplatePool, compress, context_estimate, long_distance_matching,
+    prefixed_window_log, trial, trials_against, zstd_failure,
 };
 
 /// Bytes of candidate reference content (the latest root of each target) that stay
@@ -84,6 +84,8 @@ pub(crate) struct Coder {
     level: i32,
     /// At most one per target, oldest first.
     candidates: Vec<Candidate>,
+    /// The contexts of the templates of trials and final frames, kept for the next ones.
+    templates: TemplatePool,
 }
 
 impl Coder {
@@ -91,6 +93,7 @@ impl Coder {
         Coder {
             level,
             candidates: Vec::new(),
+            templates: TemplatePool::default(),
         }
     }
 
@@ -114,7 +117,7 @@ impl Coder {
             .map(|(arch, data)| self.earlier_for(arch, data.len()))
             .collect();
         let contexts = Contexts::default();
-        let mut trials = trials(&contexts, members, &earlier, &read_back)?;
+        let mut trials = trials(&contexts, &self.templates, members, &earlier, &read_back)?;
         let levels = choose_forest(&contexts, members, &mut trials)?;
         let costs = Costs::new(&trials);
         let parent = |i: usize, levels: &[Level]| best_parent(&costs, levels, i);
@@ -176,7 +179,7 @@ impl Coder {
             })
             .collect::<Result<_, ArchiveError>>()?;
         for group in &templated {
-            frames.extend(group.code(&plan, members)?);
+            frames.extend(group.code(&plan, members, &self.templates)?);
         }
         frames.sort_unstable_by_key(|&(p, _)| p);
         let coded: Vec<Coded> = frames
@@ -228,9 +231,11 @@ impl Coder {
 }
 
 /// The trial sizes the choice of references rests on, measured in parallel in contexts of
-/// `contexts`; an earlier root is read back (`read_back`) by the trial that needs it.
+/// `contexts`, a kernel's trials against each member together ([`trials_against`], templates
+/// from `templates`); an earlier root is read back (`read_back`) by the trial that needs it.
 fn trials<'m>(
     contexts: &Contexts<'m>,
+    templates: &TemplatePool,
     members: &[(&str, &'m [u8])],
     earlier: &[Option<u32>],
     read_back: &(impl Fn(u32) -> Result<Vec<u8>, ArchiveError> + Sync),
@@ -240,40 +245,56 @@ fn trials<'m>(
     let candidates = sketch::likeliest_references(&kernels, TRIAL_CANDIDATES, |i, j| {
         usable_reference(kernels[j], kernels[i].len())
     });
-    let rows: Vec<(usize, Vec<Option<usize>>, Option<usize>)> = (0..n)
-        .into_par_iter()
-        .with_max_len(1)
-        .map(|i| {
-            let data = members[i].1;
-            let alone = trial(contexts, data, None)?;
-            let tried: Vec<(usize, usize)> = candidates[i]
-                .par_iter()
+    // Per member, the members tried against it.
+    let mut tried_against: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, references) in candidates.iter().enumerate() {
+        for &j in references {
+            tried_against[j].push(i);
+        }
+    }
+    let (own, pairs) = rayon::join(
+        || {
+            (0..n)
+                .into_par_iter()
                 .with_max_len(1)
-                .map(|&j| Ok((j, trial(contexts, data, Some(members[j].1))?)))
-                .collect::<Result<_, ArchiveError>>()?;
-            let mut pair = vec![None; n];
-            for (j, size) in tried {
-                pair[j] = Some(size);
-            }
-            let earlier = match earlier[i] {
-                Some(ordinal) => {
-                    let content = read_back(ordinal)?;
-                    Some(trial(&Contexts::default(), data, Some(&content))?)
-                }
-                None => None,
-            };
-            Ok((alone, pair, earlier))
-        })
-        .collect::<Result<_, ArchiveError>>()?;
+                .map(|i| {
+                    let data = members[i].1;
+                    let alone = trial(contexts, data, None)?;
+                    let earlier = match earlier[i] {
+                        Some(ordinal) => {
+                            let content = read_back(ordinal)?;
+                            Some(trial(&Contexts::default(), data, Some(&content))?)
+                        }
+                        None => None,
+                    };
+                    Ok((alone, earlier))
+                })
+                .collect::<Result<Vec<_>, ArchiveError>>()
+        },
+        || {
+            (0..n)
+                .into_par_iter()
+                .with_max_len(1)
+                .map(|j| {
+                    let tried: Vec<&[u8]> = tried_against[j].iter().map(|&i| kernels[i]).collect();
+                    trials_against(contexts, templates, &tried, members[j].1)
+                })
+                .collect::<Result<Vec<_>, ArchiveError>>()
+        },
+    );
     let mut trials = Trials {
         alone: Vec::with_capacity(n),
-        pair: Vec::with_capacity(n),
+        pair: vec![vec![None; n]; n],
         earlier: Vec::with_capacity(n),
     };
-    for (alone, pair, earlier) in rows {
+    for (alone, earlier) in own? {
         trials.alone.push(alone);
-        trials.pair.push(pair);
         trials.earlier.push(earlier);
+    }
+    for (j, sizes) in pairs?.into_iter().enumerate() {
+        for (&i, size) in tried_against[j].iter().zip(sizes) {
+            trials.pair[i][j] = Some(size);
+        }
     }
     Ok(trials)
 }
@@ -552,23 +573,29 @@ fn templated_children(
 impl TemplatedChildren {
     /// The children's frames, by plan position: the template loaded once, then one copy of
     /// it per kernel, one after the other on this thread (the pool has one). The template and
-    /// the copy are reserved together, before either is made.
+    /// the copy are reserved together, before either is made; their contexts come from
+    /// `templates` and go back there.
     fn code(
         &self,
         plan: &[(usize, Option<Parent>)],
         members: &[(&str, &[u8])],
+        templates: &TemplatePool,
     ) -> Result<Vec<(usize, Vec<u8>)>, ArchiveError> {
         let _contexts = CONTEXTS.reserve(2 * self.estimate);
         let mut template =
-            PrefixTemplate::new(members[self.parent].1, self.params).map_err(zstd_failure)?;
-        self.children
+            PrefixTemplate::new(templates.take()?, members[self.parent].1, self.params)
+                .map_err(zstd_failure)?;
+        let frames = self
+            .children
             .iter()
             .map(|&p| {
                 let data = members[plan[p].0].1;
                 let frame = template.compress(data).map_err(zstd_failure)?;
                 Ok((p, within_frame_size(frame)?))
             })
-            .collect()
+            .collect::<Result<_, ArchiveError>>()?;
+        templates.put_back(template.into_contexts());
+        Ok(frames)
     }
 }
 
@@ -578,6 +605,7 @@ mod tests {
 
     use super::contexts::{context, frame, trial_search};
     use super::*;
+    use crate::prefix_template::TemplateContexts;
 
     fn trials(alone: &[usize], pair: &[&[Option<usize>]], earlier: &[Option<usize>]) -> Trials {
         Trials {
@@ -616,11 +644,14 @@ mod tests {
     /// A kernel coded through a template of its reference is the frame a prefix compression
     /// makes, byte for byte, at the levels of the three tree strategies: the fixtures' code objects of
     /// one kernel for six targets, each against each, through one template per reference and
-    /// set of parameters (kernels of different sizes through one template included).
+    /// set of parameters (kernels of different sizes through one template included), the
+    /// templates made in the contexts of earlier ones (other references, other levels) where
+    /// there are any.
     #[test]
     fn templated_frames_are_the_bytes_of_a_prefix_compression() {
         let kernels = fixture_kernels();
-        let mut shared = 0;
+        let (mut shared, mut reused) = (0, 0);
+        let mut spare: Vec<TemplateContexts> = Vec::new();
         for level in [13, 17, 19] {
             for (r, reference) in kernels.iter().enumerate() {
                 let mut templates: Vec<(zstd_sys::ZSTD_compressionParameters, PrefixTemplate)> =
@@ -643,8 +674,15 @@ mod tests {
                             t
                         }
                         None => {
-                            templates
-                                .push((params, PrefixTemplate::new(reference, params).unwrap()));
+                            let contexts = match spare.pop() {
+                                Some(contexts) => {
+                                    reused += 1;
+                                    contexts
+                                }
+                                None => TemplateContexts::new().unwrap(),
+                            };
+                            let template = PrefixTemplate::new(contexts, reference, params);
+                            templates.push((params, template.unwrap()));
                             templates.len() - 1
                         }
                     };
@@ -654,9 +692,11 @@ mod tests {
                         "level {level}: kernel {k} against {r}"
                     );
                 }
+                spare.extend(templates.into_iter().map(|(_, t)| t.into_contexts()));
             }
         }
         assert!(shared > 20, "only {shared} kernels shared a template");
+        assert!(reused > 20, "only {reused} templates reused contexts");
     }
 
     /// The fixtures' code objects of one kernel for gfx900, gfx906, gfx908, gfx90a:xnack+ and
@@ -736,6 +776,48 @@ mod tests {
         }
     }
 
+    /// A kernel's trial against a reference is the same size whether the reference is loaded
+    /// for it alone ([`trial`]) or once for the kernels that share its parameters
+    /// ([`trials_against`], through a template), so that the forest, and the archive, do not
+    /// depend on which: the fixtures' six code objects, and six larger kernels made of them
+    /// (about 300 KB each, whose trials share templates), each against each of its size, in
+    /// contexts kept from template to template.
+    #[test]
+    fn a_trial_through_a_shared_reference_is_the_size_of_a_trial_of_its_own() {
+        let small = fixture_kernels();
+        // Kernel `k`: the fixtures' code objects from the `k`th on, each followed by the
+        // number of its copy, up to 300 KB.
+        let large: Vec<Vec<u8>> = (0..small.len())
+            .map(|k| {
+                let mut kernel = Vec::new();
+                for copy in 0u64.. {
+                    if kernel.len() >= 300_000 {
+                        break;
+                    }
+                    kernel.extend_from_slice(&small[(k + copy as usize) % small.len()]);
+                    kernel.extend_from_slice(&copy.to_le_bytes());
+                }
+                kernel
+            })
+            .collect();
+        for kernels in [&small, &large] {
+            let (contexts, templates) = (Contexts::default(), TemplatePool::default());
+            for (r, reference) in kernels.iter().enumerate() {
+                let others: Vec<&[u8]> = (kernels.iter().enumerate())
+                    .filter(|&(k, _)| k != r)
+                    .map(|(_, kernel)| &kernel[..])
+                    .collect();
+                let sizes = trials_against(&contexts, &templates, &others, reference).unwrap();
+                for (kernel, size) in others.iter().zip(sizes) {
+                    let own = trial(&Contexts::default(), kernel, Some(reference)).unwrap();
+                    assert_eq!(size, own, "a kernel of {} bytes against {r}", kernel.len());
+                }
+            }
+            // Templates were made (their contexts kept) for the large kernels only.
+            assert_eq!(templates.is_empty(), kernels == &small);
+        }
+    }
+
     /// The trials (level 4's `dfast`) find what the final frames do: a kernel's sibling target
     /// is its smallest trial, far below the kernel alone, and below another target's and
     /// another library's kernel.
@@ -787,7 +869,8 @@ mod tests {
                     prefix_len,
                     prefixed_window_log(len + prefix_len),
                 );
-                let template = PrefixTemplate::new(&prefix, params).unwrap();
+                let template =
+                    PrefixTemplate::new(TemplateContexts::new().unwrap(), &prefix, params).unwrap();
                 assert!(
                     template.sizeof() as u64 <= estimate,
                     "{search:?}, {len} + {prefix_len} bytes: template {} > estimate {estimate}",

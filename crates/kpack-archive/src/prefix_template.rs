@@ -21,6 +21,10 @@
 //!   checksum bit and the checksum (the low 32 bits of the content's XXH64, RFC 8878 §3.1.1)
 //!   is appended here. Neither changes the blocks, nor the frame header's size.
 //!
+//! The coder's trials (zstd's `dfast` finder at level 4) use templates too, where loading a
+//! large reference costs more than copying the two hash tables that hold it: `dfast` keeps
+//! nothing but those tables, which the copy carries whole.
+//!
 //! Long-distance matching cannot be carried this way (`ZSTD_copyCCtx` leaves the copy's
 //! long-distance table empty), so the coder codes a kernel that needs it with its own context.
 #![allow(unsafe_code)]
@@ -37,10 +41,36 @@ pub(crate) fn parameters(
     prefix_len: usize,
     window_log: u32,
 ) -> sys::ZSTD_compressionParameters {
+    derived_parameters(level, None, len, prefix_len, window_log)
+}
+
+/// [`parameters`] with the match finder `strategy` set instead of the level's.
+pub(crate) fn parameters_with_strategy(
+    level: i32,
+    strategy: sys::ZSTD_strategy,
+    len: usize,
+    prefix_len: usize,
+    window_log: u32,
+) -> sys::ZSTD_compressionParameters {
+    derived_parameters(level, Some(strategy), len, prefix_len, window_log)
+}
+
+/// The level's parameters for the sizes, the window and the strategy (if given) set over
+/// them, then adjusted to the sizes: the order `ZSTD_compress2` derives them in.
+fn derived_parameters(
+    level: i32,
+    strategy: Option<sys::ZSTD_strategy>,
+    len: usize,
+    prefix_len: usize,
+    window_log: u32,
+) -> sys::ZSTD_compressionParameters {
     // SAFETY: both functions take and return plain values.
     unsafe {
         let mut params = sys::ZSTD_getCParams(level, len as u64, prefix_len);
         params.windowLog = window_log;
+        if let Some(strategy) = strategy {
+            params.strategy = strategy;
+        }
         sys::ZSTD_adjustCParams(params, len as u64, prefix_len)
     }
 }
@@ -89,24 +119,27 @@ pub(crate) fn tree_reaches(params: &sys::ZSTD_compressionParameters, prefix_len:
     uses_tree(params) && prefix_len < 1usize << (params.chainLog - 1)
 }
 
-/// A zstd context with a prefix loaded, ready to begin a frame; see the module doc.
-pub(crate) struct PrefixTemplate<'p> {
+/// The two zstd contexts of a [`PrefixTemplate`], without a prefix: kept from one template to
+/// the next, so that their memory is allocated and first touched once, not once per template.
+/// A level-19 context over a 64 KB kernel and its reference holds about 5 MB; made afresh for
+/// each template, and freed back to the system after it, the two contexts' first touches were
+/// half of the page faults of a one-core pack of jax's plugin (27 targets, about 30 templates:
+/// 12,700 of 25,400, the faults a tenth of its CPU time).
+pub(crate) struct TemplateContexts {
+    /// The context the prefix is loaded into.
     cctx: NonNull<sys::ZSTD_CCtx>,
     /// The context each frame is coded in, a copy of `cctx`: one for every frame, so that its
     /// tables are allocated and first touched once (for 64 KB kernels that took as long as
     /// loading the prefix).
     copy: NonNull<sys::ZSTD_CCtx>,
-    /// The context reads the prefix in place until it is dropped.
-    _prefix: std::marker::PhantomData<&'p [u8]>,
 }
 
-impl<'p> PrefixTemplate<'p> {
-    /// `prefix` loaded with `params`, for frames that record their content size and checksum;
-    /// an error is zstd's code, or 0 if no context could be allocated.
-    pub(crate) fn new(
-        prefix: &'p [u8],
-        params: sys::ZSTD_compressionParameters,
-    ) -> Result<Self, usize> {
+// SAFETY: the contexts are this value's alone, and zstd contexts may move between threads.
+unsafe impl Send for TemplateContexts {}
+
+impl TemplateContexts {
+    /// Two new contexts; an error is 0 (no context could be allocated).
+    pub(crate) fn new() -> Result<Self, usize> {
         let create = || {
             // SAFETY: creates a context, freed on drop (or below, if the second one fails).
             NonNull::new(unsafe { sys::ZSTD_createCCtx() }).ok_or(0usize)
@@ -116,9 +149,47 @@ impl<'p> PrefixTemplate<'p> {
             // SAFETY: `cctx` was created above and is not used after this.
             unsafe { sys::ZSTD_freeCCtx(cctx.as_ptr()) };
         })?;
+        Ok(TemplateContexts { cctx, copy })
+    }
+
+    /// The memory the two contexts hold.
+    pub(crate) fn sizeof(&self) -> usize {
+        // SAFETY: both contexts are valid.
+        unsafe {
+            sys::ZSTD_sizeof_CCtx(self.cctx.as_ptr()) + sys::ZSTD_sizeof_CCtx(self.copy.as_ptr())
+        }
+    }
+}
+
+impl Drop for TemplateContexts {
+    fn drop(&mut self) {
+        // SAFETY: both contexts were created by `new` and are not used after this.
+        unsafe {
+            sys::ZSTD_freeCCtx(self.copy.as_ptr());
+            sys::ZSTD_freeCCtx(self.cctx.as_ptr());
+        }
+    }
+}
+
+/// A zstd context with a prefix loaded, ready to begin a frame; see the module doc.
+pub(crate) struct PrefixTemplate<'p> {
+    contexts: TemplateContexts,
+    /// The context reads the prefix in place until the template is dropped or its contexts
+    /// taken back ([`PrefixTemplate::into_contexts`]; the next template's prefix replaces it).
+    _prefix: std::marker::PhantomData<&'p [u8]>,
+}
+
+impl<'p> PrefixTemplate<'p> {
+    /// `prefix` loaded with `params` into `contexts` (new, or an earlier template's: zstd
+    /// begins the frame with clean tables either way, so the frames are the same bytes), for
+    /// frames that record their content size and checksum; an error is zstd's code.
+    pub(crate) fn new(
+        contexts: TemplateContexts,
+        prefix: &'p [u8],
+        params: sys::ZSTD_compressionParameters,
+    ) -> Result<Self, usize> {
         let template = PrefixTemplate {
-            cctx,
-            copy,
+            contexts,
             _prefix: std::marker::PhantomData,
         };
         let frame = sys::ZSTD_frameParameters {
@@ -126,11 +197,11 @@ impl<'p> PrefixTemplate<'p> {
             checksumFlag: 1,
             noDictIDFlag: 0,
         };
-        // SAFETY: the context is valid, and the prefix outlives it ('p); the pledged size is
-        // replaced by each copy's.
+        // SAFETY: the context is valid, and the prefix outlives the template ('p); the pledged
+        // size is replaced by each copy's.
         let code = unsafe {
             sys::ZSTD_compressBegin_advanced(
-                template.cctx.as_ptr(),
+                template.contexts.cctx.as_ptr(),
                 prefix.as_ptr().cast(),
                 prefix.len(),
                 sys::ZSTD_parameters {
@@ -144,6 +215,12 @@ impl<'p> PrefixTemplate<'p> {
         Ok(template)
     }
 
+    /// The template's contexts, for the next template: they still point at this template's
+    /// prefix, which no function but [`PrefixTemplate::new`] (which replaces it) reads.
+    pub(crate) fn into_contexts(self) -> TemplateContexts {
+        self.contexts
+    }
+
     /// One frame of `data` (not empty) coded against the prefix: the bytes `ZSTD_compress2`
     /// makes with the template's parameters and the prefix referenced.
     pub(crate) fn compress(&mut self, data: &[u8]) -> Result<Vec<u8>, usize> {
@@ -154,14 +231,18 @@ impl<'p> PrefixTemplate<'p> {
         // SAFETY: both contexts are valid; the template was begun and is only read, and the
         // copy is this template's alone (`&mut self`).
         check(unsafe {
-            sys::ZSTD_copyCCtx(self.copy.as_ptr(), self.cctx.as_ptr(), data.len() as u64)
+            sys::ZSTD_copyCCtx(
+                self.contexts.copy.as_ptr(),
+                self.contexts.cctx.as_ptr(),
+                data.len() as u64,
+            )
         })?;
         let mut frame = vec![0u8; zstd::zstd_safe::compress_bound(data.len()) + 4];
         // SAFETY: `frame` and `data` are valid for the lengths given; the copy reads the
         // prefix, which outlives the template.
         let len = check(unsafe {
             sys::ZSTD_compressEnd(
-                self.copy.as_ptr(),
+                self.contexts.copy.as_ptr(),
                 frame.as_mut_ptr().cast(),
                 frame.len() - 4,
                 data.as_ptr().cast(),
@@ -180,17 +261,7 @@ impl<'p> PrefixTemplate<'p> {
     #[cfg(test)]
     pub(crate) fn sizeof(&self) -> usize {
         // SAFETY: the context is valid.
-        unsafe { sys::ZSTD_sizeof_CCtx(self.cctx.as_ptr()) }
-    }
-}
-
-impl Drop for PrefixTemplate<'_> {
-    fn drop(&mut self) {
-        // SAFETY: both contexts were created by `new` and are not used after this.
-        unsafe {
-            sys::ZSTD_freeCCtx(self.copy.as_ptr());
-            sys::ZSTD_freeCCtx(self.cctx.as_ptr());
-        }
+        unsafe { sys::ZSTD_sizeof_CCtx(self.contexts.cctx.as_ptr()) }
     }
 }
 
