@@ -19,7 +19,9 @@
 # which a directory read from a Windows disk cannot (kpack_fs::mode), so only a tarball
 # artifact can give a Windows split the Linux split's bytes. The split carries them from the
 # input's members to its output tarballs without the disk (which under wine keeps no execute
-# bit and makes no link): split/plan.rs, `recorded`.
+# bit and makes no link): split/plan.rs, `recorded`. A recombine of that split carries them
+# from its shards' member headers the same way (recombine.rs, `ShardRecords`), with and
+# without group archives (which add a link per target).
 #
 # Prints one line per check and a closing line in cargo's form (`test result: ok. N passed;
 # 0 failed`), which scripts/test.sh counts; exits non-zero when a check fails.
@@ -36,6 +38,10 @@ for artifact in demo_lib_gfx90X demo_host_gfx90X; do
   tar -C "fixtures/shards/shard-a/$artifact" --sort=name --mtime=@0 --owner=0 --group=0 \
     --numeric-owner -cf - . | zstd -q -o "$work/in/$artifact.tar.zst"
 done
+cat >"$work/in/recombine.json" <<'JSON'
+{"primary_shard": "shard-a",
+ "architecture_groups": {"gfx9": {"architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]}}}
+JSON
 cp -r "$work/in" "$work/linux"
 mv "$work/in" "$work/win"
 
@@ -73,8 +79,13 @@ PRINTS_PATHS=1 check "transform into a directory nested past 260 characters" \
 PRINTS_PATHS=1 check "transform libone.so" transform --windows-names libone.so -o kpacked/libone.so --kpack-dir kpacked/.kpack
 PRINTS_PATHS=1 check "restore libone.so" restore kpacked/libone.so -o libone.restored.so
 check "split of a Linux artifact tarball into .tar.zst" \
-  split demo_lib_gfx90X.tar.zst --component demo_lib --output-format tar.zst -o split
-check "verify --original of that split" verify --json split --original demo_lib_gfx90X.tar.zst
+  split demo_lib_gfx90X.tar.zst --component demo_lib --output-format tar.zst -o shards/shard-a
+check "verify --original of that split" verify --json shards/shard-a --original demo_lib_gfx90X.tar.zst
+check "recombine of that split into .tar.zst" recombine --json --shards shards \
+  --config recombine.json --output-format tar.zst -o recombined
+check "recombine of that split into .tar.zst with group archives" recombine --json \
+  --shards shards --config recombine.json --output-format tar.zst --group-archives \
+  -o recombined-grouped
 check "split of a second artifact tarball" \
   split demo_host_gfx90X.tar.zst --component demo_host --output-format tar.zst -o split-host
 check "verify --original of the second split" \

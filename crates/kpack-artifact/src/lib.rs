@@ -313,11 +313,9 @@ pub fn walk_tree(root: &Path) -> Result<Vec<(String, TreeEntry)>, ArtifactError>
     let mut out = Vec::new();
     for e in kpack_fs::walk(root) {
         let e = e?;
-        let rel = e
-            .rel
-            .to_str()
-            .ok_or_else(|| ArtifactError::invalid(&e.path, "file name is not UTF-8"))?
-            .to_owned();
+        // Joined by `/` on every system (Windows walks give `\`-separated paths).
+        let rel = kpack_fs::slash_path(&e.rel)
+            .ok_or_else(|| ArtifactError::invalid(&e.path, "file name is not UTF-8"))?;
         let kind = if e.file_type.is_symlink() {
             let target = std::fs::read_link(&e.path).map_err(ArtifactError::io(&e.path))?;
             TreeEntry::Symlink(target)

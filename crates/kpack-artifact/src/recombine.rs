@@ -9,7 +9,11 @@
 //! output's stage and its files moved from there into the packages, so nothing is extracted
 //! to a temporary directory and a killed run leaves nothing the next run does not sweep);
 //! the packages are written as directories or, with
-//! [`OutputFormat::TarZst`], as `.tar.zst` files. For every component:
+//! [`OutputFormat::TarZst`], as `.tar.zst` files. A tarball shard's symbolic links are not
+//! made on disk when it is unpacked, and its files' modes are not read back from there: both
+//! are taken from its members' headers ([`ShardRecords`]) and written into the output
+//! tarballs ([`kpack_tar::pack_dir_recorded`]), so a recombine gives the same tarballs on a
+//! disk that keeps neither (Windows), as a split does. For every component:
 //! * `C_generic` is copied from the primary shard (symlinks kept), plus, per module with
 //!   archives in any group, the [index](kpack_package::index) `<dir>/.kpack/<module>.kpm` listing
 //!   every architecture packaged and the group package providing it;
@@ -48,7 +52,7 @@ use std::path::{Path, PathBuf};
 use kpack_archive::Compression;
 
 use crate::tarball::{self, OutputFormat};
-use crate::{ArtifactError, ArtifactKind, ArtifactRecord};
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry};
 use kpack_package::handlers::{family_covers, parse_family, parse_target};
 use kpack_package::index::{self, IndexedArchive};
 
@@ -172,9 +176,10 @@ fn recombine_unpacking(
     unpacked_from: &mut Vec<(String, String)>,
 ) -> Result<RecombineSummary, ArtifactError> {
     let mut components = collect_components(shards, config, opts)?;
-    let staged = unpack_tarball_shards(&mut components, config, out, unpacked_from)?;
-    validate(&components, config)?;
-    let (mut summary, packages) = plan_packages(&components, config, opts)?;
+    let mut records = ShardRecords::default();
+    let staged = unpack_tarball_shards(&mut components, config, out, unpacked_from, &mut records)?;
+    validate(&components, config, &records)?;
+    let (mut summary, packages) = plan_packages(&components, config, opts, &records)?;
     write_packages(&packages, staged, out, opts, &mut summary)?;
     Ok(summary)
 }
@@ -231,14 +236,54 @@ fn collect_components(
     Ok(components)
 }
 
+/// What the headers of a tarball shard's members say that its unpacked copy does not hold
+/// (its symbolic links) or may not (its files' modes, on a Windows disk), by the directory
+/// each artifact tarball was unpacked into. A directory shard has none: its disk says.
+#[derive(Default)]
+struct ShardRecords(BTreeMap<PathBuf, kpack_tar::Recorded>);
+
+impl ShardRecords {
+    /// The members recorded for the artifact directory `artifact` (none for a directory shard).
+    fn of(&self, artifact: &Path) -> &kpack_tar::Recorded {
+        static NONE: kpack_tar::Recorded = kpack_tar::Recorded::new();
+        self.0.get(artifact).unwrap_or(&NONE)
+    }
+}
+
+/// The entries of the prefix tree `prefix` of the artifact `artifact` (none when it is not a
+/// directory), by path below the prefix: what its disk holds, with the symbolic links
+/// `recorded` (keyed by path below the artifact) in place of whatever the disk holds there.
+fn prefix_tree(
+    artifact: &Path,
+    prefix: &str,
+    recorded: &kpack_tar::Recorded,
+) -> Result<BTreeMap<String, TreeEntry>, ArtifactError> {
+    let root = artifact.join(prefix);
+    let mut tree: BTreeMap<String, TreeEntry> = if root.is_dir() {
+        crate::walk_tree(&root)?.into_iter().collect()
+    } else {
+        BTreeMap::new()
+    };
+    let below = format!("{prefix}/");
+    for (name, member) in recorded {
+        if let (Some(rel), kpack_tar::RecordedMember::Symlink(target)) =
+            (name.strip_prefix(&below), member)
+        {
+            tree.insert(rel.to_owned(), TreeEntry::Symlink(target.clone()));
+        }
+    }
+    Ok(tree)
+}
+
 /// The artifacts read from here on (by name, so those of tarball shards can be chosen
-/// before any is read), unpacked when they are tarballs; the output's stage they are
-/// unpacked into, if any is.
+/// before any is read), unpacked when they are tarballs (their members' links and modes
+/// noted in `records`); the output's stage they are unpacked into, if any is.
 fn unpack_tarball_shards(
     components: &mut BTreeMap<String, Collected>,
     config: &PackagingConfig,
     out: &Path,
     unpacked_from: &mut Vec<(String, String)>,
+    records: &mut ShardRecords,
 ) -> Result<Option<Staged>, ArtifactError> {
     let v = config.validation;
     let mut staged = None;
@@ -257,7 +302,10 @@ fn unpack_tarball_shards(
             .map(|(shard, path)| (&*shard, path));
         for (shard, path) in generic.chain(arch) {
             if tarball::is_tarball(path) {
-                *path = unpack_shard_member(path, shard, out, &mut staged, unpacked_from)?;
+                let (dir, recorded) =
+                    unpack_shard_member(path, shard, out, &mut staged, unpacked_from)?;
+                records.0.insert(dir.clone(), recorded);
+                *path = dir;
             }
         }
     }
@@ -268,6 +316,7 @@ fn unpack_tarball_shards(
 fn validate(
     components: &BTreeMap<String, Collected>,
     config: &PackagingConfig,
+    records: &ShardRecords,
 ) -> Result<(), ArtifactError> {
     let v = config.validation;
     let mut duplicates = Vec::new();
@@ -296,7 +345,9 @@ fn validate(
         if v.verify_generic_artifacts_match {
             for (shard, dir) in &c.generic {
                 if shard != &config.primary_shard {
-                    for p in compare_generic(primary, dir)? {
+                    let a = (primary.as_path(), records.of(primary));
+                    let b = (dir.as_path(), records.of(dir));
+                    for p in generic::compare_recorded(a, b)? {
                         generic_mismatch.push(format!(
                             "{component}_generic of {shard} vs {}: {p}",
                             config.primary_shard
@@ -348,6 +399,7 @@ fn plan_packages(
     components: &BTreeMap<String, Collected>,
     config: &PackagingConfig,
     opts: &RecombineOptions,
+    records: &ShardRecords,
 ) -> Result<(RecombineSummary, Vec<Package>), ArtifactError> {
     let mut summary = RecombineSummary {
         components: Vec::new(),
@@ -356,7 +408,8 @@ fn plan_packages(
     let mut index_problems = Vec::new();
     let mut unreached = Vec::new();
     for (component, c) in components {
-        let (cs, planned, problems) = plan_component(component, c, config, opts.group_archives)?;
+        let (cs, planned, problems) =
+            plan_component(component, c, config, opts.group_archives, records)?;
         if !c.arch.is_empty() {
             unreached.extend(reach::problems(component, &planned[0], &planned[1..])?);
         }
@@ -433,9 +486,13 @@ fn write_packages(
     };
     let mut files: BTreeMap<&str, usize> = BTreeMap::new();
     let mut sizes = BTreeMap::new();
+    // A tarball takes the packages' links from their plan, not from the disk (which on
+    // Windows may not hold one).
+    let links_on_disk = opts.output == OutputFormat::Dir;
     for (i, p) in order.iter().enumerate() {
         let movable = |from: &Path| last_use.get(from) == Some(&(i, true));
-        files.insert(&p.name, p.write(&root, threads, &mut sizes, &movable)?);
+        let written = p.write(&root, threads, &mut sizes, &movable, links_on_disk)?;
+        files.insert(&p.name, written);
     }
     drop(unpacked);
     for g in summary
@@ -446,7 +503,11 @@ fn write_packages(
         g.files = files[g.artifact.as_str()];
     }
     let names: Vec<String> = packages.iter().map(|p| p.name.clone()).collect();
-    tarball::pack_staged(&root, &names, opts.output, threads, &HashMap::new())?;
+    let recorded: HashMap<String, kpack_tar::Recorded> = packages
+        .iter()
+        .map(|p| (p.name.clone(), p.recorded()))
+        .collect();
+    tarball::pack_staged(&root, &names, opts.output, threads, &recorded)?;
     stage.publish()?;
     Ok(())
 }
@@ -492,7 +553,9 @@ struct Staged {
 }
 
 /// Unpacks the artifact tarball `path` of `shard` into the output's stage (made on first use)
-/// and returns the artifact directory, noted in `unpacked_from`. Read as one stream, into the place its files are moved
+/// and returns the artifact directory, noted in `unpacked_from`, with its members' modes and
+/// symbolic links as their headers say (the links are not made on disk: the packages take
+/// them from there). Read as one stream, into the place its files are moved
 /// from into the packages: no temporary copy outside the output, no space beyond the outputs
 /// but that of the members no package takes (manifests, records).
 fn unpack_shard_member(
@@ -501,7 +564,7 @@ fn unpack_shard_member(
     out: &Path,
     staged: &mut Option<Staged>,
     unpacked_from: &mut Vec<(String, String)>,
-) -> Result<PathBuf, ArtifactError> {
+) -> Result<(PathBuf, kpack_tar::Recorded), ArtifactError> {
     let staged = match staged {
         Some(s) => s,
         None => {
@@ -523,8 +586,24 @@ fn unpack_shard_member(
     let to = staged.unpacked.path().join(shard).join(name);
     let shown = |p: &Path| p.to_string_lossy().into_owned();
     unpacked_from.push((shown(&to), shown(path)));
-    kpack_tar::unpack(path, &to)?;
-    Ok(to)
+    std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?;
+    let mut recorded = kpack_tar::Recorded::new();
+    kpack_tar::open::<kpack_tar::TarError>(path, |member, content| {
+        use kpack_tar::{MemberKind, RecordedMember};
+        let name = member.path.clone();
+        match &member.kind {
+            MemberKind::Symlink(target) => {
+                recorded.insert(name, RecordedMember::Symlink(target.into()));
+                return Ok(());
+            }
+            MemberKind::File { mode, .. } => {
+                recorded.insert(name, RecordedMember::Mode(*mode));
+            }
+            MemberKind::Dir => {}
+        }
+        kpack_tar::write_member(member, content, &to)
+    })?;
+    Ok((to, recorded))
 }
 
 /// Plans the packages of one component: its generic package (with the indexes) and one
@@ -536,6 +615,7 @@ fn plan_component(
     c: &Collected,
     config: &PackagingConfig,
     group_archives: Option<Compression>,
+    records: &ShardRecords,
 ) -> Result<(ComponentSummary, Vec<Package>, Vec<String>), ArtifactError> {
     let primary = &c.generic[&config.primary_shard];
     let record = ArtifactRecord::read(primary)?;
@@ -543,7 +623,7 @@ fn plan_component(
         format!("{component}_generic"),
         Meta::CopiedFrom(primary.clone()),
     );
-    generic.add_artifact(primary)?;
+    generic.add_artifact(primary, records.of(primary))?;
     let mut cs = ComponentSummary {
         component: component.to_owned(),
         generic_from: config.primary_shard.clone(),
@@ -601,7 +681,8 @@ fn plan_component(
         );
         let mut prefixes: BTreeSet<String> = BTreeSet::new();
         for s in &suffixes {
-            prefixes.extend(package.add_artifact(&c.arch[s][0].1)?);
+            let from = &c.arch[s][0].1;
+            prefixes.extend(package.add_artifact(from, records.of(from))?);
         }
         if let Meta::Written { prefixes: p, .. } = &mut package.meta {
             *p = prefixes.into_iter().collect();

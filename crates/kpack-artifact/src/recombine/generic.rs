@@ -1,7 +1,6 @@
 //! `verify_generic_artifacts_match`: whether two shards' generic artifacts of one component
 //! are interchangeable.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::{ArtifactError, ArtifactRecord, RECORD, TreeEntry, manifest};
@@ -20,6 +19,16 @@ use crate::{ArtifactError, ArtifactRecord, RECORD, TreeEntry, manifest};
 /// compared whole only where the layouts agree: two rewritten binaries whose `.hip_fatbin`
 /// have the same address and size must be byte-identical.
 pub fn compare_generic(a: &Path, b: &Path) -> Result<Vec<String>, ArtifactError> {
+    let none = kpack_tar::Recorded::new();
+    compare_recorded((a, &none), (b, &none))
+}
+
+/// [`compare_generic`] of two artifacts with the symbolic links recorded for their members
+/// (a tarball shard's, which its unpacked copy does not hold; see `super::ShardRecords`).
+pub(super) fn compare_recorded(
+    (a, recorded_a): (&Path, &kpack_tar::Recorded),
+    (b, recorded_b): (&Path, &kpack_tar::Recorded),
+) -> Result<Vec<String>, ArtifactError> {
     let mut diffs = Vec::new();
     let (ma, mb) = (manifest::read(a)?, manifest::read(b)?);
     if ma != mb {
@@ -35,16 +44,8 @@ pub fn compare_generic(a: &Path, b: &Path) -> Result<Vec<String>, ArtifactError>
     }
     for prefix in &ma {
         let (ra, rb) = (a.join(prefix), b.join(prefix));
-        let ta: BTreeMap<String, TreeEntry> = if ra.is_dir() {
-            crate::walk_tree(&ra)?.into_iter().collect()
-        } else {
-            BTreeMap::new()
-        };
-        let tb: BTreeMap<String, TreeEntry> = if rb.is_dir() {
-            crate::walk_tree(&rb)?.into_iter().collect()
-        } else {
-            BTreeMap::new()
-        };
+        let ta = super::prefix_tree(a, prefix, recorded_a)?;
+        let tb = super::prefix_tree(b, prefix, recorded_b)?;
         for (rel, ea) in &ta {
             let at = format!("{prefix}/{rel}");
             let Some(eb) = tb.get(rel) else {

@@ -48,6 +48,9 @@ pub(super) struct Package {
     pub(super) meta: Meta,
     /// By (manifest prefix, path below it; empty for the prefix itself).
     pub(super) items: BTreeMap<(String, String), Item>,
+    /// The modes of the files of `items` that a tarball shard's headers recorded, by the same
+    /// key: its output tarball carries them whatever the staged copy on disk keeps.
+    modes: BTreeMap<(String, String), u32>,
 }
 
 impl Package {
@@ -64,13 +67,19 @@ impl Package {
             name,
             meta,
             items: BTreeMap::new(),
+            modes: BTreeMap::new(),
         }
     }
 
-    /// Adds every entry of the artifact `from`'s prefix trees. An entry already planned
-    /// must be the same (two artifacts of a group may ship the same file, never different
-    /// ones).
-    pub(super) fn add_artifact(&mut self, from: &Path) -> Result<Vec<String>, ArtifactError> {
+    /// Adds every entry of the artifact `from`'s prefix trees, with the links and modes
+    /// `recorded` for its members (a tarball shard's, see [`super::ShardRecords`]). An entry
+    /// already planned must be the same (two artifacts of a group may ship the same file,
+    /// never different ones).
+    pub(super) fn add_artifact(
+        &mut self,
+        from: &Path,
+        recorded: &kpack_tar::Recorded,
+    ) -> Result<Vec<String>, ArtifactError> {
         let prefixes = manifest::read(from)?;
         for prefix in &prefixes {
             let root = from.join(prefix);
@@ -78,17 +87,38 @@ impl Package {
                 continue;
             }
             self.add(prefix, String::new(), Item::Dir, &root)?;
-            for (rel, entry) in crate::walk_tree(&root)? {
+            for (rel, entry) in super::prefix_tree(from, prefix, recorded)? {
                 let src = root.join(&rel);
                 let item = match entry {
                     TreeEntry::Dir => Item::Dir,
                     TreeEntry::Symlink(t) => Item::Symlink(t),
                     TreeEntry::File => Item::File(src.clone()),
                 };
+                if let Some(kpack_tar::RecordedMember::Mode(mode)) =
+                    recorded.get(&format!("{prefix}/{rel}"))
+                {
+                    self.modes
+                        .entry((prefix.clone(), rel.clone()))
+                        .or_insert(*mode);
+                }
                 self.add(prefix, rel, item, &src)?;
             }
         }
         Ok(prefixes)
+    }
+
+    /// What the package's tarball carries beyond its staged copy on disk (see
+    /// [`kpack_tar::Recorded`]): every symbolic link, and the recorded modes of its files.
+    pub(super) fn recorded(&self) -> kpack_tar::Recorded {
+        let members = self.items.iter().filter_map(|(key, item)| {
+            let member = match item {
+                Item::Symlink(target) => kpack_tar::RecordedMember::Symlink(target.clone()),
+                Item::File(_) => kpack_tar::RecordedMember::Mode(*self.modes.get(key)?),
+                _ => return None,
+            };
+            Some((format!("{}/{}", key.0, key.1), member))
+        });
+        members.collect()
     }
 
     pub(super) fn add(
@@ -124,7 +154,8 @@ impl Package {
     }
 
     /// Writes the package under `dir`, moving rather than copying the source files
-    /// `movable` selects; returns the number of files. `sizes`: the group archives written
+    /// `movable` selects, its symbolic links only when `links_on_disk` (a tarball takes them
+    /// from [`Package::recorded`]); returns the number of files. `sizes`: the group archives written
     /// so far by installed path, to which this package's are added; the indexes take their
     /// sizes from it (so packages with indexes are written last).
     pub(super) fn write(
@@ -133,6 +164,7 @@ impl Package {
         threads: usize,
         sizes: &mut BTreeMap<String, u64>,
         movable: &(dyn Fn(&Path) -> bool + Sync),
+        links_on_disk: bool,
     ) -> Result<usize, ArtifactError> {
         let dest = dir.join(&self.name);
         std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
@@ -157,7 +189,8 @@ impl Package {
             let to = dest.join(prefix).join(rel);
             match item {
                 Item::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
-                Item::Symlink(t) => crate::copy_symlink(t, &to)?,
+                Item::Symlink(t) if links_on_disk => crate::copy_symlink(t, &to)?,
+                Item::Symlink(_) => {}
                 Item::File(_) | Item::GroupArchive { .. } => files.push((rel, item, to)),
                 Item::Index(kpm) => indexes.push((rel, kpm, to)),
             }

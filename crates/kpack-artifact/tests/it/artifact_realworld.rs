@@ -218,7 +218,7 @@ fn arrange(p: &Package, root: &Path) -> PathBuf {
         link_or_copy(&src.join(f), &lib.join(f));
     }
     for (l, t) in p.links {
-        std::os::unix::fs::symlink(t, lib.join(l)).unwrap();
+        kpack_fs::symlink(Path::new(t), &lib.join(l)).unwrap();
     }
     for e in std::fs::read_dir(src.join(p.library)).unwrap() {
         let e = e.unwrap();

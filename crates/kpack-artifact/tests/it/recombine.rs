@@ -716,7 +716,7 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
     // A link made absolute: it would break once the tree is copied.
     let abs = kpack.join("lib_libdemo.so.1_gfx906.kpack");
     std::fs::remove_file(&abs).unwrap();
-    std::os::unix::fs::symlink(kpack.join("lib_libdemo.so.1_gfx9.kpack"), &abs).unwrap();
+    kpack_fs::symlink(&kpack.join("lib_libdemo.so.1_gfx9.kpack"), &abs).unwrap();
     // A link to the wrong group archive: it does not hold the target of its name.
     let wrong = copied.join("demo_lib_gfx90X/demo/stage/.kpack/lib_libdemo.so.1_gfx908.kpack");
     std::fs::remove_file(&wrong).unwrap();
@@ -725,7 +725,7 @@ fn group_archive_links_survive_copying_the_tree_and_verify_finds_broken_ones() {
         wrong.with_file_name("lib_libdemo.so.1_other.kpack"),
     )
     .unwrap();
-    std::os::unix::fs::symlink("lib_libdemo.so.1_other.kpack", &wrong).unwrap();
+    kpack_fs::symlink(Path::new("lib_libdemo.so.1_other.kpack"), &wrong).unwrap();
     let f = verify_against_shards(&copied).lines().join("\n");
     for want in [
         "demo_lib_gfx9/demo/stage/.kpack/bin_demo_gfx900.kpack: a dangling link to bin_demo_gfx9.kpack (no such file in demo_lib_gfx9)",

@@ -185,7 +185,7 @@ fn arrange(root: &Path) -> std::path::PathBuf {
     std::fs::copy(fixture("bin/libone.so"), lib.join("librocblas.so.5.2")).unwrap();
     std::fs::hard_link(lib.join("librocblas.so.5.2"), root.join("hardlink")).unwrap();
     std::fs::copy(fixture("bin/libtwo.so"), lib.join("libhipblaslt.so.1")).unwrap();
-    std::os::unix::fs::symlink("librocblas.so.5.2", lib.join("librocblas.so.5")).unwrap();
+    kpack_fs::symlink(Path::new("librocblas.so.5.2"), &lib.join("librocblas.so.5")).unwrap();
     a
 }
 

@@ -596,19 +596,93 @@ fn an_artifact_both_directory_and_tarball_is_refused_naming_both() {
     kpack_testkit::assert_no_debug_formatting(&text);
 }
 
-/// A copy of the artifact `demo_lib_gfx90X` in `dir`, its files given `modes` by path.
-fn demo_lib_copy(dir: &Path, modes: &[(&str, u32)]) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
+/// A copy of the artifact `demo_lib_gfx90X` in `dir`, as `cp -a` makes it.
+fn demo_lib_copy(dir: &Path) -> PathBuf {
     let copy = dir.join("demo_lib_gfx90X");
     let fixture = fixture("shards/shard-a/demo_lib_gfx90X");
     run_tool(
         "cp",
         &["-a", fixture.to_str().unwrap(), copy.to_str().unwrap()],
     );
-    for (rel, mode) in modes {
-        std::fs::set_permissions(copy.join(rel), std::fs::Permissions::from_mode(*mode)).unwrap();
-    }
     copy
+}
+
+/// Where `demo_lib_gfx90X`'s libraries lie.
+const DEMO_LIB: &str = "demo/stage/lib";
+
+/// What the artifact `demo_lib_gfx90X` holds beyond what a Windows disk keeps of it: its
+/// executables' mode and its symbolic link.
+fn demo_lib_recorded() -> kpack_tar::Recorded {
+    use kpack_tar::RecordedMember;
+    let executables = [
+        "demo/stage/bin/demo".to_owned(),
+        format!("{DEMO_LIB}/libdemo.so.1"),
+        format!("{DEMO_LIB}/libdemo_host.so"),
+    ];
+    let mut recorded: kpack_tar::Recorded = executables
+        .into_iter()
+        .map(|rel| (rel, RecordedMember::Mode(0o755)))
+        .collect();
+    recorded.insert(
+        format!("{DEMO_LIB}/libdemo.so"),
+        RecordedMember::Symlink("libdemo.so.1".into()),
+    );
+    recorded
+}
+
+/// The artifact `demo_lib_gfx90X` as the tarball `dir/demo_lib_gfx90X.tar.zst`, its files
+/// given `modes` by path: packed from the fixture with [`demo_lib_recorded`], so the same
+/// bytes on every system (a Windows disk keeps neither the executables' mode nor the link).
+fn demo_lib_tarball(dir: &Path, modes: &[(&str, u32)]) -> PathBuf {
+    let mut recorded = demo_lib_recorded();
+    for (rel, mode) in modes {
+        recorded.insert(rel.to_string(), kpack_tar::RecordedMember::Mode(*mode));
+    }
+    let out = dir.join("demo_lib_gfx90X.tar.zst");
+    let artifact = fixture("shards/shard-a/demo_lib_gfx90X");
+    kpack_tar::pack_dir_recorded(&artifact, &out, PackOptions::from_env(), &recorded).unwrap();
+    out
+}
+
+/// Modes no default would give `demo_lib_gfx90X`'s files: read-only (the one bit a Windows
+/// disk keeps), and an executable not readable by others.
+const ODD_MODES: [(&str, u32); 2] = [
+    ("demo/stage/share/demo/readme.txt", 0o444),
+    ("demo/stage/bin/demo", 0o750),
+];
+
+/// `generic`, the generic tarball of a split or recombine of [`demo_lib_tarball`] with
+/// [`ODD_MODES`], and `database`, a tarball holding its gfx906 database file: they carry the
+/// input's modes and link, whatever the staged copies on disk kept.
+fn assert_demo_lib_modes_and_link(generic: &Path, database: &Path) {
+    let generic = members(generic);
+    let find = |name: &str| {
+        generic
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .unwrap_or_else(|| panic!("{name} in {generic:?}"))
+            .clone()
+    };
+    let lib = DEMO_LIB;
+    assert_eq!(
+        find(&format!("{lib}/libdemo.so")),
+        (
+            format!("{lib}/libdemo.so"),
+            0o777,
+            Some("libdemo.so.1".to_owned())
+        )
+    );
+    assert_eq!(find("demo/stage/share/demo/readme.txt").1, 0o444);
+    // Fat binaries, rewritten, keep their input's modes.
+    assert_eq!(find("demo/stage/bin/demo").1, 0o750);
+    assert_eq!(find(&format!("{lib}/libdemo.so.1")).1, 0o755);
+    // Database files keep theirs in the per-architecture artifact.
+    let database = members(database);
+    let dat = "demo/stage/lib/rocblas/library/TensileLibrary_Type_S_gfx906.dat";
+    assert!(
+        database.iter().any(|(n, m, _)| n == dat && *m == 0o644),
+        "{database:?}"
+    );
 }
 
 /// Each member of the tarball `path`: (name, mode, link target).
@@ -629,9 +703,11 @@ fn members(path: &Path) -> Vec<(String, u32, Option<String>)> {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs cp; its witness is the fixture's own modes and link, which a Windows disk does not hold"
+)]
 fn recorded_modes_and_links_give_the_tarball_of_the_tree_whatever_its_disk_copy_lost() {
-    use kpack_tar::{Recorded, RecordedMember};
-    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let faithful = tmp.path().join("faithful.tar.zst");
     kpack_tar::pack_dir(
@@ -641,17 +717,15 @@ fn recorded_modes_and_links_give_the_tarball_of_the_tree_whatever_its_disk_copy_
     )
     .unwrap();
     // What a Windows disk keeps of the tree: every file 0644, no symbolic link.
-    let lib = "demo/stage/lib";
-    let executables = [
-        "demo/stage/bin/demo",
-        &format!("{lib}/libdemo.so.1"),
-        &format!("{lib}/libdemo_host.so"),
-    ];
-    let lossy = demo_lib_copy(tmp.path(), &[]);
-    for rel in executables {
-        std::fs::set_permissions(lossy.join(rel), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let recorded = demo_lib_recorded();
+    let lossy = demo_lib_copy(tmp.path());
+    for (rel, member) in &recorded {
+        match member {
+            kpack_tar::RecordedMember::Mode(_) => kpack_fs::set_mode(&lossy.join(rel), 0o644),
+            kpack_tar::RecordedMember::Symlink(_) => std::fs::remove_file(lossy.join(rel)),
+        }
+        .unwrap();
     }
-    std::fs::remove_file(lossy.join(lib).join("libdemo.so")).unwrap();
     let as_lost = tmp.path().join("lost.tar.zst");
     kpack_tar::pack_dir(&lossy, &as_lost, PackOptions::from_env()).unwrap();
     assert_ne!(
@@ -659,14 +733,6 @@ fn recorded_modes_and_links_give_the_tarball_of_the_tree_whatever_its_disk_copy_
         std::fs::read(&faithful).unwrap()
     );
 
-    let mut recorded: Recorded = executables
-        .iter()
-        .map(|rel| (rel.to_string(), RecordedMember::Mode(0o755)))
-        .collect();
-    recorded.insert(
-        format!("{lib}/libdemo.so"),
-        RecordedMember::Symlink("libdemo.so.1".into()),
-    );
     let packed = tmp.path().join("recorded.tar.zst");
     kpack_tar::pack_dir_recorded(&lossy, &packed, PackOptions::from_env(), &recorded).unwrap();
     assert_eq!(
@@ -678,17 +744,7 @@ fn recorded_modes_and_links_give_the_tarball_of_the_tree_whatever_its_disk_copy_
 #[test]
 fn a_tarball_split_writes_its_members_modes_and_links_into_the_output_tarballs() {
     let tmp = tempfile::tempdir().unwrap();
-    // Modes no default would give: read-only (the one bit a Windows disk keeps), and an
-    // executable not readable by others.
-    let artifact = demo_lib_copy(
-        tmp.path(),
-        &[
-            ("demo/stage/share/demo/readme.txt", 0o444),
-            ("demo/stage/bin/demo", 0o750),
-        ],
-    );
-    let input = tmp.path().join("demo_lib_gfx90X.tar.zst");
-    kpack_tar::pack_dir(&artifact, &input, PackOptions::from_env()).unwrap();
+    let input = demo_lib_tarball(tmp.path(), &ODD_MODES);
     let out = tmp.path().join("split");
     split(
         &input,
@@ -698,33 +754,44 @@ fn a_tarball_split_writes_its_members_modes_and_links_into_the_output_tarballs()
         &|_, _| {},
     )
     .unwrap();
-    let generic = members(&out.join("demo_lib_generic.tar.zst"));
-    let find = |name: &str| {
-        generic
-            .iter()
-            .find(|(n, _, _)| n == name)
-            .unwrap_or_else(|| panic!("{name} in {generic:?}"))
-            .clone()
-    };
-    let lib = "demo/stage/lib";
-    assert_eq!(
-        find(&format!("{lib}/libdemo.so")),
-        (
-            format!("{lib}/libdemo.so"),
-            0o777,
-            Some("libdemo.so.1".to_owned())
-        )
+    assert_demo_lib_modes_and_link(
+        &out.join("demo_lib_generic.tar.zst"),
+        &out.join("demo_lib_gfx906.tar.zst"),
     );
-    assert_eq!(find("demo/stage/share/demo/readme.txt").1, 0o444);
-    // Fat binaries, rewritten, keep their input's modes.
-    assert_eq!(find("demo/stage/bin/demo").1, 0o750);
-    assert_eq!(find(&format!("{lib}/libdemo.so.1")).1, 0o755);
-    // Database files keep theirs in the per-architecture artifact.
-    let gfx906 = members(&out.join("demo_lib_gfx906.tar.zst"));
-    let dat = "demo/stage/lib/rocblas/library/TensileLibrary_Type_S_gfx906.dat";
-    assert!(
-        gfx906.iter().any(|(n, m, _)| n == dat && *m == 0o644),
-        "{gfx906:?}"
+}
+
+/// A recombine of tarball shards takes its output tarballs' modes and links from the
+/// shards' member headers, not from their unpacked copies (a Windows disk keeps no execute
+/// bit and, under wine, makes no link): its generic and group tarballs carry what the split
+/// recorded, as the split's carry what its input recorded.
+#[test]
+fn a_tarball_recombine_writes_its_shards_modes_and_links_into_the_output_tarballs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = demo_lib_tarball(tmp.path(), &ODD_MODES);
+    let shards = tmp.path().join("shards");
+    let split_opts = opts(OutputFormat::TarZst);
+    split(
+        &input,
+        &shards.join("shard-a"),
+        "demo_lib",
+        &split_opts,
+        &|_, _| {},
+    )
+    .unwrap();
+    let config = PackagingConfig::parse(
+        r#"{"primary_shard": "shard-a",
+            "architecture_groups": {"gfx9": {"architectures": ["gfx900", "gfx906", "gfx908", "gfx90a"]}}}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("recombined");
+    let recombine_opts = RecombineOptions {
+        output: OutputFormat::TarZst,
+        ..RecombineOptions::default()
+    };
+    recombine(&shards, &config, &out, &recombine_opts).unwrap();
+    assert_demo_lib_modes_and_link(
+        &out.join("demo_lib_generic.tar.zst"),
+        &out.join("demo_lib_gfx9.tar.zst"),
     );
 }
 

@@ -233,6 +233,7 @@ fn readelf_relocation_counts(text: &str) -> BTreeMap<String, usize> {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "needs readelf")]
 fn sections_segments_and_relocation_counts_match_readelf() {
     for rel in ELF_FIXTURES {
         let data = read_fixture(rel);

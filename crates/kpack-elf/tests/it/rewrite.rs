@@ -236,6 +236,7 @@ fn elflint_new_problems(rel: &str, orig: &Path, path: &Path) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "needs eu-elflint, readelf, strip and patchelf")]
 fn witnesses_report_nothing_new_on_rewritten_fixtures() {
     let dir = tempfile::tempdir().unwrap();
     for (rel, strip) in fat_fixtures() {
@@ -520,6 +521,10 @@ fn executables_needing_huge_padding_are_refused() {
 /// verifies, and starts: the kernel maps it, ld.so accepts its program headers and the
 /// stand-in HIP runtime reads the marker through the wrapper.
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs gcc and Linux's ld.so (the stand-in HIP runtime)"
+)]
 fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
     let dir = tempfile::tempdir().unwrap();
     let (_, m) = marker();
@@ -574,8 +579,7 @@ fn transform_of_a_pie_executable_does_not_pad_the_file_by_its_device_code() {
         let marker = inspect(&out).unwrap().marker.unwrap();
         assert!(table.contains_vaddr(marker.vaddr), "{rel}");
 
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        kpack_fs::set_mode(&path, 0o755).unwrap();
         let regs = kpack_testkit::standin(None).load(&path, &[], &dir.path().join("run"));
         assert_eq!(regs.len(), 1, "{rel}");
         assert_eq!(regs[0].magic, "HIPK", "{rel}");
@@ -723,8 +727,7 @@ enum Linker {
 
 /// What `path` prints: the hex of the first 24 bytes its first wrapper leads to.
 fn run_printing_first_bytes(path: &Path) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    kpack_fs::set_mode(path, 0o755).unwrap();
     let (ok, text) = tool(
         "/lib64/ld-linux-x86-64.so.2",
         &["--list", &path.display().to_string()],
@@ -748,6 +751,10 @@ fn hex(bytes: &[u8]) -> String {
 /// readelf find nothing wrong, ld.so loads it and the wrapper leads to the marker. A restore
 /// puts the device code back byte for byte, growing the table into the spare entry.
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs cc, strip, objcopy, patchelf, readelf and Linux's ld.so"
+)]
 fn a_large_pie_executable_is_transformed_in_place_and_survives_strip_and_restore() {
     use kpack_elf::rewrite::MAX_PADDING;
     let dir = tempfile::tempdir().unwrap();
@@ -904,6 +911,10 @@ fn assert_these_edits_keep_the_marker(
 /// memory, the new segment fills the first whole page, and strip, objcopy and patchelf
 /// keep the marker and `.rodata` before it.
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs cc, strip, objcopy, patchelf, readelf and Linux's ld.so"
+)]
 fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
     let dir = tempfile::tempdir().unwrap();
     let (exe, _) = link_large_pie(dir.path(), 20, 4, Linker::Gnu { rodata_shift: 0 });
@@ -927,6 +938,10 @@ fn an_executable_whose_device_code_starts_inside_a_page_survives_strip() {
 /// lld's layout, made by GNU ld: the `PT_LOAD` holding `.rodata` and `.hip_fatbin` has
 /// `p_vaddr - p_offset` two pages above the first `PT_LOAD`'s.
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs cc, strip, objcopy, patchelf, readelf and Linux's ld.so"
+)]
 fn an_executable_whose_device_code_segment_is_shifted_from_the_first_is_transformed_in_place() {
     transform_shifted_pie(Linker::Gnu {
         rodata_shift: 0x2000,
@@ -936,6 +951,10 @@ fn an_executable_whose_device_code_segment_is_shifted_from_the_first_is_transfor
 /// lld's own layout (Debian's ROCm test executables): `.hip_fatbin`'s `PT_LOAD` follows the
 /// code's, each shifted by a partial page.
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs cc, lld, strip, objcopy, patchelf, readelf and Linux's ld.so"
+)]
 fn an_lld_linked_executable_is_transformed_in_place() {
     transform_shifted_pie(Linker::Lld);
 }
@@ -1130,6 +1149,7 @@ fn transform_with_many_sections(
 /// index in its `sh_link`; the transform and the restore keep that numbering, counting the
 /// marker's section.
 #[test]
+#[cfg_attr(windows, ignore = "needs cc and Linux's ld.so")]
 fn an_executable_with_extended_section_numbering_is_transformed_and_restored() {
     transform_with_many_sections(
         |dir| many_sections_source(dir, 66_000),
@@ -1144,6 +1164,7 @@ fn an_executable_with_extended_section_numbering_is_transformed_and_restored() {
 /// in section 0's `sh_size`; `.shstrtab`'s index still fits `e_shstrndx`), and the restore
 /// switches back.
 #[test]
+#[cfg_attr(windows, ignore = "needs cc and Linux's ld.so")]
 fn a_transform_crossing_the_section_limit_switches_to_extended_numbering() {
     transform_with_many_sections(
         |dir| {

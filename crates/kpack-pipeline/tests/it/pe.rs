@@ -49,6 +49,7 @@ fn preferred_range(bytes: &[u8]) -> std::ops::Range<u64> {
 }
 
 #[test]
+#[cfg_attr(windows, ignore = "needs Linux's wine")]
 fn pe_fixtures_transform_verify_load_under_wine_and_lead_to_their_code_objects() {
     let wine = wine();
     for f in PE_FIXTURES {

@@ -94,6 +94,10 @@ fn transform_load_and_fetch(input: &Path, machine: &'static Foreign) {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs aarch64-linux-gnu-gcc, powerpc64le-linux-gnu-gcc and qemu-user (the stand-in HIP runtime)"
+)]
 fn aarch64_and_ppc64le_libraries_load_under_qemu_and_their_markers_lead_to_the_code_objects() {
     for &(rel, machine) in PLATFORM_FIXTURES {
         transform_load_and_fetch(&fixture(rel), machine);
@@ -121,10 +125,10 @@ fn aarch64_and_ppc64le_code_objects_round_trip_uncompressed_and_zstd() {
             let mut checked = 0;
             for obj in &objects {
                 let target = obj.bundle_id.target().unwrap().to_string();
-                let path = root
-                    .path()
-                    .join(".kpack")
-                    .join(format!("{group}_{target}.kpack"));
+                let path = root.path().join(".kpack").join(format!(
+                    "{group}_{}.kpack",
+                    kpack_target::file_name_spelling(&target, cfg!(windows))
+                ));
                 let archive = kpack_archive::Archive::open(&path).unwrap();
                 for w in &obj.wrappers {
                     let got = archive

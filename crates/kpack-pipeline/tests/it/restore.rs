@@ -333,6 +333,10 @@ fn registered_code(
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs gcc and Linux's ld.so (the stand-in HIP runtime)"
+)]
 fn restore_of_transform_holds_the_original_device_code_and_host_bytes_and_loads() {
     for rel in LINKED_FAT {
         let original_path = fixture(rel);
@@ -386,10 +390,9 @@ fn restore_is_deterministic_keeps_the_mode_and_its_output_transforms_again() {
         run_restore(&kpacked, &options(out.clone(), true));
     }
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
-    use std::os::unix::fs::PermissionsExt;
     assert_eq!(
-        std::fs::metadata(&a).unwrap().permissions().mode() & 0o777,
-        std::fs::metadata(&kpacked).unwrap().permissions().mode() & 0o777
+        kpack_fs::mode(&std::fs::metadata(&a).unwrap()) & 0o777,
+        kpack_fs::mode(&std::fs::metadata(&kpacked).unwrap()) & 0o777
     );
     // The restored binary is an ordinary fat binary: it transforms again, and restores again
     // to the same device code.
@@ -528,6 +531,11 @@ fn a_fat_binary_is_not_restored() {
 fn resolve_says_where_each_code_object_is_and_why_one_is_missing() {
     let (root, kpacked) = transformed("bin/libtwo.so");
     let kpack_dir = std::fs::canonicalize(root.path().join(".kpack")).unwrap();
+    // libtwo's archive for `target`, its name spelled for this system (`@` for `:` on Windows).
+    let archive = |target: &str| {
+        let spelled = kpack_target::file_name_spelling(target, cfg!(windows));
+        kpack_dir.join(format!("libtwo_{spelled}.kpack"))
+    };
     let report = resolve_file(&kpacked, &[]).unwrap().unwrap();
     assert_eq!(report.patterns, [kpack_dir.join("libtwo_@GFXARCH@.kpack")]);
     assert_eq!(report.archives.len(), 6);
@@ -542,7 +550,7 @@ fn resolve_says_where_each_code_object_is_and_why_one_is_missing() {
             assert_eq!(
                 t.outcome,
                 Outcome::Found {
-                    archive: kpack_dir.join(format!("libtwo_{}.kpack", t.target)),
+                    archive: archive(&t.target),
                     arch: t.target.clone()
                 }
             );
@@ -564,7 +572,7 @@ fn resolve_says_where_each_code_object_is_and_why_one_is_missing() {
     assert_eq!(
         t.outcome,
         Outcome::Found {
-            archive: kpack_dir.join("libtwo_gfx90a:xnack-.kpack"),
+            archive: archive("gfx90a:xnack-"),
             arch: "gfx90a:xnack-".to_owned()
         }
     );
@@ -674,6 +682,10 @@ fn round_trip(original: &Path, compress: bool) -> (tempfile::TempDir, PathBuf) {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs aarch64-linux-gnu-gcc, powerpc64le-linux-gnu-gcc and qemu-user (the stand-in HIP runtime)"
+)]
 fn aarch64_and_ppc64le_libraries_restore_and_load_under_qemu() {
     for (rel, machine) in PLATFORM_FIXTURES {
         let original_path = fixture(rel);
@@ -822,6 +834,10 @@ fn a_marker_without_the_host_entry_id_restores_with_todays_spelling() {
 /// whose every code object the runtime finds; `librelr.so`, whose pointer the loader puts on
 /// the ELF header, is repaired (and said to be).
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "the reference-made fixtures name their archives with `:`, which a Windows file name cannot hold"
+)]
 fn every_reference_made_library_restores_the_relr_one_repaired() {
     use kpack_testkit::refmade::{REFMADE_LIBRARIES, REFMADE_MISDIRECTED, refmade_library};
     for (name, made_from) in REFMADE_LIBRARIES {

@@ -44,6 +44,7 @@ const UNCOMPRESSED: &[&str] = &[
 ];
 
 #[test]
+#[cfg_attr(windows, ignore = "needs objcopy and clang-offload-bundler-15")]
 fn uncompressed_fixtures_unbundle_byte_identical_to_clang_offload_bundler_15() {
     for rel in UNCOMPRESSED {
         let path = fixture(rel);

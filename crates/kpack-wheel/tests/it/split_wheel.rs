@@ -515,7 +515,11 @@ fn an_unpacked_wheel_directory_splits_to_the_same_bytes_and_its_symlinks_are_ref
             a.path.display()
         );
     }
-    std::os::unix::fs::symlink("version.py", unpacked.join("kpack_demo/alias.py")).unwrap();
+    kpack_fs::symlink(
+        Path::new("version.py"),
+        &unpacked.join("kpack_demo/alias.py"),
+    )
+    .unwrap();
     let out = dir.path().join("c");
     let err = split_wheel(&unpacked, &SplitOptions::new(&out))
         .unwrap_err()
