@@ -108,7 +108,7 @@ pub(crate) fn pack_staged(
         let dir = stage.join(name);
         let out = stage.join(format!("{name}.tar.zst"));
         kpack_tar::pack_dir_recorded(&dir, &out, opts, recorded.get(name).unwrap_or(&none))?;
-        std::fs::remove_dir_all(&dir).map_err(ArtifactError::io(&dir))
+        kpack_fs::remove_tree(&dir).map_err(ArtifactError::io(&dir))
     })?;
     Ok(())
 }

@@ -45,7 +45,7 @@ pub(crate) fn roll_forward(staging: &Path) -> std::io::Result<()> {
         }
     }
     for dir in staging_dirs {
-        match std::fs::remove_dir_all(&dir) {
+        match crate::sys::remove_tree(&dir) {
             Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
             _ => {}
         }

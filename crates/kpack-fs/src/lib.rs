@@ -53,7 +53,7 @@ pub use fault::{FAULT_ENV, fault_point};
 pub use names::{NameError, NameProblem, NameRules, OutputNames};
 pub use stage::{Replace, Stage, StageError};
 pub use sweep::{STALE_AFTER, TEMP_PREFIX, sweep, temp_owner};
-pub use sys::{mode, read_exact_at, set_mode, symlink};
+pub use sys::{mode, read_exact_at, remove_tree, set_mode, symlink};
 pub use walk::{WalkEntry, WalkError, slash_path, subdirs, walk};
 
 use std::path::Path;

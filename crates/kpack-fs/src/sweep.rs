@@ -80,7 +80,7 @@ pub fn sweep(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         }
         let gone = if meta.is_dir() {
             crate::journal::roll_forward(&path).and_then(|()| {
-                match std::fs::remove_dir_all(&path) {
+                match crate::sys::remove_tree(&path) {
                     Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
                     other => other,
                 }

@@ -501,3 +501,18 @@ fn a_name_that_is_not_unicode_has_no_member_name_is_shown_lossily_and_is_walked(
         assert_eq!(entries[1].rel, rel);
     }
 }
+
+#[test]
+fn a_tree_holding_read_only_files_is_removed_whole() {
+    // Windows (and wine) refuse to delete a read-only file, which a member whose mode lacks
+    // the write bit becomes; a tarball split removes such staged trees once packed.
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    for file in ["a", "sub/b"] {
+        std::fs::write(tree.join(file), b"x").unwrap();
+        kpack_fs::set_mode(&tree.join(file), 0o444).unwrap();
+    }
+    kpack_fs::remove_tree(&tree).unwrap();
+    assert!(!tree.exists());
+}

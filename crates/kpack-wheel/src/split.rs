@@ -247,7 +247,7 @@ pub fn split_wheel_with_progress(
             wheel,
         })
         .collect();
-    std::fs::remove_dir_all(&work.dir).map_err(io(&work.dir))?;
+    kpack_fs::remove_tree(&work.dir).map_err(io(&work.dir))?;
     stage
         .publish()
         .map_err(kpack_artifact::ArtifactError::from)?;

@@ -805,7 +805,7 @@ fn a_tarball_recombine_writes_its_shards_modes_and_links_into_the_output_tarball
 fn a_tarball_with_its_manifest_last_splits_to_the_directory_split_s_bytes_at_one_two_and_eight_threads()
  {
     let tmp = tempfile::tempdir().unwrap();
-    let artifact = demo_lib_copy(tmp.path(), &[]);
+    let artifact = demo_lib_copy(tmp.path());
     std::fs::remove_file(artifact.join("demo/stage/bin/demo")).unwrap();
     let input = tmp.path().join("demo_lib_gfx90X.tar.zst");
     run_tool(

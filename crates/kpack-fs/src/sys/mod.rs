@@ -1,7 +1,7 @@
 //! What kpack-fs asks of the operating system that `std` does not say the same way on Unix
 //! and Windows: whether a process is alive (the sweep), killing this process (the crash-test
-//! hook), symbolic links, a positioned read, permission bits, and a path's bytes in a
-//! publish journal. One
+//! hook), symbolic links, a positioned read, permission bits, removing a tree that holds
+//! read-only files, and a path's bytes in a publish journal. One
 //! module per system, with the same functions.
 
 #[cfg(unix)]
@@ -43,4 +43,12 @@ pub fn mode(meta: &std::fs::Metadata) -> u32 {
 /// `mode` lacks the owner's write bit (`0o200`), which is all of `mode` Windows can keep.
 pub fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     apply_mode(path, mode)
+}
+
+/// Removes the directory `path` and everything below it, as [`std::fs::remove_dir_all`], read-only
+/// files included: Windows refuses to delete a file with the read-only attribute (which
+/// [`set_mode`] gives a member whose mode lacks the write bit), where Unix asks only for the
+/// directory's write permission.
+pub fn remove_tree(path: &Path) -> std::io::Result<()> {
+    remove_dir_tree(path)
 }

@@ -59,3 +59,7 @@ pub(crate) fn decode_paths(bytes: &[u8]) -> Vec<PathBuf> {
         .map(|p| PathBuf::from(OsStr::from_bytes(p)))
         .collect()
 }
+
+pub(crate) fn remove_dir_tree(path: &Path) -> std::io::Result<()> {
+    std::fs::remove_dir_all(path)
+}

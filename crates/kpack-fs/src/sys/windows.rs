@@ -129,3 +129,37 @@ pub(crate) fn decode_paths(bytes: &[u8]) -> Vec<PathBuf> {
         .map(|p| PathBuf::from(OsString::from_wide(p)))
         .collect()
 }
+
+/// `remove_dir_all`, and when it is refused, again once every file below `path` is writable:
+/// Windows 10's `remove_dir_all` ignores the read-only attribute, wine's and older systems'
+/// do not.
+pub(crate) fn remove_dir_tree(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            make_writable_below(path)?;
+            std::fs::remove_dir_all(path)
+        }
+        other => other,
+    }
+}
+
+/// Clears the read-only attribute of every file below `dir` (links are not followed).
+fn make_writable_below(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            make_writable_below(&entry.path())?;
+        } else if !kind.is_symlink() {
+            let mut permissions = entry.metadata()?.permissions();
+            if permissions.readonly() {
+                // Windows: clears FILE_ATTRIBUTE_READONLY only (the lint's concern, a
+                // world-writable Unix file, does not arise).
+                #[allow(clippy::permissions_set_readonly_false)]
+                permissions.set_readonly(false);
+                std::fs::set_permissions(entry.path(), permissions)?;
+            }
+        }
+    }
+    Ok(())
+}
