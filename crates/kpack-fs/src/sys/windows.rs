@@ -131,8 +131,8 @@ pub(crate) fn decode_paths(bytes: &[u8]) -> Vec<PathBuf> {
 }
 
 /// `remove_dir_all`, and when it is refused, again once every file below `path` is writable:
-/// Windows 10's `remove_dir_all` ignores the read-only attribute, wine's and older systems'
-/// do not.
+/// where Windows cannot delete with POSIX semantics (wine among them), a read-only file
+/// refuses deletion.
 pub(crate) fn remove_dir_tree(path: &Path) -> std::io::Result<()> {
     match std::fs::remove_dir_all(path) {
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
