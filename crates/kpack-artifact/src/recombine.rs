@@ -52,7 +52,7 @@ use std::path::{Path, PathBuf};
 use kpack_archive::Compression;
 
 use crate::tarball::{self, OutputFormat};
-use crate::{ArtifactError, ArtifactKind, ArtifactRecord, TreeEntry};
+use crate::{ArtifactError, ArtifactKind, ArtifactRecord};
 use kpack_package::handlers::{family_covers, parse_family, parse_target};
 use kpack_package::index::{self, IndexedArchive};
 
@@ -60,10 +60,12 @@ mod config;
 mod generic;
 mod package;
 mod reach;
+mod shards;
 
 pub use config::{ArchGroup, ConfigError, PackagingConfig, Validation};
 pub use generic::compare_generic;
 use package::{Item, Meta, Package};
+use shards::{ShardRecords, Staged, prefix_tree, unpack_tarball_shards};
 
 /// Options of [`recombine`].
 #[derive(Debug, Clone, Default)]
@@ -234,82 +236,6 @@ fn collect_components(
         }
     }
     Ok(components)
-}
-
-/// What the headers of a tarball shard's members say that its unpacked copy does not hold
-/// (its symbolic links) or may not (its files' modes, on a Windows disk), by the directory
-/// each artifact tarball was unpacked into. A directory shard has none: its disk says.
-#[derive(Default)]
-struct ShardRecords(BTreeMap<PathBuf, kpack_tar::Recorded>);
-
-impl ShardRecords {
-    /// The members recorded for the artifact directory `artifact` (none for a directory shard).
-    fn of(&self, artifact: &Path) -> &kpack_tar::Recorded {
-        static NONE: kpack_tar::Recorded = kpack_tar::Recorded::new();
-        self.0.get(artifact).unwrap_or(&NONE)
-    }
-}
-
-/// The entries of the prefix tree `prefix` of the artifact `artifact` (none when it is not a
-/// directory), by path below the prefix: what its disk holds, with the symbolic links
-/// `recorded` (keyed by path below the artifact) in place of whatever the disk holds there.
-fn prefix_tree(
-    artifact: &Path,
-    prefix: &str,
-    recorded: &kpack_tar::Recorded,
-) -> Result<BTreeMap<String, TreeEntry>, ArtifactError> {
-    let root = artifact.join(prefix);
-    let mut tree: BTreeMap<String, TreeEntry> = if root.is_dir() {
-        crate::walk_tree(&root)?.into_iter().collect()
-    } else {
-        BTreeMap::new()
-    };
-    let below = format!("{prefix}/");
-    for (name, member) in recorded {
-        if let (Some(rel), kpack_tar::RecordedMember::Symlink(target)) =
-            (name.strip_prefix(&below), member)
-        {
-            tree.insert(rel.to_owned(), TreeEntry::Symlink(target.clone()));
-        }
-    }
-    Ok(tree)
-}
-
-/// The artifacts read from here on (by name, so those of tarball shards can be chosen
-/// before any is read), unpacked when they are tarballs (their members' links and modes
-/// noted in `records`); the output's stage they are unpacked into, if any is.
-fn unpack_tarball_shards(
-    components: &mut BTreeMap<String, Collected>,
-    config: &PackagingConfig,
-    out: &Path,
-    unpacked_from: &mut Vec<(String, String)>,
-    records: &mut ShardRecords,
-) -> Result<Option<Staged>, ArtifactError> {
-    let v = config.validation;
-    let mut staged = None;
-    for c in components.values_mut() {
-        // The arch artifacts some group takes (from the first shard providing each).
-        let grouped: BTreeSet<String> = (config.architecture_groups.iter())
-            .flat_map(|g| &g.architectures)
-            .flat_map(|a| provider_suffixes(c, a))
-            .collect();
-        let generic = c.generic.iter_mut().filter(|(shard, _)| {
-            v.verify_generic_artifacts_match || **shard == config.primary_shard
-        });
-        let arch = (c.arch.iter_mut())
-            .filter(|(suffix, _)| grouped.contains(*suffix))
-            .filter_map(|(_, from)| from.first_mut())
-            .map(|(shard, path)| (&*shard, path));
-        for (shard, path) in generic.chain(arch) {
-            if tarball::is_tarball(path) {
-                let (dir, recorded) =
-                    unpack_shard_member(path, shard, out, &mut staged, unpacked_from)?;
-                records.0.insert(dir.clone(), recorded);
-                *path = dir;
-            }
-        }
-    }
-    Ok(staged)
 }
 
 /// The checks of `config.validation`, before anything is written.
@@ -540,70 +466,6 @@ fn last_uses<'p>(order: &[&'p Package], unpacked: &Path) -> BTreeMap<&'p Path, (
         }
     }
     last_use
-}
-
-/// The output's stage, made before the packages are planned when tarball shards are unpacked
-/// into it.
-struct Staged {
-    stage: kpack_fs::Stage,
-    root: PathBuf,
-    /// Where the tarball shards' artifacts are unpacked: beside the staged packages (on their
-    /// file system, so that their files move in by rename), swept with them after a kill.
-    unpacked: tempfile::TempDir,
-}
-
-/// Unpacks the artifact tarball `path` of `shard` into the output's stage (made on first use)
-/// and returns the artifact directory, noted in `unpacked_from`, with its members' modes and
-/// symbolic links as their headers say (the links are not made on disk: the packages take
-/// them from there). Read as one stream, into the place its files are moved
-/// from into the packages: no temporary copy outside the output, no space beyond the outputs
-/// but that of the members no package takes (manifests, records).
-fn unpack_shard_member(
-    path: &Path,
-    shard: &str,
-    out: &Path,
-    staged: &mut Option<Staged>,
-    unpacked_from: &mut Vec<(String, String)>,
-) -> Result<(PathBuf, kpack_tar::Recorded), ArtifactError> {
-    let staged = match staged {
-        Some(s) => s,
-        None => {
-            let (stage, root) = crate::stage_output(out)?;
-            let beside = kpack_fs::parent_dir(&root);
-            let unpacked = kpack_fs::temp_dir_in(beside).map_err(ArtifactError::io(beside))?;
-            staged.insert(Staged {
-                stage,
-                root,
-                unpacked,
-            })
-        }
-    };
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(kpack_tar::stem)
-        .ok_or_else(|| ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz"))?;
-    let to = staged.unpacked.path().join(shard).join(name);
-    let shown = |p: &Path| p.to_string_lossy().into_owned();
-    unpacked_from.push((shown(&to), shown(path)));
-    std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?;
-    let mut recorded = kpack_tar::Recorded::new();
-    kpack_tar::open::<kpack_tar::TarError>(path, |member, content| {
-        use kpack_tar::{MemberKind, RecordedMember};
-        let name = member.path.clone();
-        match &member.kind {
-            MemberKind::Symlink(target) => {
-                recorded.insert(name, RecordedMember::Symlink(target.into()));
-                return Ok(());
-            }
-            MemberKind::File { mode, .. } => {
-                recorded.insert(name, RecordedMember::Mode(*mode));
-            }
-            MemberKind::Dir => {}
-        }
-        kpack_tar::write_member(member, content, &to)
-    })?;
-    Ok((to, recorded))
 }
 
 /// Plans the packages of one component: its generic package (with the indexes) and one
