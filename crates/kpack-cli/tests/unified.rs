@@ -331,11 +331,7 @@ fn unified_archive_of_jax_linalg_is_no_larger_than_its_ccob_fatbin() {
 fn recompress_of_librocsparse_to_unified_reads_back_whole_in_under_0_7_of_its_v1_archive() {
     // bookworm's librocsparse.so.0.1 whole (777 code objects, 7 targets, 1.3 GB): its v1
     // zstd-3 archive converted by `recompress` to `unified` reads back entry for entry, and is
-    // under 0.7x the v1 archive (measured 134,373,157 bytes against 200,660,958). At level 3:
-    // the level-19 coding of the same frames is librocblas's `pack` below, and the level-19
-    // size of this library (7 targets within 100 MB, 92.4 MB measured whole) is the
-    // compression bench's projection from a sample, which took the real-world tier 7 minutes
-    // of a core to show whole.
+    // under 0.7x the v1 archive (measured 134,373,157 bytes against 200,660,958).
     let (v2, v1) = real_world_identity(&kpack_testkit::librocsparse(), "3", Unified::RecompressV1);
     assert!(
         v2 * 10 < v1 * 7,
@@ -345,19 +341,23 @@ fn recompress_of_librocsparse_to_unified_reads_back_whole_in_under_0_7_of_its_v1
 
 #[test]
 #[ignore = "real-world"]
-fn unified_archive_of_librocblas_is_no_larger_than_its_ccob_fatbin() {
-    // Debian's librocblas.so.5.2 whole (65 CCOB bundles, 14 targets, 1 GB of code objects) at
-    // the default level 19: every code object reads back, and the archive is no larger than
-    // the compiler's CCOB `.hip_fatbin` (188,857,258 bytes; v2 measured 176,591,894, 0.94x).
+fn pack_of_librocblas_to_unified_reads_back_whole_and_is_smaller_than_its_v1_archive() {
+    // Debian's librocblas.so.5.2 whole (65 CCOB bundles, 14 targets, 1 GB of code objects):
+    // every code object reads back from one `unified` archive of every target, smaller than
+    // the v1 zstd-3 archives of the same level.
     let rocblas = kpack_testkit::corpus()
         .join("x/librocblas5_7.2.4-1~exp1/usr/lib/x86_64-linux-gnu/librocblas.so.5.2");
-    let (v2, v1) = real_world_identity(&rocblas, "19", Unified::Pack);
-    let ccob = fatbin_size(&rocblas);
-    assert!(
-        v2 <= ccob,
-        "librocblas: v2 {v2} bytes, CCOB {ccob}, v1 zstd-3 {v1}"
-    );
+    let (v2, v1) = real_world_identity(&rocblas, "3", Unified::Pack);
+    assert!(v2 < v1, "librocblas: v2 {v2} bytes, v1 zstd-3 {v1}");
 }
+
+// Both whole libraries are coded at level 3: at the default level 19 they took the
+// real-world tier 13 minutes of a core (7 for librocsparse, 6 for librocblas), which CI's
+// 45 minutes cannot hold beside the Windows stage. What level 19 gives them is the
+// compression bench's, from a sample of each library (librocblas within its CCOB
+// `.hip_fatbin`, 0.89x projected and 0.94x measured whole; librocsparse's 7 targets within
+// 100 MB, 91.5 MB projected and 92.4 MB measured whole); its peak memory at level 19 is the
+// memory bench's, on a synthetic library shaped as a real one, at 1, 2 and 8 threads.
 
 /// A CCOB decoding to more than the 512 MB memory standard (692 MB of real code objects
 /// repeated, [`kpack_testkit::large_ccob`]): `pack --compression unified` reads it one entry
