@@ -25,7 +25,7 @@ fi
 if [ "${1:-}" = --slice ]; then
   KPACK_DISTRO="$DIST/slice" "$ROOT/scripts/fetch-distribution.sh" --slice
   exec python3 "$ROOT/scripts/bench-distribution.py" --kpack "$KPACK" --dist "$DIST/slice" \
-    --label "CI slice"
+    --label "CI slice" --slice
 fi
 KPACK_DISTRO="$DIST" "$ROOT/scripts/fetch-distribution.sh"
 exec python3 "$ROOT/scripts/bench-distribution.py" --kpack "$KPACK" --dist "$DIST" \

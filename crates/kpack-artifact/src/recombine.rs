@@ -179,7 +179,15 @@ fn recombine_unpacking(
 ) -> Result<RecombineSummary, ArtifactError> {
     let mut components = collect_components(shards, config, opts)?;
     let mut records = ShardRecords::default();
-    let staged = unpack_tarball_shards(&mut components, config, out, unpacked_from, &mut records)?;
+    let threads = kpack_concurrency::threads::count(opts.threads);
+    let staged = unpack_tarball_shards(
+        &mut components,
+        config,
+        out,
+        threads,
+        unpacked_from,
+        &mut records,
+    )?;
     validate(&components, config, &records)?;
     let (mut summary, packages) = plan_packages(&components, config, opts, &records)?;
     write_packages(&packages, staged, out, opts, &mut summary)?;

@@ -165,6 +165,24 @@ impl Reservation<'_> {
         let _restore = Uncover(COVER.replace(Some((self.gate.working, self.working_bytes))));
         f()
     }
+
+    /// Gives back what this reservation holds beyond `bytes` (nothing if it holds no more):
+    /// what an item still holds once its work is done, its decoded bundle dropped and only
+    /// its output kept until it is consumed. What it covered is given back last.
+    pub fn shrink_to(&mut self, bytes: u64) {
+        let Some(freed) = self.bytes.checked_sub(bytes).filter(|&f| f > 0) else {
+            return;
+        };
+        let working = self.gate.working;
+        let mut in_use = working.lock();
+        let working_freed = freed.min(self.working_bytes);
+        *in_use -= working_freed;
+        self.working_bytes -= working_freed;
+        self.gate.in_use.fetch_sub(freed, Ordering::Relaxed);
+        self.bytes = bytes;
+        drop(in_use);
+        working.released.notify_all();
+    }
 }
 
 impl Drop for Reservation<'_> {

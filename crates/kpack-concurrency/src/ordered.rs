@@ -12,6 +12,12 @@
 //! same bytes (the bundle an item's cost stands for, decoded within the decoding gate): they
 //! count once in the process's working memory ([`Reservation::covering`]).
 //!
+//! An item's work returns its result with the bytes that result holds until it is consumed
+//! (a bundle's coded output, once its decoded bytes are dropped): the item's reservation
+//! shrinks to them, so finished items waiting for their turn hold only what they keep, and
+//! the items after them are admitted in their place (a large bundle at the head of the line
+//! no longer keeps the budget full of finished ones).
+//!
 //! Items of one map are admitted in index order, one waiting on the gate at a time: the next
 //! item to consume is then always admitted or next in line, and an admitted item never waits
 //! on the gate, so every reservation is released in finite time and maps cannot deadlock one
@@ -41,15 +47,17 @@ struct State<'g, R, E> {
 
 /// Runs `work(&mut local, i)` for `i` in `0..n` on `threads` workers (each with its own
 /// `local = init()`), and `sink(i, result)` on the calling thread in index order, the cost of
-/// the items admitted and not yet consumed reserved from `gate`. Stops at the first error (of
-/// `work` or `sink`) and returns it; a panic in `work` is resumed here.
+/// the items admitted and not yet consumed reserved from `gate`. `work` returns its result
+/// and the bytes that result holds until consumed, to which the item's reservation shrinks
+/// (never grows). Stops at the first error (of `work` or `sink`) and returns it; a panic in
+/// `work` is resumed here.
 pub fn for_each_ordered<L, R: Send, E: Send>(
     n: usize,
     threads: usize,
     gate: &MemoryGate,
     cost: impl Fn(usize) -> u64 + Sync,
     init: impl Fn() -> L + Sync,
-    work: impl Fn(&mut L, usize) -> Result<R, E> + Sync,
+    work: impl Fn(&mut L, usize) -> Result<(R, u64), E> + Sync,
     mut sink: impl FnMut(usize, R) -> Result<(), E>,
 ) -> Result<(), E> {
     let state = Mutex::new(State {
@@ -69,7 +77,7 @@ pub fn for_each_ordered<L, R: Send, E: Send>(
             s.spawn(|| {
                 let mut local = init();
                 loop {
-                    let (i, reservation) = {
+                    let (i, mut reservation) = {
                         let mut next = next.lock().unwrap_or_else(|e| e.into_inner());
                         if lock().stop || *next >= n {
                             return;
@@ -80,7 +88,13 @@ pub fn for_each_ordered<L, R: Send, E: Send>(
                     };
                     let outcome = catch_unwind(AssertUnwindSafe(|| {
                         reservation.covering(|| work(&mut local, i))
-                    }));
+                    }))
+                    .map(|r| {
+                        r.map(|(r, held)| {
+                            reservation.shrink_to(held);
+                            r
+                        })
+                    });
                     let mut st = lock();
                     if st.stop {
                         return;
@@ -146,7 +160,7 @@ mod tests {
                     || 0usize,
                     |calls, i| {
                         *calls += 1;
-                        Ok(i * 2)
+                        Ok((i * 2, 0))
                     },
                     |i, r| {
                         assert_eq!(r, i * 2);
@@ -169,7 +183,13 @@ mod tests {
             &gate,
             |_| 1,
             || (),
-            |_, i| if i == 40 || i == 60 { Err(i) } else { Ok(i) },
+            |_, i| {
+                if i == 40 || i == 60 {
+                    Err(i)
+                } else {
+                    Ok((i, 0))
+                }
+            },
             |_, _| Ok(()),
         );
         assert_eq!(r, Err(40));
@@ -180,7 +200,7 @@ mod tests {
             &gate,
             |_| 1,
             || (),
-            |_, i| Ok::<_, usize>(i),
+            |_, i| Ok::<_, usize>((i, 0)),
             |i, _| if i == 7 { Err(7) } else { Ok(()) },
         );
         assert_eq!(r, Err(7));
@@ -204,7 +224,7 @@ mod tests {
             &ITEMS,
             |_| 40,
             || (),
-            |_, _| Ok(held()),
+            |_, _| Ok((held(), 40)),
             |_, in_work| {
                 assert_eq!((in_work, held()), ((40, 40), (40, 40)));
                 Ok(())
@@ -212,6 +232,43 @@ mod tests {
         )
         .unwrap();
         assert_eq!(WORK.in_use(), 0);
+    }
+
+    /// The head item waits for the fourth item's work: that work can only be admitted if
+    /// the finished items before it gave back their decoded bytes (60 each, keeping 5), the
+    /// three costs being more than the budget together.
+    #[test]
+    fn finished_items_waiting_their_turn_hold_only_what_their_results_keep() {
+        static GATE: MemoryGate = MemoryGate::new(100);
+        let fourth_done = (Mutex::new(false), Condvar::new());
+        let r = for_each_ordered(
+            4,
+            2,
+            &GATE,
+            |i| if i == 0 { 10 } else { 60 },
+            || (),
+            |_, i| {
+                let (done, changed) = &fourth_done;
+                let mut done = done.lock().unwrap();
+                if i == 3 {
+                    *done = true;
+                    changed.notify_all();
+                } else if i == 0 {
+                    let timeout = std::time::Duration::from_secs(20);
+                    done = changed
+                        .wait_timeout_while(done, timeout, |d| !*d)
+                        .unwrap()
+                        .0;
+                    if !*done {
+                        return Err("the fourth item was never admitted");
+                    }
+                }
+                Ok((i, 5))
+            },
+            |_, _| Ok(()),
+        );
+        assert_eq!(r, Ok(()));
+        assert_eq!(GATE.in_use(), 0);
     }
 
     #[test]
@@ -237,7 +294,7 @@ mod tests {
                         || (),
                         |_, i| {
                             PEAK.fetch_max(GATE.in_use(), Ordering::Relaxed);
-                            Ok(i)
+                            Ok((i, 0))
                         },
                         |i, r| {
                             assert_eq!((i, r), (seen, seen));

@@ -276,7 +276,8 @@ pub fn walk_mapped_parallel<V: Visitor + Send>(
             let mut v = visitor();
             walk_bundle(bytes, &slots[i], 0, None, Some(map), &mut v)?;
             map.release(&bytes[slots[i].range.clone()]);
-            Ok(v)
+            // A visitor keeps what it found (digests, counts), not the bundle it walked.
+            Ok((v, 0))
         },
         |_, v| {
             visited(v);

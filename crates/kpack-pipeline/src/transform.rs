@@ -580,9 +580,12 @@ impl<'a> Plan<'a> {
                 || KernelCompressor::new(compression),
                 |compressor, i| {
                     if self.slots[i].streams(self.input) {
-                        return Ok(None);
+                        // Decoded in the sink, under this item's whole reservation.
+                        return Ok((None, self.slots[i].decode_cost(self.input)));
                     }
-                    self.prepare_bundle(i, compressor).map(Some)
+                    let prepared = self.prepare_bundle(i, compressor)?;
+                    let held = prepared.iter().map(|(_, _, k)| k.stored_len() as u64).sum();
+                    Ok((Some(prepared), held))
                 },
                 |i, prepared| {
                     let Some(prepared) = prepared else {

@@ -98,6 +98,20 @@ struct PrunedBundle {
     dropped: BTreeSet<TargetId>,
 }
 
+impl PrunedBundle {
+    /// The memory it holds until it is gathered: its headers, and the input pages of what it
+    /// keeps as it was (released once gathered); a recompressed stream waits in its file.
+    fn held(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Input(_) | Part::Bytes(_) => p.len(),
+                Part::Zeros(_) | Part::Compressed { .. } => 0,
+            })
+            .sum()
+    }
+}
+
 /// Prunes one bundle inside [`source::walk_bundle`], which decodes it (within the process's
 /// decode budget; a large CCOB as a stream) and checks every code object against its entry's
 /// target. The new bundle is planned from the input's entry table
@@ -488,7 +502,9 @@ fn pack_pruned_bundles(
                 out: None,
             };
             source::walk_bundle(input, &slots[i], 0, None, None, &mut visitor)?;
-            visitor.finish(i)
+            let bundle = visitor.finish(i)?;
+            let held = bundle.held();
+            Ok((bundle, held))
         },
         |i, bundle| {
             let at = packed.len.next_multiple_of(align);

@@ -49,17 +49,19 @@ pub(super) fn prefix_tree(
 }
 
 /// The artifacts read from here on (by name, so those of tarball shards can be chosen
-/// before any is read), unpacked when they are tarballs (their members' links and modes
-/// noted in `records`); the output's stage they are unpacked into, if any is.
+/// before any is read), unpacked when they are tarballs, one per worker of `threads` (their
+/// members' links and modes noted in `records`); the output's stage they are unpacked into,
+/// if any is.
 pub(super) fn unpack_tarball_shards(
     components: &mut BTreeMap<String, Collected>,
     config: &PackagingConfig,
     out: &Path,
+    threads: usize,
     unpacked_from: &mut Vec<(String, String)>,
     records: &mut ShardRecords,
 ) -> Result<Option<Staged>, ArtifactError> {
     let v = config.validation;
-    let mut staged = None;
+    let mut tarballs: Vec<(&str, &mut PathBuf)> = Vec::new();
     for c in components.values_mut() {
         // The arch artifacts some group takes (from the first shard providing each).
         let grouped: BTreeSet<String> = (config.architecture_groups.iter())
@@ -73,16 +75,33 @@ pub(super) fn unpack_tarball_shards(
             .filter(|(suffix, _)| grouped.contains(*suffix))
             .filter_map(|(_, from)| from.first_mut())
             .map(|(shard, path)| (&*shard, path));
-        for (shard, path) in generic.chain(arch) {
-            if tarball::is_tarball(path) {
-                let (dir, recorded) =
-                    unpack_shard_member(path, shard, out, &mut staged, unpacked_from)?;
-                records.0.insert(dir.clone(), recorded);
-                *path = dir;
-            }
-        }
+        tarballs.extend(
+            generic
+                .chain(arch)
+                .filter(|(_, path)| tarball::is_tarball(path))
+                .map(|(shard, path)| (shard.as_str(), path)),
+        );
     }
-    Ok(staged)
+    if tarballs.is_empty() {
+        return Ok(None);
+    }
+    let (stage, root) = crate::stage_output(out)?;
+    let beside = kpack_fs::parent_dir(&root);
+    let unpacked = kpack_fs::temp_dir_in(beside).map_err(ArtifactError::io(beside))?;
+    let unpacked_dirs = kpack_concurrency::threads::map(&tarballs, threads, |_, (shard, path)| {
+        unpack_shard_member(path, shard, unpacked.path())
+    })?;
+    for ((_, path), (dir, recorded)) in tarballs.into_iter().zip(unpacked_dirs) {
+        let shown = |p: &Path| p.to_string_lossy().into_owned();
+        unpacked_from.push((shown(&dir), shown(path)));
+        records.0.insert(dir.clone(), recorded);
+        *path = dir;
+    }
+    Ok(Some(Staged {
+        stage,
+        root,
+        unpacked,
+    }))
 }
 
 /// The output's stage, made before the packages are planned when tarball shards are unpacked
@@ -95,40 +114,23 @@ pub(super) struct Staged {
     pub(super) unpacked: tempfile::TempDir,
 }
 
-/// Unpacks the artifact tarball `path` of `shard` into the output's stage (made on first use)
-/// and returns the artifact directory, noted in `unpacked_from`, with its members' modes and
-/// symbolic links as their headers say (the links are not made on disk: the packages take
-/// them from there). Read as one stream, into the place its files are moved
-/// from into the packages: no temporary copy outside the output, no space beyond the outputs
-/// but that of the members no package takes (manifests, records).
+/// Unpacks the artifact tarball `path` of `shard` into `unpacked/<shard>/<artifact>` (in the
+/// output's stage) and returns that artifact directory, with its members' modes and symbolic
+/// links as their headers say (the links are not made on disk: the packages take them from
+/// there). Read as one stream, into the place its files are moved from into the packages: no
+/// temporary copy outside the output, no space beyond the outputs but that of the members no
+/// package takes (manifests, records).
 fn unpack_shard_member(
     path: &Path,
     shard: &str,
-    out: &Path,
-    staged: &mut Option<Staged>,
-    unpacked_from: &mut Vec<(String, String)>,
+    unpacked: &Path,
 ) -> Result<(PathBuf, kpack_tar::Recorded), ArtifactError> {
-    let staged = match staged {
-        Some(s) => s,
-        None => {
-            let (stage, root) = crate::stage_output(out)?;
-            let beside = kpack_fs::parent_dir(&root);
-            let unpacked = kpack_fs::temp_dir_in(beside).map_err(ArtifactError::io(beside))?;
-            staged.insert(Staged {
-                stage,
-                root,
-                unpacked,
-            })
-        }
-    };
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(kpack_tar::stem)
         .ok_or_else(|| ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz"))?;
-    let to = staged.unpacked.path().join(shard).join(name);
-    let shown = |p: &Path| p.to_string_lossy().into_owned();
-    unpacked_from.push((shown(&to), shown(path)));
+    let to = unpacked.join(shard).join(name);
     std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?;
     let mut recorded = kpack_tar::Recorded::new();
     kpack_tar::open::<kpack_tar::TarError>(path, |member, content| {

@@ -246,30 +246,40 @@ pub(super) fn identity(
     let mut outcomes = kpack_concurrency::threads::map(&in_place, threads, |_, (disk, rel, e)| {
         Ok::<_, ArtifactError>(original_outcome(ctx, rel, e, disk.as_deref(), threads))
     })?;
-    for (tarball, members) in &streamed {
-        each_spooled_member(
-            tarball,
-            spool_dir,
-            &|m| members.contains_key(m),
-            &mut |member, spool| {
-                let mut o = original_outcome(ctx, member, &TreeEntry::File, Some(spool), threads);
-                let shown = tarball.join(member);
-                for f in &mut o.failures {
-                    *f = as_member(f, spool, &shown);
-                }
-                for _ in 1..members[member] {
-                    outcomes.push(Outcome {
-                        file: o.file,
-                        failures: o.failures.clone(),
-                        checked: o.checked,
-                        host: o.host.clone(),
-                    });
-                }
-                outcomes.push(o);
-                Ok(())
-            },
-        )?;
-    }
+    // The tarballs one per worker, each spooling into a directory of its own: one spools a
+    // member while another's members are decoded (a tarball is a stream: its members come
+    // one after another).
+    let streamed_outcomes =
+        kpack_concurrency::threads::map(&streamed, threads, |t, (tarball, members)| {
+            let spool_dir = spool_dir.join(format!("original-{t}"));
+            std::fs::create_dir(&spool_dir).map_err(ArtifactError::io(&spool_dir))?;
+            let mut outcomes = Vec::new();
+            each_spooled_member(
+                tarball,
+                &spool_dir,
+                &|m| members.contains_key(m),
+                &mut |member, spool| {
+                    let mut o =
+                        original_outcome(ctx, member, &TreeEntry::File, Some(spool), threads);
+                    let shown = tarball.join(member);
+                    for f in &mut o.failures {
+                        *f = as_member(f, spool, &shown);
+                    }
+                    for _ in 1..members[member] {
+                        outcomes.push(Outcome {
+                            file: o.file,
+                            failures: o.failures.clone(),
+                            checked: o.checked,
+                            host: o.host.clone(),
+                        });
+                    }
+                    outcomes.push(o);
+                    Ok(())
+                },
+            )?;
+            Ok::<_, ArtifactError>(outcomes)
+        })?;
+    outcomes.extend(streamed_outcomes.into_iter().flatten());
     // A rewritten binary must keep what one original has (after recombine, the primary
     // shard's); when none matches, the one it differs from least is named.
     let mut host: BTreeMap<String, Vec<String>> = BTreeMap::new();
