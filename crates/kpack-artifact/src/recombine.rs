@@ -5,8 +5,8 @@
 //! `C_generic` and `C_<processor>` (or `C_<family>`, or, as the reference splits,
 //! `C_<target ID>` such as `demo_lib_gfx90a:xnack+`, packaged with its processor), as
 //! directories or `.tar.zst` files
-//! ([`crate::tarball`]: each tarball recombine reads is unpacked in one pass into the
-//! output's stage and its files moved from there into the packages, so nothing is extracted
+//! ([`crate::tarball`]: each tarball recombine reads is unpacked in one pass, one per
+//! worker, into the output's stage and its files moved from there into the packages, so nothing is extracted
 //! to a temporary directory and a killed run leaves nothing the next run does not sweep);
 //! the packages are written as directories or, with
 //! [`OutputFormat::TarZst`], as `.tar.zst` files. A tarball shard's symbolic links are not

@@ -4,13 +4,13 @@
 //!
 //! * Input: wherever an artifact directory is accepted, a tarball of one is too (its
 //!   members relative to the artifact root: `artifact_manifest.txt`, `<prefix>/…`). `split`
-//!   streams it (see [`crate::split`]); `recombine` unpacks each tarball shard artifact
-//!   it reads, in one pass, into the output's stage, whose files are then moved into the
-//!   packages (see [`crate::recombine`]); `verify` streams each tarball (once to list it,
-//!   once to read its files), spooling one member at a time per tarball to a kpack temporary
-//!   in `$TMPDIR` (swept by the next run after a kill); the output's tarballs are read one per
-//!   worker, so its temporary space is a member per worker, the largest at most (see
-//!   [`crate::verify`]).
+//!   streams it (see [`crate::split`]); `recombine` unpacks each tarball shard artifact it
+//!   reads, in one pass, one per worker, into the output's stage, whose files are then moved
+//!   into the packages (see [`crate::recombine`]); `verify` streams each tarball (once to
+//!   list it, once to read its files), spooling one member at a time per tarball to a kpack
+//!   temporary in `$TMPDIR` (swept by the next run after a kill); the output's tarballs, then
+//!   the originals, are read one per worker, so its temporary space is a member per worker,
+//!   the largest at most (see [`crate::verify`]).
 //! * Output: with [`OutputFormat::TarZst`], every artifact written to the staging directory is
 //!   packed into `<name>.tar.zst` there ([`pack_staged`]), and published with the rest.
 

@@ -59,10 +59,11 @@
 //! Artifacts (checked and original) may be directories or tarballs ([`crate::tarball`]).
 //! Every file is read once: a directory's in place (in parallel), a tarball's as its
 //! stream passes (listed in a first pass, read in a second; the checked tarballs one per
-//! worker, the originals one after another, each original fat binary's bundles decoded on
-//! every worker), each member spooled to one temporary file in `$TMPDIR` while it is
-//! checked and removed before the next, so the temporary space is a member per worker, the
-//! largest at most (a kpack temporary, swept by the next run after a kill). What the cross-file checks need of a file is kept as it is read: an archive's
+//! worker, then the originals one per worker, each original fat binary's bundles decoded on
+//! every worker), each member spooled to a temporary file of its worker in `$TMPDIR` while
+//! it is checked and removed before the next, so the temporary space is a member per
+//! worker, the largest at most (a kpack temporary, swept by the next run after a kill).
+//! What the cross-file checks need of a file is kept as it is read: an archive's
 //! targets and entries, an index, a marker, and with `--original` the SHA-256 of every file and
 //! code object, against which the originals are compared as they are read in turn. Failure
 //! lines name a tarball's members as `<tarball>/<member>`.
