@@ -203,9 +203,11 @@ struct Facts {
     described: Vec<(String, IndexedArchive)>,
     /// A per-arch or group artifact's database file: the architecture it is for.
     database: Option<handlers::DbArch>,
-    /// With `--original`, a kpacked ELF binary of a tarball, kept whole: check 8 compares it
-    /// with its original after the tarball's stream has passed ([`host`]).
-    rewritten: Option<Vec<u8>>,
+    /// With `--original`, a kpacked ELF binary of a tarball, kept whole in a file of the
+    /// spool directory (not in memory: a distribution's rewritten binaries are gigabytes):
+    /// check 8 compares it with its original after the tarball's stream has passed
+    /// ([`host`]).
+    rewritten: Option<PathBuf>,
 }
 
 struct ArchiveFacts {

@@ -2,7 +2,8 @@
 //! need of it).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kpack_archive::Archive;
 use kpack_archive::kpm::KpmManifest;
@@ -28,6 +29,16 @@ impl AsRef<[u8]> for Mapped {
 pub(super) fn map(path: &Path) -> Result<kpack_pipeline::FileBytes, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     kpack_pipeline::map_file(&f, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A copy of the spooled member `spooled` (whose bytes are `bytes`) beside it in its spool
+/// directory, which outlives the member's spool file ([`super::Facts::rewritten`]).
+fn keep(spooled: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
+    static KEPT: AtomicUsize = AtomicUsize::new(0);
+    let kept = spooled.with_file_name(format!("kept-{}", KEPT.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&kept, bytes)
+        .map(|()| kept.clone())
+        .map_err(|e| format!("cannot keep a copy in {}: {e}", kept.display()))
 }
 
 /// The facts of the file `rel` (an overlay path) of artifact `info`, read at `disk` (the file
@@ -101,7 +112,10 @@ fn read_facts(info: &ArtifactInfo, rel: &str, path: &Path, shown: &Path, digests
             Ok(HostState::Kpacked) => {
                 read_marker(&bytes, shown, out);
                 if digests && info.tarball && kpack_elf::is_elf(&bytes) {
-                    facts.rewritten = Some(bytes.to_vec());
+                    match keep(path, &bytes) {
+                        Ok(kept) => facts.rewritten = Some(kept),
+                        Err(e) => out.failures.push(format!("{shown_text}: {e}")),
+                    }
                 }
             }
             Ok(_) => {}

@@ -304,18 +304,17 @@ pub(super) fn identity(
     Ok(())
 }
 
-/// Calls `f` with the bytes of the kpacked binary `rel` of artifact `a`: mapped from its
-/// directory, or as kept when its tarball streamed past ([`super::Facts::rewritten`]).
+/// Calls `f` with the bytes of the kpacked binary `rel` of artifact `a`, mapped from its
+/// directory, or from the copy kept when its tarball streamed past
+/// ([`super::Facts::rewritten`]).
 fn with_rewritten<R>(
     ctx: &Ctx,
     a: usize,
     rel: &str,
     f: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, HostChange> {
-    if let Some(kept) = ctx.facts(a, rel).and_then(|x| x.rewritten.as_deref()) {
-        return Ok(f(kept));
-    }
-    map(&ctx.path(a, rel))
+    let kept = ctx.facts(a, rel).and_then(|x| x.rewritten.clone());
+    map(&kept.unwrap_or_else(|| ctx.path(a, rel)))
         .map(|bytes| f(&bytes))
         .map_err(|problem| HostChange::Unreadable {
             which: "rewritten binary",
