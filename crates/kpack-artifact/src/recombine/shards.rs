@@ -88,12 +88,24 @@ pub(super) fn unpack_tarball_shards(
     let (stage, root) = crate::stage_output(out)?;
     let beside = kpack_fs::parent_dir(&root);
     let unpacked = kpack_fs::temp_dir_in(beside).map_err(ArtifactError::io(beside))?;
-    let unpacked_dirs = kpack_concurrency::threads::map(&tarballs, threads, |_, (shard, path)| {
-        unpack_shard_member(path, shard, unpacked.path())
-    })?;
-    for ((_, path), (dir, recorded)) in tarballs.into_iter().zip(unpacked_dirs) {
+    // Where each is unpacked, noted before any is: an error while unpacking names the
+    // tarball, not the stage.
+    let mut dirs = Vec::with_capacity(tarballs.len());
+    for (shard, path) in &tarballs {
+        let name = (path.file_name().and_then(|n| n.to_str()))
+            .and_then(kpack_tar::stem)
+            .ok_or_else(|| {
+                ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz")
+            })?;
+        let dir = unpacked.path().join(shard).join(name);
         let shown = |p: &Path| p.to_string_lossy().into_owned();
         unpacked_from.push((shown(&dir), shown(path)));
+        dirs.push(dir);
+    }
+    let records_by_dir = kpack_concurrency::threads::map(&tarballs, threads, |i, (_, path)| {
+        unpack_shard_member(path, &dirs[i])
+    })?;
+    for (((_, path), dir), recorded) in tarballs.into_iter().zip(dirs).zip(records_by_dir) {
         records.0.insert(dir.clone(), recorded);
         *path = dir;
     }
@@ -114,24 +126,14 @@ pub(super) struct Staged {
     pub(super) unpacked: tempfile::TempDir,
 }
 
-/// Unpacks the artifact tarball `path` of `shard` into `unpacked/<shard>/<artifact>` (in the
-/// output's stage) and returns that artifact directory, with its members' modes and symbolic
-/// links as their headers say (the links are not made on disk: the packages take them from
-/// there). Read as one stream, into the place its files are moved from into the packages: no
-/// temporary copy outside the output, no space beyond the outputs but that of the members no
-/// package takes (manifests, records).
-fn unpack_shard_member(
-    path: &Path,
-    shard: &str,
-    unpacked: &Path,
-) -> Result<(PathBuf, kpack_tar::Recorded), ArtifactError> {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(kpack_tar::stem)
-        .ok_or_else(|| ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz"))?;
-    let to = unpacked.join(shard).join(name);
-    std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?;
+/// Unpacks the artifact tarball `path` into the artifact directory `to` (in the output's
+/// stage) and returns its members' modes and symbolic links as their headers say (the links
+/// are not made on disk: the packages take them from there). Read as one stream, into the
+/// place its files are moved from into the packages: no temporary copy outside the output,
+/// no space beyond the outputs but that of the members no package takes (manifests,
+/// records).
+fn unpack_shard_member(path: &Path, to: &Path) -> Result<kpack_tar::Recorded, ArtifactError> {
+    std::fs::create_dir_all(to).map_err(ArtifactError::io(to))?;
     let mut recorded = kpack_tar::Recorded::new();
     kpack_tar::open::<kpack_tar::TarError>(path, |member, content| {
         use kpack_tar::{MemberKind, RecordedMember};
@@ -146,7 +148,7 @@ fn unpack_shard_member(
             }
             MemberKind::Dir => {}
         }
-        kpack_tar::write_member(member, content, &to)
+        kpack_tar::write_member(member, content, to)
     })?;
-    Ok((to, recorded))
+    Ok(recorded)
 }
