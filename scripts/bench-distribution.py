@@ -146,18 +146,17 @@ class Stage:
         self.name, self.floor = name, floor  # floor: the decompression baseline's name
         self.runs = 0
         self.wall = self.cpu = 0.0
-        self.rss, self.rss_what = 0, ""
+        self.rss = 0
         self.bytes_in = self.bytes_out = 0
         self.copy_wall = self.copy_cpu = self.dec_wall = self.dec_cpu = 0.0
         self.copy_rss = self.dec_rss = 0
         self.floor_parts = Floor()
 
-    def add(self, r, what, bytes_in, bytes_out, runs=1):
+    def add(self, r, bytes_in, bytes_out, runs=1):
         self.runs += runs
         self.wall += r.wall
         self.cpu += r.cpu
-        if r.rss > self.rss:
-            self.rss, self.rss_what = r.rss, what
+        self.rss = max(self.rss, r.rss)
         self.bytes_in += bytes_in
         self.bytes_out += bytes_out
 
@@ -496,7 +495,7 @@ def main():
              "--output-format", "tar.zst", "--json"], js, err)
     ok = check(st, everything, r, err)
     split_files = files_under(out) if ok else []
-    st.add(r, everything, size(os.path.join(batch_in, f) for f in os.listdir(batch_in)),
+    st.add(r, size(os.path.join(batch_in, f) for f in os.listdir(batch_in)),
            size(split_files), len(packages))
     rec_files = []
     if ok:
@@ -518,7 +517,7 @@ def main():
                  rec, "--output-format", "tar.zst", "--json"], js, err)
         ok = check(st, everything, r, err)
         rec_files = files_under(rec) if ok else []
-        st.add(r, everything, size(split_files), size(rec_files), len(packages))
+        st.add(r, size(split_files), size(rec_files), len(packages))
         if ok:
             st.compress_floor(rec_files, os.path.join(work, "scratch"), cores)
     shutil.rmtree(split_dir, ignore_errors=True)
@@ -528,7 +527,7 @@ def main():
         st.baselines(rec_files, os.path.join(work, "copy"))
         r = run([kpack, "verify", rec, "--original", batch_in, "--json"], js, err)
         ok = check(st, everything, r, err)
-        st.add(r, everything, size(rec_files) + sum(p["artifact"] for p in packages), 0,
+        st.add(r, size(rec_files) + sum(p["artifact"] for p in packages), 0,
                len(packages))
         try:
             rep = json.load(open(js))
@@ -584,7 +583,7 @@ def main():
         wout = os.path.join(work, "wheels")
         r = run([kpack, "split-wheel", w, "-o", wout, "--json"], js, err)
         check(st, name, r, err)
-        st.add(r, name, os.path.getsize(w), size(files_under(wout)))
+        st.add(r, os.path.getsize(w), size(files_under(wout)))
         wheel_in.append(name)
         shutil.rmtree(wout, ignore_errors=True)
     total_wall = time.monotonic() - t_start
