@@ -26,7 +26,6 @@ x86_64-w64-mingw32-gcc -O1 -shared -DKPACK_STANDIN_RUNTIME -Icrates/kpack-capi/i
   -o "$work/amdhip64.dll" crates/kpack-testkit/standin/libamdhip64.c "$out/librocm_kpack.dll.a"
 x86_64-w64-mingw32-gcc -O1 -municode -o "$work/windows_load.exe" \
   crates/kpack-capi/tests/c/windows_load.c
-winpath() { winepath -w "$1" 2>/dev/null; }
 
 # load DLL TARGET HOW [ROCM_KPACK_PATH]: the transformed DLL loaded for TARGET, each object
 # compared with the original's.
@@ -54,7 +53,7 @@ load() {
     if [ "$magic $version" != "HIPK 1" ]; then
       problem="registration $n is $magic $version, not HIPK 1"
     elif [ "$code" != 0 ]; then
-      problem="wrapper $index: kpack_load_code_object returned $code"
+      problem="wrapper $index: kpack_load_code_object returned $code $(head -c 2000 "$work/stdout")"
     elif ! cmp -s "$objects/$n.co" "$want"; then
       problem="wrapper $index: the code object differs from the original's ($(stat -c %s "$objects/$n.co" 2>/dev/null || echo no) bytes, not $(stat -c %s "$want" 2>/dev/null || echo none))"
     fi

@@ -24,7 +24,7 @@ for f in install-rocm-kpack.exe rocm_kpack.lib; do
 done
 prefix=$work/prefix
 problem=
-"$runner" "$out/install-rocm-kpack.exe" --prefix "$(winepath -w "$prefix" 2>/dev/null)" \
+"$runner" "$out/install-rocm-kpack.exe" --prefix "$(winpath "$prefix")" \
   >"$work/install.log" 2>&1 || problem="install-rocm-kpack.exe failed: $(head -c 2000 "$work/install.log")"
 report windows-install "install-rocm-kpack.exe --prefix under wine" "$problem"
 
@@ -64,10 +64,10 @@ fi
 report windows-install "the CMake package: IMPORTED_LOCATION the DLL, IMPORTED_IMPLIB librocm_kpack.dll.a" "$problem"
 
 problem=
-vector=$(winepath -w "$PWD/fixtures/vectors/test_zstd.kpack" 2>/dev/null)
+vector=$(winpath fixtures/vectors/test_zstd.kpack)
 if ! cmake --build "$work/build" >"$work/build.log" 2>&1; then
   problem="the build failed: $(tail -20 "$work/build.log")"
-elif ! WINEPATH=$(winepath -w "$prefix/bin" 2>/dev/null) "$runner" "$work/build/smoke.exe" "$vector" \
+elif ! WINEPATH=$(winpath "$prefix/bin") "$runner" "$work/build/smoke.exe" "$vector" \
   >"$work/smoke.log" 2>&1; then
   problem="smoke.exe failed: $(head -c 2000 "$work/smoke.log")"
 fi

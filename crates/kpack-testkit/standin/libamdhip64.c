@@ -49,7 +49,10 @@ struct wrapper {
 /* Loads wrapper w's code object as the CLR would and saves it as object n. */
 static int load_code_object(const struct wrapper *w, unsigned n) {
   static kpack_cache_t cache; /* registration runs in constructors, one at a time */
-  if (!cache && kpack_cache_create(&cache) != KPACK_SUCCESS) return -1;
+  if (!cache && kpack_cache_create(&cache) != KPACK_SUCCESS) {
+    fprintf(stderr, "stand-in: kpack_cache_create failed\n");
+    return -1;
+  }
   char path[4096];
   kpack_error_t err = kpack_discover_binary_path(w, path, sizeof path, NULL);
   if (err != KPACK_SUCCESS) return err;
@@ -78,6 +81,9 @@ static int load_code_object(const struct wrapper *w, unsigned n) {
       if (fclose(f) != 0) written = -1;
     }
   }
+  if (written != 0)
+    fprintf(stderr, "stand-in: could not write object %u to $KPACK_STANDIN_OBJECTS (%s)\n", n,
+            dir ? dir : "unset");
   kpack_free_code_object(object);
   return written;
 }
