@@ -53,6 +53,11 @@ pub fn content_digest(code_object: &[u8]) -> u64 {
     XxHash3_64::oneshot(code_object)
 }
 
+/// [`content_digest`] of a code object given in pieces: `write` each in order, then `finish`.
+pub fn content_digester() -> XxHash3_64 {
+    XxHash3_64::new()
+}
+
 /// The TOC digest of an archive whose header is `header` (at least its 16 bytes) and whose
 /// TOC, without the digest's last 8 bytes, is `toc`.
 pub fn toc_digest(header: &[u8], toc: &[u8]) -> u64 {
@@ -136,6 +141,16 @@ pub(crate) fn stored_digest(key: &str, file: &[u8], from: usize) -> Option<(usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_digest_of_a_code_object_given_in_pieces_is_its_content_digest() {
+        let bytes: Vec<u8> = (0..1_000_003u32).map(|i| (i * 131 % 253) as u8).collect();
+        let mut digester = content_digester();
+        for piece in bytes.chunks(65_536 - 7) {
+            digester.write(piece);
+        }
+        assert_eq!(digester.finish(), content_digest(&bytes));
+    }
 
     #[test]
     fn the_trailer_is_the_key_and_a_bin8_of_the_digest_big_endian() {

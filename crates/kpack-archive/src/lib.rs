@@ -120,14 +120,14 @@ pub use error::{ArchiveError, ErrorKind, MetadataError};
 // The msgpack of the archives is kpack-msgpack's, re-exported where the tools have always
 // found it.
 pub use kpack_msgpack as msgpack;
-pub use reader::{Archive, EntryInfo, release_mapped_pages};
+pub use reader::{Archive, EntryInfo, PIECES_ABOVE, release_mapped_pages};
 #[cfg(feature = "write")]
 pub use recompress::recompress;
 pub use references::REFERENCE_CACHE_BUDGET;
 #[cfg(feature = "write")]
 pub use writer::{
     ArchiveFileWriter, ArchiveWriter, Compression, DEFAULT_UNIFIED_LEVEL, DEFAULT_ZSTD_LEVEL,
-    GroupMember, KernelCompressor, PreparedKernel,
+    GroupMember, KernelCompressor, KernelInPieces, PreparedKernel,
 };
 
 /// The header magic, `KPAK`.

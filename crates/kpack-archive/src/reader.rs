@@ -269,6 +269,63 @@ impl Archive {
         Ok(data)
     }
 
+    /// [`Archive::get`] with the code object handed to `piece` in order as it is decoded,
+    /// never held whole when it is a `zstd-per-kernel` frame over [`PIECES_ABOVE`] bytes
+    /// decoded (a verify of librocprim-tests' archives read 217 MB code objects two at a
+    /// time); gives its size. The checks are [`Archive::get`]'s, zstd's checksum and the
+    /// entry's digest, and the digest is known only at the end: nothing made from the pieces
+    /// may be used unless this returns `Ok`.
+    pub fn get_in_pieces(
+        &self,
+        binary: &str,
+        arch: &str,
+        piece: &mut dyn FnMut(&[u8]),
+    ) -> Result<u64, ArchiveError> {
+        let (name, entry) = self.find(binary, arch)?;
+        if self.index.scheme != CompressionScheme::ZstdPerKernel
+            || entry.original_size <= PIECES_ABOVE
+        {
+            let data = self.get(binary, arch)?;
+            piece(&data);
+            return Ok(data.len() as u64);
+        }
+        let stored = self.stored(entry)?;
+        let mut digest = crate::digest::content_digester();
+        let decoded = (|| {
+            recorded_size(stored, entry.original_size)?;
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(stored)
+                .map_err(|e| e.to_string())?
+                .single_frame();
+            let mut chunk = vec![0u8; 256 << 10];
+            let mut len = 0u64;
+            loop {
+                let got = decoder.read(&mut chunk).map_err(|e| e.to_string())?;
+                if got == 0 {
+                    break;
+                }
+                len += got as u64;
+                if len > entry.original_size {
+                    return Err(format!(
+                        "frame decodes to more than original_size {}",
+                        entry.original_size
+                    ));
+                }
+                std::hash::Hasher::write(&mut digest, &chunk[..got]);
+                piece(&chunk[..got]);
+            }
+            check_len(len, entry.original_size)
+        })();
+        decoded.map_err(|reason| self.decode_error(name, arch, stored, reason))?;
+        self.check_digest(
+            name,
+            arch,
+            entry,
+            stored,
+            std::hash::Hasher::finish(&digest),
+        )?;
+        Ok(entry.original_size)
+    }
+
     /// [`Archive::get`] into the start of `out`, which must hold at least the entry's
     /// `original_size` ([`Archive::info`]); returns that size. zstd frames decode straight
     /// into `out`, so a caller that owns the destination (the C API's `malloc` buffer) avoids
@@ -340,7 +397,7 @@ impl Archive {
             return None;
         }
         Some(self.frame_content(frames, entry.ordinal).and_then(|c| {
-            check_len(c.len(), entry.original_size)?;
+            check_len(c.len() as u64, entry.original_size)?;
             Ok(c)
         }))
     }
@@ -573,10 +630,22 @@ impl Archive {
         stored: &[u8],
         data: &[u8],
     ) -> Result<(), ArchiveError> {
+        self.check_digest(binary, arch, entry, stored, content_digest(data))
+    }
+
+    /// Fails unless `actual`, the digest of what was read for `entry` from `stored`, is the
+    /// entry's digest.
+    fn check_digest(
+        &self,
+        binary: &str,
+        arch: &str,
+        entry: &Entry,
+        stored: &[u8],
+        actual: u64,
+    ) -> Result<(), ArchiveError> {
         let Some(expected) = entry.digest else {
             return Ok(());
         };
-        let actual = content_digest(data);
         if actual == expected {
             return Ok(());
         }
@@ -678,8 +747,8 @@ fn recorded_size(frame: &[u8], original_size: u64) -> Result<bool, String> {
     }
 }
 
-fn check_len(len: usize, original_size: u64) -> Result<(), String> {
-    if len as u64 == original_size {
+fn check_len(len: u64, original_size: u64) -> Result<(), String> {
+    if len == original_size {
         Ok(())
     } else {
         Err(format!(
@@ -696,8 +765,12 @@ fn decode_into(
     out: &mut [u8],
 ) -> Result<(), String> {
     recorded_size(frame, original_size)?;
-    check_len(decompress(frame, out, reference)?, original_size)
+    check_len(decompress(frame, out, reference)? as u64, original_size)
 }
+
+/// A `zstd-per-kernel` code object decoded to more than this is read in pieces by
+/// [`Archive::get_in_pieces`]; one smaller is decoded whole, in one call.
+pub const PIECES_ABOVE: u64 = 16 << 20;
 
 /// How much larger than its frame a content may be for its recorded size to be allocated at
 /// once; beyond that the output grows with what the frame really yields, so that a few
@@ -730,7 +803,7 @@ fn decode_to_vec(frame: &[u8], reference: &[u8], original_size: u64) -> Result<V
             .map_err(|e| e.to_string())?;
         out
     };
-    check_len(out.len(), original_size)?;
+    check_len(out.len() as u64, original_size)?;
     Ok(out)
 }
 

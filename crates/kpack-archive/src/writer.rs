@@ -21,7 +21,7 @@ use blobs::Blobs;
 use unified::Unified;
 
 pub use file::ArchiveFileWriter;
-pub use prepared::{KernelCompressor, PreparedKernel};
+pub use prepared::{KernelCompressor, KernelInPieces, PreparedKernel};
 
 /// zstd level used by the reference (`ZstdCompressor(level=3)`, pack_tree's default).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;

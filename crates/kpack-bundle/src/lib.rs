@@ -76,7 +76,7 @@ pub use error::BundleError;
 pub use plain::{
     Bundle, BundleBuilder, Entry, EntryHeader, uncompressed_layout, write_uncompressed,
 };
-pub use stream::{EntryStream, StreamedEntry};
+pub use stream::{EntryStream, Piece, StreamedEntry};
 
 use ccob::CcobHeader;
 use plain::check_magic;

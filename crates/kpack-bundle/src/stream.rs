@@ -55,6 +55,9 @@ pub struct EntryStream<'a> {
     next: usize,
 }
 
+/// Where an entry's bytes go, piece by piece, as they are decoded.
+pub type Piece<'p> = &'p mut dyn FnMut(&[u8]);
+
 /// The most an entry's buffer is reserved for before its bytes arrive: an entry's size is
 /// a claim of the input, which the bytes must then bear out.
 const ENTRY_RESERVE_LIMIT: u64 = 256 << 20;
@@ -138,27 +141,41 @@ impl<'a> EntryStream<'a> {
     /// The next entry in header order; after the last, checks the payload's size and hash
     /// and gives `None`.
     pub fn next_entry(&mut self) -> Result<Option<StreamedEntry>, BundleError> {
-        let Some(EntryHeader {
-            triple,
-            offset,
-            size: len,
-        }) = self.entries.get(self.next).cloned()
-        else {
+        let Some(len) = self.entries.get(self.next).map(|e| e.size) else {
             self.finish()?;
             return Ok(None);
         };
-        self.consume(offset - self.position, None)?;
         // Sized up front so that a 130 MB code object is not grown by doubling (which touches
         // up to twice its size); the size is the input's claim, so only up to a limit.
         let mut data = Vec::with_capacity(len.min(ENTRY_RESERVE_LIMIT) as usize);
-        self.consume(len, Some(&mut data))?;
+        let header = self.next_entry_in_pieces(&mut |piece| data.extend_from_slice(piece))?;
+        Ok(
+            header.map(|EntryHeader { triple, offset, .. }| StreamedEntry {
+                index: self.next - 1,
+                triple,
+                offset,
+                data,
+            }),
+        )
+    }
+
+    /// The next entry in header order, its bytes handed to `piece` in order as they are
+    /// decoded, never held whole: for a code object too large to
+    /// hold (librocprim-tests' are 217 MB each) that its caller codes or hashes as it comes.
+    /// Gives the entry's header; after the last entry, checks the payload's size and hash and
+    /// gives `None`. The entry's bytes are proven only then (see the module doc).
+    pub fn next_entry_in_pieces(
+        &mut self,
+        piece: Piece<'_>,
+    ) -> Result<Option<EntryHeader>, BundleError> {
+        let Some(header) = self.entries.get(self.next).cloned() else {
+            self.finish()?;
+            return Ok(None);
+        };
+        self.consume(header.offset - self.position, None)?;
+        self.consume(header.size, Some(piece))?;
         self.next += 1;
-        Ok(Some(StreamedEntry {
-            index: self.next - 1,
-            triple,
-            offset,
-            data,
-        }))
+        Ok(Some(header))
     }
 
     /// Reads ahead until `want` payload bytes are buffered (fewer only if the stream ends).
@@ -176,15 +193,15 @@ impl<'a> EntryStream<'a> {
         Ok(())
     }
 
-    /// Consumes `len` payload bytes, hashing them, and appends them to `out` if given.
-    fn consume(&mut self, len: u64, mut out: Option<&mut Vec<u8>>) -> Result<(), BundleError> {
+    /// Consumes `len` payload bytes, hashing them, and hands them to `piece` if given.
+    fn consume(&mut self, len: u64, mut piece: Option<Piece<'_>>) -> Result<(), BundleError> {
         let mut left = len;
         let ahead = &self.ahead[self.ahead_pos..];
         let from_ahead = (ahead.len() as u64).min(left) as usize;
         if from_ahead > 0 {
             self.md5.update(&ahead[..from_ahead]);
-            if let Some(out) = out.as_deref_mut() {
-                out.extend_from_slice(&ahead[..from_ahead]);
+            if let Some(piece) = piece.as_deref_mut() {
+                piece(&ahead[..from_ahead]);
             }
             self.ahead_pos += from_ahead;
             left -= from_ahead as u64;
@@ -204,8 +221,8 @@ impl<'a> EntryStream<'a> {
                 return Err(self.header.size_error(self.position + len - left));
             }
             self.md5.update(&chunk[..got]);
-            if let Some(out) = out.as_deref_mut() {
-                out.extend_from_slice(&chunk[..got]);
+            if let Some(piece) = piece.as_deref_mut() {
+                piece(&chunk[..got]);
             }
             left -= got as u64;
         }

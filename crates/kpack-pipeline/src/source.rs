@@ -14,14 +14,17 @@
 //! visitor: it is read one entry at a time from its compressed stream
 //! ([`kpack_bundle::EntryStream`]) and its device code handed over in parts of at most
 //! [`PART_BUDGET`] bytes, so memory follows the work in flight, not the largest bundle
-//! (real ones decode to 1.2 GB). Every visitor sees the same calls for either way: the
-//! bundle's header ([`FoundBundle`]: its entry table, no data), then its entries' data.
+//! (real ones decode to 1.2 GB); a code object larger than a part goes in pieces, as it is
+//! decoded, to a visitor that takes them ([`Visitor::code_pieces`]: transform codes it and
+//! verify hashes it as it comes, so neither holds librocprim-tests' 217 MB code objects).
+//! Every visitor sees the same calls for either way: the bundle's header ([`FoundBundle`]:
+//! its entry table, no data), then its entries' data.
 
 use std::borrow::Cow;
 use std::ops::Range;
 
 use kpack_bundle::LocatedBundle;
-use kpack_bundle::{BundleFormat, DecodedBundle, EntryHeader, EntryStream};
+use kpack_bundle::{BundleFormat, DecodedBundle, EntryHeader, EntryStream, Piece};
 use kpack_concurrency::ordered;
 use kpack_elf::FatBinary;
 use kpack_offload::Image;
@@ -209,6 +212,18 @@ pub trait Visitor {
     fn device_bundle(&mut self, codes: &[DeviceCode<'_>]) -> Result<(), SourceError> {
         codes.iter().try_for_each(|code| self.device_code(code))
     }
+    /// For a code object of a CCOB read as a stream that is a part alone (over
+    /// [`PART_BUDGET`]), a taker of its bytes in pieces as they are decoded, so that it is
+    /// never held whole (librocprim-tests' are 217 MB each): `code.data` is empty and `len`
+    /// is its size. `None`, the default, has it gathered and handed over whole
+    /// ([`Visitor::device_bundle`]).
+    fn code_pieces<'s>(
+        &'s mut self,
+        _code: &DeviceCode<'_>,
+        _len: u64,
+    ) -> Result<Option<Box<dyn CodePieces + 's>>, SourceError> {
+        Ok(None)
+    }
     /// Called with the data of each entry of a bundle without a GPU target (the host entry,
     /// which clang writes empty), in entry order with the [`Visitor::device_bundle`] calls.
     fn other_entry(&mut self, _entry: usize, _data: &[u8]) -> Result<(), SourceError> {
@@ -226,6 +241,16 @@ pub trait Visitor {
     fn pe(&mut self, _fat: &PeFatBinary) -> Result<(), SourceError> {
         Ok(())
     }
+}
+
+/// A code object's bytes taken in pieces as its streamed bundle is decoded
+/// ([`Visitor::code_pieces`]).
+pub trait CodePieces {
+    /// The next piece of the code object, in order.
+    fn piece(&mut self, bytes: &[u8]) -> Result<(), SourceError>;
+    /// Called once every piece was given and the code object's target checked against its
+    /// entry's claim; not called when the walk fails first.
+    fn finish(self: Box<Self>) -> Result<(), SourceError>;
 }
 
 /// Walks every device code object of `bytes` (a whole file), in file order.
@@ -572,13 +597,23 @@ pub fn walk_bundle(
             stream.uncompressed_size(),
             &entries,
         ))?;
-        let next = || {
-            let entry = stream.next_entry().map_err(in_bundle(true))?;
+        let mut index = 0;
+        let next = |pieces: Option<Piece<'_>>| {
+            let entry = match pieces {
+                None => stream
+                    .next_entry()
+                    .map(|e| e.map(|e| (e.index, Cow::Owned(e.data)))),
+                Some(pieces) => stream
+                    .next_entry_in_pieces(pieces)
+                    .map(|e| e.map(|_| (index, Cow::Borrowed(&[][..])))),
+            }
+            .map_err(in_bundle(true))?;
+            index += 1;
             if let Some(map) = mapping {
                 // A 380 MB CCOB would otherwise stay resident as it is read.
                 map.release(stream.consumed_input());
             }
-            Ok(entry.map(|e| (e.index, Cow::Owned(e.data))))
+            Ok(entry)
         };
         return visit_entries(&place, &entries, PART_BUDGET, next, visitor);
     }
@@ -592,7 +627,15 @@ pub fn walk_bundle(
         ..place
     };
     let mut data = bundle.entries().iter().enumerate();
-    let next = || Ok(data.next().map(|(i, e)| (i, Cow::Borrowed(e.data))));
+    let next = |pieces: Option<Piece<'_>>| {
+        Ok(data.next().map(|(i, e)| match pieces {
+            None => (i, Cow::Borrowed(e.data)),
+            Some(pieces) => {
+                pieces(e.data);
+                (i, Cow::Borrowed(&[][..]))
+            }
+        }))
+    };
     visit_entries(&place, &entries, u64::MAX, next, visitor)
 }
 
@@ -615,14 +658,16 @@ struct Placed<'p> {
 }
 
 /// Hands the data of a bundle's `entries` to `visitor`, as `next` gives it (entry index and
-/// bytes, in header order): device code objects in parts of at most `part_budget` bytes
-/// ([`Visitor::device_bundle`]), each checked against its entry's target, and the other
+/// bytes, in header order; given a taker of pieces, the bytes go there and it gives none):
+/// device code objects in parts of at most `part_budget` bytes ([`Visitor::device_bundle`])
+/// or, a code object over it, in pieces if the visitor takes them
+/// ([`Visitor::code_pieces`]), each checked against its entry's target, and the other
 /// entries one by one ([`Visitor::other_entry`]), between the parts.
 fn visit_entries<'d>(
     place: &Placed<'_>,
     entries: &[EntryHeader],
     part_budget: u64,
-    mut next: impl FnMut() -> Result<Option<(usize, Cow<'d, [u8]>)>, SourceError>,
+    mut next: impl FnMut(Option<Piece<'_>>) -> Result<Option<(usize, Cow<'d, [u8]>)>, SourceError>,
     visitor: &mut dyn Visitor,
 ) -> Result<(), SourceError> {
     let mut part: Vec<(usize, BundleId, Cow<'d, [u8]>)> = Vec::new();
@@ -658,13 +703,31 @@ fn visit_entries<'d>(
     let mut coming = 0;
     loop {
         if let Some(header) = entries.get(coming) {
-            let device = BundleId::parse(&header.triple)?.target().is_some();
+            let id = BundleId::parse(&header.triple)?;
+            let device = id.target().is_some();
             if !device || part_bytes + header.size > part_budget {
                 hand_over(&mut part, visitor)?;
                 part_bytes = 0;
             }
+            if device && header.size > part_budget {
+                let code = DeviceCode {
+                    member: place.member,
+                    container: Container::Bundle,
+                    bundle: place.slot.index,
+                    wrappers: &place.slot.wrappers,
+                    entry: coming,
+                    bundle_id: &id,
+                    data: &[],
+                    file_range: None,
+                };
+                if let Some(pieces) = visitor.code_pieces(&code, header.size)? {
+                    visit_in_pieces(place.slot.index, coming, &id, pieces, &mut next)?;
+                    coming += 1;
+                    continue;
+                }
+            }
         }
-        let Some((entry, data)) = next()? else {
+        let Some((entry, data)) = next(None)? else {
             break;
         };
         coming = entry + 1;
@@ -679,6 +742,38 @@ fn visit_entries<'d>(
     }
     hand_over(&mut part, visitor)
 }
+
+/// Has `next` hand entry `entry` of bundle `bundle` (a device code object of `id`) to
+/// `pieces`; checks its target from its ELF header, kept as it passes, before `finish`.
+fn visit_in_pieces<'d>(
+    bundle: usize,
+    entry: usize,
+    id: &BundleId,
+    mut pieces: Box<dyn CodePieces + '_>,
+    next: &mut impl FnMut(Option<Piece<'_>>) -> Result<Option<(usize, Cow<'d, [u8]>)>, SourceError>,
+) -> Result<(), SourceError> {
+    let mut head = Vec::with_capacity(ELF_HEADER_LEN);
+    let mut failed = None;
+    let mut take = |bytes: &[u8]| {
+        if failed.is_some() {
+            return;
+        }
+        let wanted = (ELF_HEADER_LEN - head.len()).min(bytes.len());
+        head.extend_from_slice(&bytes[..wanted]);
+        failed = pieces.piece(bytes).err();
+    };
+    if next(Some(&mut take))?.is_none() {
+        unreachable!("the entries a bundle's header lists are all read");
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    check_code_object_target(id, &head, bundle, entry)?;
+    pieces.finish()
+}
+
+/// What the target check of a code object reads: its ELF header.
+const ELF_HEADER_LEN: usize = 64;
 
 /// The bytes of decompressed bundles alive at once in this process, across every thread and
 /// walk: a bundle is decoded only while those of the others fit (or when none is), so

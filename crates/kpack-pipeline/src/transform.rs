@@ -19,11 +19,12 @@
 //! (see [`Plan::write_archives_into`]).
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use kpack_archive::{
-    ArchiveFileWriter, Compression, GroupMember, KernelCompressor, PreparedKernel,
+    ArchiveFileWriter, Compression, GroupMember, KernelCompressor, KernelInPieces, PreparedKernel,
 };
 use kpack_elf::rewrite::RewriteError;
 use kpack_elf::{FatBinaryKind, VerifyIssue};
@@ -34,7 +35,7 @@ use kpack_pe::PeRewriteError;
 use rayon::prelude::*;
 
 use crate::error::{SourceError, io_error};
-use crate::source::{self, BundleSlot, DeviceCode, Visitor};
+use crate::source::{self, BundleSlot, CodePieces, DeviceCode, Visitor};
 use kpack_concurrency::ordered;
 
 mod host;
@@ -294,6 +295,7 @@ impl Visitor for Prepare<'_, '_> {
 /// one group, borrowed from the decoded bundle, and the archives code theirs in parallel.
 struct CodeBundles<'w, 'a, F> {
     kernel_name: &'w str,
+    compression: Compression,
     writers: &'w mut BTreeMap<String, ArchiveFileWriter<'a>>,
     /// Creates the archive of a target on its first code object.
     create: &'w F,
@@ -337,6 +339,53 @@ where
         groups
             .into_par_iter()
             .try_for_each(|(writer, members)| writer.add_group(&members))?;
+        Ok(())
+    }
+
+    /// A code object too large to hold (of a bundle read as a stream) is coded as it is
+    /// decoded, when its archive stores it as a frame of its own (`zstd`).
+    fn code_pieces<'s>(
+        &'s mut self,
+        code: &DeviceCode<'_>,
+        len: u64,
+    ) -> Result<Option<Box<dyn CodePieces + 's>>, SourceError> {
+        let Some(kernel) = KernelInPieces::new(self.compression, len)? else {
+            return Ok(None);
+        };
+        let target = code.target().to_string();
+        let writer = match self.writers.entry(target.clone()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert((self.create)(&target)?),
+        };
+        Ok(Some(Box::new(CodedInPieces {
+            kernel,
+            keys: code_keys(self.kernel_name, code),
+            target,
+            writer,
+        })))
+    }
+}
+
+/// A code object coded as its pieces come ([`CodeBundles::code_pieces`]), added to its
+/// archive under each of its keys when whole.
+struct CodedInPieces<'w, 'a> {
+    kernel: KernelInPieces,
+    keys: Vec<String>,
+    target: String,
+    writer: &'w mut ArchiveFileWriter<'a>,
+}
+
+impl CodePieces for CodedInPieces<'_, '_> {
+    fn piece(&mut self, bytes: &[u8]) -> Result<(), SourceError> {
+        Ok(self.kernel.piece(bytes)?)
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), SourceError> {
+        let kernel = self.kernel.finish()?;
+        for key in &self.keys {
+            self.writer
+                .add_prepared(key, &self.target, kernel.clone(), &[])?;
+        }
         Ok(())
     }
 }
@@ -520,7 +569,8 @@ impl<'a> Plan<'a> {
     /// at a time, and each code object is coded as soon as it is met: a worker would hand
     /// over a copy of every code object of its bundle, twice the bundle's bytes alive at
     /// once. A CCOB read as a stream ([`source::STREAM_ABOVE`]) is coded on this thread the
-    /// same way, whatever the compression, so that only a part of it is held at a time. The
+    /// same way, whatever the compression, so that only a part of it is held at a time (a code
+    /// object larger than a part, with `zstd`, not even that: coded as it is decoded). The
     /// output is the same for any thread count. On failure no archive of this run is left
     /// behind.
     pub fn write_archives_into(
@@ -552,6 +602,7 @@ impl<'a> Plan<'a> {
          -> Result<(), TransformError> {
             let mut visitor = CodeBundles {
                 kernel_name: &self.kernel_name,
+                compression,
                 writers,
                 create: &create,
             };

@@ -470,3 +470,56 @@ fn an_unfinished_streamed_archive_leaves_nothing_behind() {
     drop(w);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// A code object over `PIECES_ABOVE` is read in pieces, which put together are what `get`
+/// gives; a damaged byte of its frame is an error that names the archive's damage, and a
+/// code object at or under the limit comes in one piece. Every scheme reads so.
+#[test]
+fn a_large_code_object_read_in_pieces_is_what_get_reads_and_damage_to_it_is_an_error() {
+    let large: Vec<u8> = (0..kpack_archive::PIECES_ABOVE as u32 + 1_000_003)
+        .map(|i| (i / 61 % 249) as u8 ^ (i % 5) as u8)
+        .collect();
+    let small = large[..1000].to_vec();
+    let ks = vec![
+        ("large#0".to_owned(), "gfx1100".to_owned(), large.clone()),
+        ("small#0".to_owned(), "gfx1100".to_owned(), small.clone()),
+    ];
+    let pieces_of = |a: &Archive, binary: &str| {
+        let mut pieces = Vec::new();
+        let len = a
+            .get_in_pieces(binary, "gfx1100", &mut |p| pieces.push(p.to_vec()))
+            .map(|len| (len, pieces.len()));
+        (len, pieces.concat())
+    };
+    for compression in [
+        Compression::Zstd { level: 3 },
+        Compression::None,
+        Compression::Unified { level: 3 },
+    ] {
+        let out = write(&mut writer_with(compression, &ks));
+        let a = Archive::from_bytes(out.clone()).unwrap();
+        let (read, bytes) = pieces_of(&a, "large#0");
+        let (len, count) = read.unwrap();
+        assert_eq!((len, bytes == large), (large.len() as u64, true));
+        if let Compression::Zstd { .. } = compression {
+            assert!(count > 1, "{count} pieces");
+        } else {
+            assert_eq!(count, 1);
+        }
+        let (read, bytes) = pieces_of(&a, "small#0");
+        assert_eq!((read.unwrap(), bytes), ((1000, 1), small.clone()));
+    }
+    // A byte of the large frame's compressed body flipped (its frame is the first).
+    let out = write(&mut writer_with(Compression::Zstd { level: 3 }, &ks));
+    let frame = &zstd_frames(&out)[0];
+    let at = out.windows(64).position(|w| w == &frame[..64]).unwrap() + frame.len() / 2;
+    let mut damaged = out.clone();
+    damaged[at] ^= 0x20;
+    let a = Archive::from_bytes(damaged).unwrap();
+    let error = pieces_of(&a, "large#0").0.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::IntegrityCheckFailed, "{error}");
+    assert!(
+        error.to_string().contains("binary large#0, arch gfx1100"),
+        "{error}"
+    );
+}

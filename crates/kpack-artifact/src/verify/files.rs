@@ -158,11 +158,12 @@ fn read_archive(
         }
     };
     facts.described = describe_below_prefixes(&x, facts.size, shown, rel, info);
-    let mut entries = HashMap::new();
-    let read = integrity::check_archive(&x, shown, |binary, arch, code| {
-        let key = (binary.to_owned(), arch.to_owned());
-        entries.insert(key, digests.then(|| digest(code)));
-    });
+    let read = integrity::check_archive(&x, shown, digests);
+    let mut entries: HashMap<_, _> = read
+        .read
+        .into_iter()
+        .map(|(binary, arch, sha)| ((binary, arch), sha))
+        .collect();
     // A damaged entry is still in the archive: markers that name it resolve, and the
     // failure above says what is wrong with it.
     for (binary, arch, _) in x.entries() {

@@ -5,7 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use kpack_hostbin::marker::MarkerMetadata;
-use kpack_pipeline::source::{self, DeviceCode, Visitor};
+use kpack_pipeline::SourceError;
+use kpack_pipeline::source::{self, CodePieces, DeviceCode, Visitor};
 use kpack_pipeline::transform::{self, HostState};
 
 use super::files::map;
@@ -41,8 +42,53 @@ struct Recover<'c> {
 }
 
 impl Visitor for Recover<'_> {
-    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), kpack_pipeline::SourceError> {
-        let target = code.target().to_string();
+    fn device_code(&mut self, code: &DeviceCode<'_>) -> Result<(), SourceError> {
+        self.recovered(&code.target().to_string(), code.wrappers, digest(code.data));
+        Ok(())
+    }
+
+    /// A code object too large to hold (of a bundle read as a stream) is hashed as it is
+    /// decoded.
+    fn code_pieces<'s>(
+        &'s mut self,
+        code: &DeviceCode<'_>,
+        _len: u64,
+    ) -> Result<Option<Box<dyn CodePieces + 's>>, SourceError> {
+        Ok(Some(Box::new(RecoverInPieces {
+            target: code.target().to_string(),
+            wrappers: code.wrappers.to_vec(),
+            sha: sha2::Sha256::default(),
+            recover: self,
+        })))
+    }
+}
+
+/// A code object of the original hashed as its pieces come ([`Recover::code_pieces`]).
+struct RecoverInPieces<'r, 'c> {
+    target: String,
+    wrappers: Vec<usize>,
+    sha: sha2::Sha256,
+    recover: &'r mut Recover<'c>,
+}
+
+impl CodePieces for RecoverInPieces<'_, '_> {
+    fn piece(&mut self, bytes: &[u8]) -> Result<(), SourceError> {
+        sha2::Digest::update(&mut self.sha, bytes);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), SourceError> {
+        let want = sha2::Digest::finalize(self.sha).into();
+        self.recover.recovered(&self.target, &self.wrappers, want);
+        Ok(())
+    }
+}
+
+impl Recover<'_> {
+    /// Checks that the code object of `target` whose SHA-256 is `want`, in the bundle
+    /// `wrappers` lead to, is in an archive the marker leads to under each wrapper's key.
+    fn recovered(&mut self, target: &str, wrappers: &[usize], want: super::Digest) {
+        let target = target.to_owned();
         let mut archives = Vec::new();
         for search in &self.meta.search_paths {
             if let Ok(found) = self.ctx.resolve(self.out_bin, search) {
@@ -54,8 +100,7 @@ impl Visitor for Recover<'_> {
                 );
             }
         }
-        let want = digest(code.data);
-        for &w in code.wrappers {
+        for &w in wrappers {
             let key = kpack_archive::binary_key(&self.meta.kernel_name, w as u32);
             let recovered = archives.iter().any(|(path, a)| {
                 self.ctx.archive(*a, path).is_some_and(|x| {
@@ -71,7 +116,6 @@ impl Visitor for Recover<'_> {
                 ));
             }
         }
-        Ok(())
     }
 }
 
