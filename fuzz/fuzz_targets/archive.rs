@@ -1,4 +1,5 @@
-//! `.kpack` archives: header, TOC, blob and zstd-frame indexing, entry reads.
+//! `.kpack` archives: header, TOC, blob and zstd-frame indexing, entry reads (whole and in
+//! pieces).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -13,8 +14,16 @@ fuzz_target!(|data: &[u8]| {
         .map(|(b, a, _)| (b.to_owned(), a.to_owned()))
         .collect();
     for (binary, arch) in keys {
-        if let (Ok(bytes), Some(info)) = (archive.get(&binary, &arch), archive.info(&binary, &arch)) {
+        let got = archive.get(&binary, &arch);
+        if let (Ok(bytes), Some(info)) = (&got, archive.info(&binary, &arch)) {
             assert_eq!(bytes.len() as u64, info.original_size);
+        }
+        // Read in pieces (decoded as a stream above `PIECES_ABOVE`): when both read, the
+        // same bytes.
+        let mut pieces = Vec::new();
+        let read = archive.get_in_pieces(&binary, &arch, &mut |p| pieces.extend_from_slice(p));
+        if let (Ok(bytes), Ok(len)) = (&got, read) {
+            assert!(len == bytes.len() as u64 && pieces == **bytes);
         }
     }
 });

@@ -3,7 +3,7 @@
 //! archives of real code objects (`none`, `zstd-per-kernel`, `unified`) are written once;
 //! the input picks one and damages it: its first byte chooses the archive, then each 4 bytes
 //! are an offset (24 bits, little-endian, modulo the length) and a byte xored in there.
-//! Every entry of the original is then read with `get` and `get_into`.
+//! Every entry of the original is then read with `get`, `get_in_pieces` and `get_into`.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -64,6 +64,13 @@ fuzz_target!(|data: &[u8]| {
     for (binary, arch, original) in &archive.entries {
         if let Ok(got) = damaged.get(binary, arch) {
             assert!(*got == **original, "{binary} {arch}: get returned other bytes");
+        }
+        let mut pieces = Vec::new();
+        if damaged
+            .get_in_pieces(binary, arch, &mut |p| pieces.extend_from_slice(p))
+            .is_ok()
+        {
+            assert!(pieces == **original, "{binary} {arch}: get_in_pieces returned other bytes");
         }
         let mut out = vec![0u8; original.len()];
         if let Ok(n) = damaged.get_into(binary, arch, &mut out) {
