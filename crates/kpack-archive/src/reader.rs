@@ -4,19 +4,20 @@ use std::fs::File;
 use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-
-use zstd::zstd_safe::{self, DCtx, WriteBuf};
+use std::sync::{Arc, OnceLock};
 
 use crate::digest::{ENTRY_KEY, content_digest};
 use crate::msgpack::FieldError;
 use crate::references::ReferenceCache;
 use crate::toc::{Entry, Index, Stored, frame_ranges, region_error};
-use crate::unified::DICTIONARY_MAGIC;
 use crate::{
-    ArchiveError, CompressionScheme, DATA_START, MAX_ORIGINAL_SIZE, first_repeat, normalise_key,
-    split_binary_key,
+    ArchiveError, CompressionScheme, DATA_START, first_repeat, normalise_key, split_binary_key,
 };
+
+mod decode;
+pub use decode::PIECES_ABOVE;
+pub(crate) use decode::decode_frame;
+use decode::{check_len, content_of, decode_in_pieces, decode_into, decode_to_vec};
 
 /// Byte storage an [`Archive`] reads from: a memory map, a `Vec<u8>`, or anything byte-like.
 type Backing = Box<dyn AsRef<[u8]> + Send + Sync>;
@@ -291,31 +292,11 @@ impl Archive {
         }
         let stored = self.stored(entry)?;
         let mut digest = crate::digest::content_digester();
-        let decoded = (|| {
-            recorded_size(stored, entry.original_size)?;
-            let mut decoder = zstd::stream::read::Decoder::with_buffer(stored)
-                .map_err(|e| e.to_string())?
-                .single_frame();
-            let mut chunk = vec![0u8; 256 << 10];
-            let mut len = 0u64;
-            loop {
-                let got = decoder.read(&mut chunk).map_err(|e| e.to_string())?;
-                if got == 0 {
-                    break;
-                }
-                len += got as u64;
-                if len > entry.original_size {
-                    return Err(format!(
-                        "frame decodes to more than original_size {}",
-                        entry.original_size
-                    ));
-                }
-                std::hash::Hasher::write(&mut digest, &chunk[..got]);
-                piece(&chunk[..got]);
-            }
-            check_len(len, entry.original_size)
-        })();
-        decoded.map_err(|reason| self.decode_error(name, arch, stored, reason))?;
+        decode_in_pieces(stored, entry.original_size, &mut |bytes| {
+            std::hash::Hasher::write(&mut digest, bytes);
+            piece(bytes);
+        })
+        .map_err(|reason| self.decode_error(name, arch, stored, reason))?;
         self.check_digest(
             name,
             arch,
@@ -693,130 +674,6 @@ impl fmt::Debug for Archive {
             .field("binaries", &self.index.binaries.len())
             .field("blobs", &self.index.stored.count())
             .finish_non_exhaustive()
-    }
-}
-
-/// Idle decompression contexts, shared by every archive: creating one per call (~100 KB of
-/// tables) cost as much as decoding a typical kernel. Holds at most as many as were ever in use
-/// at once.
-static DCTX_POOL: Mutex<Vec<DCtx<'static>>> = Mutex::new(Vec::new());
-
-/// Decompresses the single frame `frame` into `dst` with a pooled context, with `reference`
-/// (when not empty) as its raw-content prefix.
-fn decompress<C: WriteBuf + ?Sized>(
-    frame: &[u8],
-    dst: &mut C,
-    reference: &[u8],
-) -> Result<usize, String> {
-    if reference.starts_with(&DICTIONARY_MAGIC) {
-        return Err("the reference content begins with the zstd dictionary magic".to_owned());
-    }
-    let idle = DCTX_POOL
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pop();
-    let mut dctx = match idle {
-        Some(d) => d,
-        None => DCtx::try_create().ok_or("cannot allocate a zstd context")?,
-    };
-    let result = if reference.is_empty() {
-        dctx.decompress(dst, frame)
-    } else {
-        dctx.decompress_using_dict(dst, frame, reference)
-    };
-    DCTX_POOL
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(dctx);
-    result.map_err(|code| zstd_safe::get_error_name(code).to_owned())
-}
-
-/// A reference's content, empty for none.
-fn content_of(reference: &Option<Arc<Vec<u8>>>) -> &[u8] {
-    reference.as_deref().map_or(&[], |c| &c[..])
-}
-
-/// Whether the frame's header records a content size, which must then be `original_size`.
-fn recorded_size(frame: &[u8], original_size: u64) -> Result<bool, String> {
-    match zstd_safe::get_frame_content_size(frame) {
-        Err(_) => Err("invalid zstd frame header".to_owned()),
-        Ok(Some(n)) if n != original_size => Err(format!(
-            "frame content size {n} differs from original_size {original_size}"
-        )),
-        Ok(recorded) => Ok(recorded.is_some()),
-    }
-}
-
-fn check_len(len: u64, original_size: u64) -> Result<(), String> {
-    if len == original_size {
-        Ok(())
-    } else {
-        Err(format!(
-            "frame decoded to {len} bytes, original_size is {original_size}"
-        ))
-    }
-}
-
-/// Decodes into `out`, exactly `original_size` bytes long: a frame yielding more fails.
-fn decode_into(
-    frame: &[u8],
-    reference: &[u8],
-    original_size: u64,
-    out: &mut [u8],
-) -> Result<(), String> {
-    recorded_size(frame, original_size)?;
-    check_len(decompress(frame, out, reference)? as u64, original_size)
-}
-
-/// A `zstd-per-kernel` code object decoded to more than this is read in pieces by
-/// [`Archive::get_in_pieces`]; one smaller is decoded whole, in one call.
-pub const PIECES_ABOVE: u64 = 16 << 20;
-
-/// How much larger than its frame a content may be for its recorded size to be allocated at
-/// once; beyond that the output grows with what the frame really yields, so that a few
-/// hostile bytes claiming gigabytes allocate only what they decode to.
-const TRUSTED_RATIO: usize = 64;
-
-fn decode_to_vec(frame: &[u8], reference: &[u8], original_size: u64) -> Result<Vec<u8>, String> {
-    // original_size was capped at open, so this only fails on 32-bit hosts.
-    let size = usize::try_from(original_size)
-        .map_err(|_| format!("original_size {original_size} does not fit in memory"))?;
-    let trusted = (frame.len() + reference.len())
-        .saturating_mul(TRUSTED_RATIO)
-        .saturating_add(1 << 20);
-    let out = if recorded_size(frame, original_size)? && size <= trusted {
-        let mut out = Vec::with_capacity(size);
-        decompress(frame, &mut out, reference)?;
-        out
-    } else {
-        if reference.starts_with(&DICTIONARY_MAGIC) {
-            return Err("the reference content begins with the zstd dictionary magic".into());
-        }
-        // Without a recorded size, or with one far beyond the frame, let the output grow
-        // with what the frame really yields rather than trusting the size for the allocation.
-        let mut out = Vec::new();
-        zstd::stream::read::Decoder::with_dictionary(frame, reference)
-            .map_err(|e| e.to_string())?
-            .single_frame()
-            .take(original_size.saturating_add(1))
-            .read_to_end(&mut out)
-            .map_err(|e| e.to_string())?;
-        out
-    };
-    check_len(out.len() as u64, original_size)?;
-    Ok(out)
-}
-
-/// Decodes a `unified` frame, which must record its content size, against `reference`
-/// (empty for a standalone frame).
-pub(crate) fn decode_frame(frame: &[u8], reference: &[u8]) -> Result<Vec<u8>, String> {
-    match zstd_safe::get_frame_content_size(frame) {
-        Ok(Some(n)) if n <= MAX_ORIGINAL_SIZE => decode_to_vec(frame, reference, n),
-        Ok(Some(n)) => Err(format!(
-            "frame content size {n} exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
-        )),
-        Ok(None) => Err("frame does not record its content size".to_owned()),
-        Err(_) => Err("invalid zstd frame header".to_owned()),
     }
 }
 
