@@ -135,6 +135,32 @@ struct Placed<'p> {
     stored_at: Option<u64>,
 }
 
+impl Placed<'_> {
+    /// The device code object of entry `entry` (of `bundle_id`, among `entries`) with `data`;
+    /// its range in the file when the bundle is stored there uncompressed.
+    fn code<'c>(
+        &'c self,
+        entries: &[EntryHeader],
+        entry: usize,
+        bundle_id: &'c BundleId,
+        data: &'c [u8],
+    ) -> DeviceCode<'c> {
+        DeviceCode {
+            member: self.member,
+            container: Container::Bundle,
+            bundle: self.slot.index,
+            wrappers: &self.slot.wrappers,
+            entry,
+            bundle_id,
+            data,
+            file_range: self.stored_at.map(|at| {
+                let start = at + entries[entry].offset;
+                start..start + data.len() as u64
+            }),
+        }
+    }
+}
+
 /// Hands the data of a bundle's `entries` to `visitor`, as `next` gives it (entry index and
 /// bytes, in header order; given a taker of pieces, the bytes go there and it gives none):
 /// device code objects in parts of at most `part_budget` bytes ([`Visitor::device_bundle`])
@@ -157,19 +183,7 @@ fn visit_entries<'d>(
         }
         let codes: Vec<DeviceCode<'_>> = part
             .iter()
-            .map(|(entry, id, data)| DeviceCode {
-                member: place.member,
-                container: Container::Bundle,
-                bundle: place.slot.index,
-                wrappers: &place.slot.wrappers,
-                entry: *entry,
-                bundle_id: id,
-                data,
-                file_range: place.stored_at.map(|at| {
-                    let start = at + entries[*entry].offset;
-                    start..start + data.len() as u64
-                }),
-            })
+            .map(|(entry, id, data)| place.code(entries, *entry, id, data))
             .collect();
         let result = visitor.device_bundle(&codes);
         part.clear();
@@ -188,16 +202,7 @@ fn visit_entries<'d>(
                 part_bytes = 0;
             }
             if device && header.size > part_budget {
-                let code = DeviceCode {
-                    member: place.member,
-                    container: Container::Bundle,
-                    bundle: place.slot.index,
-                    wrappers: &place.slot.wrappers,
-                    entry: coming,
-                    bundle_id: &id,
-                    data: &[],
-                    file_range: None,
-                };
+                let code = place.code(entries, coming, &id, &[]);
                 if let Some(pieces) = visitor.code_pieces(&code, header.size)? {
                     visit_in_pieces(place.slot.index, coming, &id, pieces, &mut next)?;
                     coming += 1;
