@@ -208,8 +208,46 @@ impl<'a> ArchiveWriter<'a> {
         kernel: PreparedKernel<'a>,
         metadata: &[(String, String)],
     ) -> Result<(), ArchiveError> {
-        self.add_prepared_at(binary_key, arch, kernel, metadata)
-            .map(|_| ())
+        self.add_prepared_under(&[binary_key], arch, kernel, metadata)
+    }
+
+    /// [`ArchiveWriter::add_prepared`] of `kernel` under each of `keys` in order (the
+    /// wrappers that lead to one bundle), the same entries, its bytes stored and compared with
+    /// those stored before once, not once per key: RCCL's one bundle has 38 wrappers and
+    /// 130 MB code objects, and each comparison of a streamed archive reads the stored bytes
+    /// back (31 GB read for one library). Nothing when `keys` is empty.
+    pub fn add_prepared_under<K: AsRef<str>>(
+        &mut self,
+        keys: &[K],
+        arch: &str,
+        kernel: PreparedKernel<'a>,
+        metadata: &[(String, String)],
+    ) -> Result<(), ArchiveError> {
+        let Some((first, others)) = keys.split_first() else {
+            return Ok(());
+        };
+        if self.unified.is_some() {
+            // A `unified` kernel's ordinal is provisional until its group is coded: each key
+            // is interned as it comes.
+            for key in keys {
+                self.add_prepared_at(key.as_ref(), arch, kernel.clone(), metadata)?;
+            }
+            return Ok(());
+        }
+        let content = (kernel.digest, kernel.original_size);
+        let ordinal = self.add_prepared_at(first.as_ref(), arch, kernel, metadata)?;
+        for key in others {
+            let slot = self.check_new_entry(key.as_ref(), arch, metadata)?;
+            self.push_entry(
+                slot,
+                normalise_key(key.as_ref()),
+                arch,
+                ordinal,
+                content,
+                metadata,
+            );
+        }
+        Ok(())
     }
 
     /// [`ArchiveWriter::add_prepared`], giving the ordinal of the stored kernel.
@@ -251,18 +289,13 @@ impl<'a> ArchiveWriter<'a> {
             // Compressed once per member, however many keys (wrappers) share it: RCCL's one
             // bundle has 38 wrappers and 130 MB code objects.
             for m in members {
-                let Some((first, others)) = m.keys.split_first() else {
+                let Some(first) = m.keys.first() else {
                     continue;
                 };
                 self.check_new_entry(first, m.arch, &[])?;
                 // Compressed from the borrowed bytes; only a kernel stored as it is is copied.
                 let kernel = self.compressor.prepare(m.data)?.into_owned();
-                let content = (kernel.digest, kernel.original_size);
-                let ordinal = self.add_prepared_at(first, m.arch, kernel, &[])?;
-                for key in others {
-                    let slot = self.check_new_entry(key, m.arch, &[])?;
-                    self.push_entry(slot, normalise_key(key), m.arch, ordinal, content, &[]);
-                }
+                self.add_prepared_under(m.keys, m.arch, kernel, &[])?;
             }
             return Ok(());
         }

@@ -76,7 +76,7 @@ pub use error::BundleError;
 pub use plain::{
     Bundle, BundleBuilder, Entry, EntryHeader, uncompressed_layout, write_uncompressed,
 };
-pub use stream::{EntryStream, Piece, StreamedEntry};
+pub use stream::{EntryStream, MAX_STREAM_WINDOW, Piece, StreamedEntry, stream_window};
 
 use ccob::CcobHeader;
 use plain::check_magic;

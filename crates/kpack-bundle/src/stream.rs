@@ -65,6 +65,50 @@ const ENTRY_RESERVE_LIMIT: u64 = 256 << 20;
 /// How far the search for the end of the bundle header reads at first (it doubles).
 const FIRST_READ: u64 = 64 << 10;
 
+/// The largest window zstd's decoder accepts unless told otherwise (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`,
+/// 2^27): what clang's long-distance matching uses, and what a frame declaring more cannot
+/// be decoded with.
+pub const MAX_STREAM_WINDOW: u64 = 1 << 27;
+
+/// The window zstd's decoder holds reading the CCOB at `bytes[0]` as a stream
+/// ([`EntryStream`]): the window its frame header declares, or the frame's content size when
+/// that is smaller, at most [`MAX_STREAM_WINDOW`]. `None` when `bytes` is not a zstd CCOB with
+/// a whole frame header. Read by hand (RFC 8878, 3.1.1.1): zstd-safe does not give the
+/// window, and the CCOB's claims are all that is read, nothing decoded.
+pub fn stream_window(bytes: &[u8]) -> Option<u64> {
+    if !looks_compressed(bytes) {
+        return None;
+    }
+    let header = CcobHeader::parse(bytes).ok()?;
+    if header.method != CompressionMethod::Zstd {
+        return None;
+    }
+    let frame = bytes.get(header.header_len as usize..)?;
+    if frame.get(..4)? != ZSTD_MAGIC.to_le_bytes() {
+        return None;
+    }
+    let descriptor = *frame.get(4)?;
+    let content = match zstd::zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(size)) => size,
+        _ => u64::MAX,
+    };
+    let window = if descriptor & SINGLE_SEGMENT != 0 {
+        content
+    } else {
+        let w = *frame.get(5)?;
+        let base = 1u64 << (10 + (w >> 3));
+        (base + base / 8 * u64::from(w & 7)).min(content)
+    };
+    Some(window.min(MAX_STREAM_WINDOW))
+}
+
+/// The magic number opening a zstd frame.
+const ZSTD_MAGIC: u32 = 0xFD2F_B528;
+
+/// The frame header descriptor's flag of a frame with no window descriptor, whose window is
+/// its content.
+const SINGLE_SEGMENT: u8 = 1 << 5;
+
 impl<'a> EntryStream<'a> {
     /// The entries of the CCOB at `bytes[0]`, if it is a zstd CCOB whose entries lie in
     /// header order without overlapping (what clang writes); `None` otherwise, for the caller

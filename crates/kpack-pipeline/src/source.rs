@@ -479,14 +479,14 @@ fn slots(
 
 impl BundleSlot {
     /// The memory decoding the bundle takes while in flight, for
-    /// [`kpack_concurrency::ordered::for_each_ordered`]: its decompressed size for a CCOB (at most
-    /// [`STREAM_ABOVE`], what reading one as a stream takes), its stored bytes (mapped
+    /// [`kpack_concurrency::ordered::for_each_ordered`]: its decompressed size for a CCOB (or
+    /// what reading it as a stream holds, above [`STREAM_ABOVE`]), its stored bytes (mapped
     /// pages) otherwise. `elf` is the file the slot is in.
     pub fn decode_cost(&self, elf: &[u8]) -> u64 {
         let bytes = &elf[self.range.clone()];
-        match decoded_size(bytes) {
+        match bundle::decode_memory(bytes) {
             0 => bytes.len() as u64,
-            size => size.min(STREAM_ABOVE),
+            memory => memory,
         }
     }
 

@@ -382,7 +382,8 @@ pub fn plan<'a>(input: &'a [u8], opts: &TransformOptions) -> Result<Plan<'a>, Tr
 
 impl<'a> Plan<'a> {
     /// Lets [`Plan::write_archives`] drop the pages of each bundle from `mapping` (the
-    /// mapping `input` was borrowed from) once its code objects are written; see
+    /// mapping `input` was borrowed from) once its code objects are written, and
+    /// [`Plan::write_host`] every page once the host binary is copied; see
     /// [`crate::FileBytes::release`].
     pub fn releasing(mut self, mapping: &'a crate::FileBytes) -> Self {
         self.mapping = Some(mapping);
@@ -501,9 +502,7 @@ impl<'a> Plan<'a> {
                             Some(w) => w,
                             None => writers.entry(target.clone()).or_insert(create(&target)?),
                         };
-                        for key in &keys {
-                            writer.add_prepared(key, &target, kernel.clone(), &[])?;
-                        }
+                        writer.add_prepared_under(&keys, &target, kernel, &[])?;
                     }
                     release(i);
                     Ok::<(), TransformError>(())
@@ -567,6 +566,11 @@ impl<'a> Plan<'a> {
         mode: Option<std::fs::Permissions>,
     ) -> Result<(), TransformError> {
         let map = crate::write_rewrite(path, |out| self.rewrite.write_to(self.input, out))?;
+        if let Some(mapping) = self.mapping {
+            // The copy read every host byte of the input: its pages (65 MB of a rocWMMA test
+            // with 65,000 sections) would stay resident through the archives' writing.
+            mapping.release(self.input);
+        }
         verify_binary(&map)
             .refusals()
             .map_err(TransformError::Verify)?;

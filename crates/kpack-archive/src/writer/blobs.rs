@@ -40,12 +40,28 @@ impl Blobs<'_> {
         }
     }
 
-    /// Whether blob `ordinal` holds exactly `bytes` (a streamed blob is read back).
+    /// Whether blob `ordinal` holds exactly `bytes` (a streamed blob is read back, a
+    /// [`COMPARE_CHUNK`] at a time: a stored frame may be 100 MB).
     pub(super) fn holds(&mut self, ordinal: u32, bytes: &[u8]) -> Result<bool, ArchiveError> {
         if self.len(ordinal as usize) != bytes.len() as u64 {
             return Ok(false);
         }
-        Ok(self.read(ordinal)? == bytes)
+        let Blobs::Streamed { out, spans, .. } = self else {
+            return Ok(self.read(ordinal)? == bytes);
+        };
+        let io = io_error("reading back a streamed blob");
+        out.flush().map_err(&io)?;
+        let offset = spans[ordinal as usize].0;
+        let mut stored = vec![0u8; COMPARE_CHUNK.min(bytes.len())];
+        for (i, expected) in bytes.chunks(COMPARE_CHUNK).enumerate() {
+            let stored = &mut stored[..expected.len()];
+            let at = offset + (i * COMPARE_CHUNK) as u64;
+            kpack_fs::read_exact_at(out.get_ref(), stored, at).map_err(&io)?;
+            if stored != expected {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// The stored bytes of `ordinal` (a streamed blob is read back).
@@ -63,6 +79,9 @@ impl Blobs<'_> {
         }
     }
 }
+
+/// How much of a stored blob [`Blobs::holds`] reads back at once.
+const COMPARE_CHUNK: usize = 1 << 20;
 
 impl<'a> Blobs<'a> {
     pub(super) fn push(

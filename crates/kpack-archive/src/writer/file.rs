@@ -24,6 +24,11 @@ pub struct ArchiveFileWriter<'a> {
     tmp: Option<tempfile::TempPath>,
 }
 
+/// The buffer of each archive's file. A split writes one archive per target for every fat
+/// binary in flight (14 targets × 4 fat binaries of `split --batch` on 2 cores): at 1 MiB
+/// each, their buffers alone held 56 MiB. Most kernels are larger than this and bypass it.
+const WRITE_BUFFER: usize = 64 << 10;
+
 impl<'a> ArchiveFileWriter<'a> {
     /// Starts the archive that [`ArchiveFileWriter::finish`] will publish at `path`.
     pub fn create(
@@ -42,7 +47,7 @@ impl<'a> ArchiveFileWriter<'a> {
             path,
             tmp: Some(tmp),
         };
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = BufWriter::with_capacity(WRITE_BUFFER, file);
         // Placeholders for `toc_offset` and the frame count, filled in by `finish`.
         let mut start = DATA_START;
         let placeholder = out.write_all(&this.writer.header(0)).and_then(|()| {
@@ -85,6 +90,18 @@ impl<'a> ArchiveFileWriter<'a> {
         metadata: &[(String, String)],
     ) -> Result<(), ArchiveError> {
         let result = self.writer.add_prepared(binary_key, arch, kernel, metadata);
+        result.map_err(|e| e.in_file(Some(&self.path)))
+    }
+
+    /// [`ArchiveWriter::add_prepared_under`], the stored bytes going straight to the file.
+    pub fn add_prepared_under<K: AsRef<str>>(
+        &mut self,
+        keys: &[K],
+        arch: &str,
+        kernel: PreparedKernel<'a>,
+        metadata: &[(String, String)],
+    ) -> Result<(), ArchiveError> {
+        let result = self.writer.add_prepared_under(keys, arch, kernel, metadata);
         result.map_err(|e| e.in_file(Some(&self.path)))
     }
 

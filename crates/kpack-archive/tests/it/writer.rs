@@ -523,3 +523,45 @@ fn a_large_code_object_read_in_pieces_is_what_get_reads_and_damage_to_it_is_an_e
         "{error}"
     );
 }
+
+/// A code object whose bundle many wrappers lead to (RCCL's: 38) is stored once with an entry
+/// under each key, the archive byte for byte the one its keys added one at a time give; the
+/// stored bytes are compared with the earlier blobs once, not read back once per key.
+#[test]
+fn a_kernel_added_under_many_keys_is_the_archive_of_it_added_key_by_key() {
+    let ks = kernels();
+    let keys = |binary: &str| -> Vec<String> { (0..38).map(|i| format!("{binary}.{i}")).collect() };
+    let dir = tempfile::tempdir().unwrap();
+    for compression in [
+        Compression::None,
+        Compression::zstd(),
+        Compression::unified(),
+    ] {
+        let path = dir.path().join("under.kpack");
+        let mut under =
+            kpack_archive::ArchiveFileWriter::create(&path, "grp", "gfx110X", compression).unwrap();
+        let mut compressor = kpack_archive::KernelCompressor::new(compression);
+        let mut key_by_key = ArchiveWriter::new("grp", "gfx110X", compression);
+        for (binary, arch, data) in &ks {
+            let kernel = compressor.prepare(data.as_slice()).unwrap();
+            under
+                .add_prepared_under(&keys(binary), arch, kernel, &[])
+                .unwrap();
+            for key in &keys(binary) {
+                key_by_key.add(key, arch, data.as_slice(), &[]).unwrap();
+            }
+        }
+        assert_eq!(under.entry_count(), 38 * ks.len());
+        under.finish().unwrap();
+        let written = std::fs::read(&path).unwrap();
+        assert_eq!(written, write(&mut key_by_key), "{compression:?}");
+        let a = Archive::from_bytes(written).unwrap();
+        assert_eq!(a.blob_count(), ks.len(), "{compression:?}");
+        for (binary, arch, data) in &ks {
+            for key in &keys(binary) {
+                assert_eq!(&*a.get(key, arch).unwrap(), data.as_slice());
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}

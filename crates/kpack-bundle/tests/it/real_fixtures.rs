@@ -4,8 +4,8 @@ use crate::common;
 
 use common::{device_entries, fixture, hip_fatbin};
 use kpack_bundle::{
-    Bundle, BundleFormat, CompressionMethod, DecodedBundle, LocatedBundle, bundle_extent,
-    ccob_hash, walk_fatbin,
+    Bundle, BundleFormat, CompressionMethod, DecodedBundle, LocatedBundle, MAX_STREAM_WINDOW,
+    bundle_extent, ccob_hash, ccob_header, stream_window, walk_fatbin,
 };
 
 const GFX1030: &str = "hipv4-amdgcn-amd-amdhsa--gfx1030";
@@ -329,4 +329,72 @@ fn a_flipped_bit_in_a_streamed_ccob_is_an_error_by_its_last_entry() {
     // Cut short: an error, not fewer entries.
     let cut = &bytes[..bytes.len() - 5];
     assert!(streamed(cut).is_err());
+}
+
+/// clang's small CCOBs are single-segment zstd frames: the window a stream read of them holds
+/// is their content; a zlib CCOB or a plain bundle has no zstd window.
+#[test]
+fn the_stream_window_of_a_single_segment_ccob_is_its_content_size() {
+    for (file, size) in [
+        ("modern/ccob_v2_llvm19.bundle", 11154),
+        ("modern/ccob_v2_llvm22.bundle", 11124),
+        ("modern/ccob_v3_llvm22.bundle", 11124),
+    ] {
+        assert_eq!(stream_window(&fixture(file)), Some(size), "{file}");
+    }
+    assert_eq!(
+        stream_window(&fixture("modern/plain_align1_llvm22.bundle")),
+        None
+    );
+    let zlib = kpack_bundle::write_compressed(
+        &fixture("modern/plain_align1_llvm22.bundle"),
+        3,
+        CompressionMethod::Zlib,
+        6,
+    )
+    .unwrap();
+    assert_eq!(stream_window(&zlib), None);
+}
+
+/// A large bundle's frame declares its window (librocthrust-tests' 1.16 GB CCOBs: 2^27, clang's
+/// long-distance matching), which is what a stream read holds, not the content; a window
+/// beyond what the decoder accepts counts as that limit, and a header cut short as none.
+/// The frame headers are written by hand (RFC 8878, 3.1.1.1): a real one needs a bundle
+/// larger than 128 MiB.
+#[test]
+fn the_stream_window_of_a_large_ccob_is_the_window_its_frame_declares() {
+    let frame = |window_log: u8, content: u32| {
+        let mut f = 0xFD2F_B528u32.to_le_bytes().to_vec();
+        // A four-byte content size, not single-segment: a window descriptor follows.
+        f.push(0b1000_0000);
+        f.push((window_log - 10) << 3);
+        f.extend_from_slice(&content.to_le_bytes());
+        f
+    };
+    let ccob = |frame: Vec<u8>, content: u64| {
+        let mut c = ccob_header(3, CompressionMethod::Zstd, content, 1 << 20, 0).unwrap();
+        c.extend_from_slice(&frame);
+        c
+    };
+    let large = 1_159_906_200;
+    assert_eq!(
+        stream_window(&ccob(frame(27, large), large.into())),
+        Some(1 << 27)
+    );
+    assert_eq!(
+        stream_window(&ccob(frame(23, large), large.into())),
+        Some(1 << 23)
+    );
+    assert_eq!(
+        stream_window(&ccob(frame(31, large), large.into())),
+        Some(MAX_STREAM_WINDOW)
+    );
+    // A window larger than the content holds only the content.
+    assert_eq!(
+        stream_window(&ccob(frame(27, 5_000_000), 5_000_000)),
+        Some(5_000_000)
+    );
+    let mut cut = ccob(frame(27, large), large.into());
+    cut.truncate(cut.len() - 5);
+    assert_eq!(stream_window(&cut), None);
 }

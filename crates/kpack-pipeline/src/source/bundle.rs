@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use kpack_bundle::{BundleFormat, DecodedBundle, EntryHeader, EntryStream, Piece};
+use kpack_bundle::{
+    BundleFormat, DecodedBundle, EntryHeader, EntryStream, MAX_STREAM_WINDOW, Piece,
+};
 use kpack_target::BundleId;
 
 use super::{
@@ -59,7 +61,7 @@ pub fn walk_bundle(
         slot,
         stored_at: None,
     };
-    let _decoding = DECODING.reserve(decoded_size.min(STREAM_ABOVE));
+    let _decoding = DECODING.reserve(decode_memory(bytes));
     if decoded_size > STREAM_ABOVE {
         let mut stream = EntryStream::open(bytes).map_err(in_bundle(false))?.ok_or(
             SourceError::CannotStream {
@@ -97,6 +99,11 @@ pub fn walk_bundle(
     }
     let decoded = DecodedBundle::decode(bytes).map_err(in_bundle(false))?;
     let compressed = !matches!(decoded.format(), BundleFormat::Uncompressed);
+    if let Some(map) = mapping.filter(|_| compressed) {
+        // Decoded into a buffer of its own: the compressed pages (55 MB of a rocPRIM test's
+        // 167 MB bundle) are not read again.
+        map.release(bytes);
+    }
     let bundle = decoded.bundle().map_err(in_bundle(compressed))?;
     let entries = bundle.entry_headers();
     visitor.bundle(&found(*decoded.format(), bundle.len(), &entries))?;
@@ -118,14 +125,38 @@ pub fn walk_bundle(
 }
 
 /// A CCOB decoding to more than this is read as a stream, never decoded whole: streaming
-/// holds a part ([`PART_BUDGET`]) and zstd's window (up to 128 MiB, what clang's
-/// long-distance matching uses), so it saves memory only above their sum. Below it, a bundle
-/// decoded whole is within [`kpack_bundle::MAX_DECOMPRESSED`].
+/// holds zstd's window (up to 128 MiB, what clang's long-distance matching uses) and a part
+/// ([`PART_BUDGET`]), so it saves memory only above their sum ([`decode_memory`]). Below it,
+/// a bundle decoded whole is within [`kpack_bundle::MAX_DECOMPRESSED`].
 pub const STREAM_ABOVE: u64 = 192 << 20;
 
-/// The most bytes of code objects one part of a streamed bundle holds (a code object larger
-/// than this is a part alone).
-pub const PART_BUDGET: u64 = 64 << 20;
+/// The most bytes of code objects one part of a streamed bundle holds: a code object larger
+/// than this is a part alone, or goes in pieces to a visitor that takes them
+/// ([`Visitor::code_pieces`]). Small, so that a streamed bundle holds little beside its
+/// window and two fit in the working memory at once (each with the thread hashing it, four
+/// threads' work: issue 38's cores busy).
+pub const PART_BUDGET: u64 = 16 << 20;
+
+/// What a streamed bundle holds beside its window and its part: the payload waiting for its
+/// MD5 (4 MiB), the decoder's buffers, the coder of a code object taken in pieces and the
+/// frame it codes.
+const STREAM_SLACK: u64 = 8 << 20;
+
+/// The memory decoding the bundle at `bytes[0]` takes: a CCOB's decompressed size and its
+/// compressed bytes (the pages of a mapped file its decoding reads: a third of the decoded
+/// size in a rocPRIM test's), or what reading it as a stream holds (above [`STREAM_ABOVE`]:
+/// its zstd window, a part and [`STREAM_SLACK`]; the compressed pages are dropped as it is
+/// read); 0 for a bundle that is not compressed (its entries are read where they are stored).
+pub(super) fn decode_memory(bytes: &[u8]) -> u64 {
+    match decoded_size(bytes) {
+        0 => 0,
+        size if size <= STREAM_ABOVE => size + bytes.len() as u64,
+        size => {
+            let window = kpack_bundle::stream_window(bytes).unwrap_or(MAX_STREAM_WINDOW);
+            (window + PART_BUDGET + STREAM_SLACK).min(size)
+        }
+    }
+}
 
 /// Where a bundle's entries are: its member and slot, and the file offset of the bundle
 /// when its entries are stored there uncompressed.
@@ -261,5 +292,7 @@ const ELF_HEADER_LEN: usize = 64;
 /// The bytes of decompressed bundles alive at once in this process, across every thread and
 /// walk: a bundle is decoded only while those of the others fit (or when none is), so
 /// parallel walks (verify's workers, transform's) cannot each hold a 160 MB bundle at the
-/// same time. A bundle is released once visited.
-static DECODING: kpack_concurrency::MemoryGate = kpack_concurrency::MemoryGate::new(256 << 20);
+/// same time. A bundle is released once visited. Its budget is the working memory's, so that
+/// two bundles read as streams ([`decode_memory`]) decode at once.
+static DECODING: kpack_concurrency::MemoryGate =
+    kpack_concurrency::MemoryGate::new(kpack_concurrency::WORKING_BUDGET);

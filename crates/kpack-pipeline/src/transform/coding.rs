@@ -128,10 +128,8 @@ impl CodePieces for CodedInPieces<'_, '_> {
 
     fn finish(self: Box<Self>) -> Result<(), SourceError> {
         let kernel = self.kernel.finish()?;
-        for key in &self.keys {
-            self.writer
-                .add_prepared(key, &self.target, kernel.clone(), &[])?;
-        }
+        self.writer
+            .add_prepared_under(&self.keys, &self.target, kernel, &[])?;
         Ok(())
     }
 }
