@@ -7,6 +7,7 @@
 
 mod blobs;
 mod file;
+mod in_pieces;
 mod prepared;
 mod toc;
 mod unified;
@@ -21,7 +22,8 @@ use blobs::Blobs;
 use unified::Unified;
 
 pub use file::ArchiveFileWriter;
-pub use prepared::{KernelCompressor, KernelInPieces, PreparedKernel};
+pub use in_pieces::KernelInPieces;
+pub use prepared::{KernelCompressor, PreparedKernel};
 
 /// zstd level used by the reference (`ZstdCompressor(level=3)`, pack_tree's default).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
@@ -92,7 +94,6 @@ pub struct ArchiveWriter<'a> {
     group_name: String,
     gfx_arch_family: String,
     compression: Compression,
-    compressor: KernelCompressor,
     explicit_arches: Option<Vec<String>>,
     /// Distinct entry arches in first-insertion order.
     entry_arches: Vec<String>,
@@ -142,7 +143,6 @@ impl<'a> ArchiveWriter<'a> {
             group_name: group_name.into(),
             gfx_arch_family: gfx_arch_family.into(),
             compression,
-            compressor: KernelCompressor::new(compression),
             explicit_arches: None,
             entry_arches: Vec::new(),
             binaries: Vec::new(),
@@ -195,7 +195,7 @@ impl<'a> ArchiveWriter<'a> {
         metadata: &[(String, String)],
     ) -> Result<(), ArchiveError> {
         self.check_new_entry(binary_key, arch, metadata)?;
-        let kernel = self.compressor.prepare(data)?;
+        let kernel = KernelCompressor::on_this_thread(self.compression, |c| c.prepare(data))?;
         self.add_prepared(binary_key, arch, kernel, metadata)
     }
 
@@ -236,7 +236,20 @@ impl<'a> ArchiveWriter<'a> {
         }
         let content = (kernel.digest, kernel.original_size);
         let ordinal = self.add_prepared_at(first.as_ref(), arch, kernel, metadata)?;
-        for key in others {
+        self.add_stored_under(others, arch, ordinal, content, metadata)
+    }
+
+    /// Adds an entry for `arch` under each of `keys` to the stored blob `ordinal` of
+    /// `content`.
+    fn add_stored_under<K: AsRef<str>>(
+        &mut self,
+        keys: &[K],
+        arch: &str,
+        ordinal: u32,
+        content: ContentKey,
+        metadata: &[(String, String)],
+    ) -> Result<(), ArchiveError> {
+        for key in keys {
             let slot = self.check_new_entry(key.as_ref(), arch, metadata)?;
             self.push_entry(
                 slot,
@@ -294,7 +307,9 @@ impl<'a> ArchiveWriter<'a> {
                 };
                 self.check_new_entry(first, m.arch, &[])?;
                 // Compressed from the borrowed bytes; only a kernel stored as it is is copied.
-                let kernel = self.compressor.prepare(m.data)?.into_owned();
+                let kernel =
+                    KernelCompressor::on_this_thread(self.compression, |c| c.prepare(m.data))?
+                        .into_owned();
                 self.add_prepared_under(m.keys, m.arch, kernel, &[])?;
             }
             return Ok(());

@@ -455,7 +455,6 @@ impl<'a> Plan<'a> {
          -> Result<(), TransformError> {
             let mut visitor = CodeBundles {
                 kernel_name: &self.kernel_name,
-                compression,
                 writers,
                 create: &create,
             };

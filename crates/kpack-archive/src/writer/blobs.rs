@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
 
 use super::Compression;
 use crate::ArchiveError;
@@ -46,20 +46,53 @@ impl Blobs<'_> {
         if self.len(ordinal as usize) != bytes.len() as u64 {
             return Ok(false);
         }
+        if let Blobs::Memory(blobs) = self {
+            return Ok(*blobs[ordinal as usize] == *bytes);
+        }
+        self.stored_equals(ordinal, Compared::Bytes(bytes))
+    }
+
+    /// Whether blob `ordinal` holds exactly the `len` bytes of the blob being written in
+    /// place ([`Blobs::write_in_place`]); both are read back a [`COMPARE_CHUNK`] at a time.
+    pub(super) fn holds_in_place(&mut self, ordinal: u32, len: u64) -> Result<bool, ArchiveError> {
+        if self.len(ordinal as usize) != len {
+            return Ok(false);
+        }
+        let Blobs::Streamed { end, .. } = self else {
+            unreachable!("only a streamed archive writes a blob in place");
+        };
+        let at = *end + PREFIX;
+        self.stored_equals(ordinal, Compared::InFile(at))
+    }
+
+    /// Compares streamed blob `ordinal` (of the same length as `other`) with `other`.
+    fn stored_equals(&mut self, ordinal: u32, other: Compared<'_>) -> Result<bool, ArchiveError> {
         let Blobs::Streamed { out, spans, .. } = self else {
-            return Ok(self.read(ordinal)? == bytes);
+            unreachable!("a blob in memory is compared in place");
         };
         let io = io_error("reading back a streamed blob");
         out.flush().map_err(&io)?;
-        let offset = spans[ordinal as usize].0;
-        let mut stored = vec![0u8; COMPARE_CHUNK.min(bytes.len())];
-        for (i, expected) in bytes.chunks(COMPARE_CHUNK).enumerate() {
-            let stored = &mut stored[..expected.len()];
-            let at = offset + (i * COMPARE_CHUNK) as u64;
-            kpack_fs::read_exact_at(out.get_ref(), stored, at).map_err(&io)?;
+        let (offset, len) = spans[ordinal as usize];
+        let chunk = (COMPARE_CHUNK as u64).min(len) as usize;
+        let (mut stored, mut expected) = (vec![0u8; chunk], Vec::new());
+        let mut done = 0u64;
+        while done < len {
+            let n = (COMPARE_CHUNK as u64).min(len - done) as usize;
+            let stored = &mut stored[..n];
+            kpack_fs::read_exact_at(out.get_ref(), stored, offset + done).map_err(&io)?;
+            let expected: &[u8] = match other {
+                Compared::Bytes(bytes) => &bytes[done as usize..done as usize + n],
+                Compared::InFile(at) => {
+                    expected.resize(n, 0);
+                    kpack_fs::read_exact_at(out.get_ref(), &mut expected, at + done)
+                        .map_err(&io)?;
+                    &expected
+                }
+            };
             if stored != expected {
                 return Ok(false);
             }
+            done += n as u64;
         }
         Ok(true)
     }
@@ -78,10 +111,68 @@ impl Blobs<'_> {
             }
         }
     }
-}
 
+    /// Starts a blob written in place at the end of a streamed archive's file, as its bytes
+    /// come ([`super::KernelInPieces`]): its size prefix, filled in by
+    /// [`Blobs::end_in_place`].
+    pub(super) fn begin_in_place(&mut self) -> Result<(), ArchiveError> {
+        let Blobs::Streamed { out, .. } = self else {
+            unreachable!("only a streamed archive writes a blob in place");
+        };
+        out.write_all(&[0; PREFIX as usize])
+            .map_err(io_error("writing archive"))
+    }
+
+    /// The next bytes of the blob being written in place.
+    pub(super) fn write_in_place(&mut self, bytes: &[u8]) -> Result<(), ArchiveError> {
+        let Blobs::Streamed { out, .. } = self else {
+            unreachable!("only a streamed archive writes a blob in place");
+        };
+        out.write_all(bytes).map_err(io_error("writing archive"))
+    }
+
+    /// Keeps the blob written in place, of `len` bytes (checked against u32 by the
+    /// caller), as the next ordinal: fills in its size prefix.
+    pub(super) fn end_in_place(&mut self, len: u32) -> Result<(), ArchiveError> {
+        let Blobs::Streamed { out, spans, end } = self else {
+            unreachable!("only a streamed archive writes a blob in place");
+        };
+        let io = io_error("writing archive");
+        let next = *end + PREFIX + u64::from(len);
+        out.seek(SeekFrom::Start(*end)).map_err(&io)?;
+        out.write_all(&len.to_le_bytes()).map_err(&io)?;
+        out.seek(SeekFrom::Start(next)).map_err(&io)?;
+        spans.push((*end + PREFIX, u64::from(len)));
+        *end = next;
+        Ok(())
+    }
+
+    /// Drops what was written in place since the last blob (a copy of a stored blob, or a
+    /// kernel whose coding failed): the file ends at the last blob again.
+    pub(super) fn discard_in_place(&mut self) -> Result<(), ArchiveError> {
+        let Blobs::Streamed { out, end, .. } = self else {
+            unreachable!("only a streamed archive writes a blob in place");
+        };
+        let io = io_error("writing archive");
+        out.flush().map_err(&io)?;
+        out.get_ref().set_len(*end).map_err(&io)?;
+        out.seek(SeekFrom::Start(*end)).map_err(&io)?;
+        Ok(())
+    }
+}
 /// How much of a stored blob [`Blobs::holds`] reads back at once.
 const COMPARE_CHUNK: usize = 1 << 20;
+
+/// The size prefix of a zstd frame in the blob region (the only blobs written in place).
+const PREFIX: u64 = 4;
+
+/// What a streamed blob is compared with: bytes in memory, or the blob being written in
+/// place, from this offset of the file.
+#[derive(Clone, Copy)]
+enum Compared<'b> {
+    Bytes(&'b [u8]),
+    InFile(u64),
+}
 
 impl<'a> Blobs<'a> {
     pub(super) fn push(

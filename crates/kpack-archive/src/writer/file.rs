@@ -18,7 +18,7 @@ use crate::{ArchiveError, DATA_START};
 /// panic), it removes its temporary file: nothing ever appears at the final path half
 /// written.
 pub struct ArchiveFileWriter<'a> {
-    writer: ArchiveWriter<'a>,
+    pub(super) writer: ArchiveWriter<'a>,
     path: PathBuf,
     /// The temporary file ([`kpack_fs::temp_file_beside`]), removed when dropped unpublished.
     tmp: Option<tempfile::TempPath>,

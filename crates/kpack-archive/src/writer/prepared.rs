@@ -1,13 +1,12 @@
 //! Kernels in the form an archive stores them, prepared (compressed) off the writer's thread.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use super::{Compression, DEFAULT_ZSTD_LEVEL};
 use crate::coder::within_frame_size;
-use std::hash::Hasher;
-use std::io::Write;
 
-use crate::digest::{content_digest, content_digester};
+use crate::digest::content_digest;
 use crate::{Archive, ArchiveError, CompressionScheme, MAX_ORIGINAL_SIZE};
 
 /// A kernel in the form an archive stores it (compressed or not), prepared off the writer's
@@ -91,7 +90,28 @@ pub struct KernelCompressor {
     scratch: Vec<u8>,
 }
 
+thread_local! {
+    /// The compressor of the archive writers on this thread ([`KernelCompressor::on_this_thread`]).
+    static THIS_THREAD: RefCell<Option<KernelCompressor>> = const { RefCell::new(None) };
+}
+
 impl KernelCompressor {
+    /// Has `f` compress with this thread's compressor for `compression`, which every archive
+    /// writer on the thread shares: a writer of its own kept a zstd context and a scratch
+    /// buffer of up to 16 MiB, per archive, for the archive's life. A split writes an archive
+    /// per target of every fat binary in flight (14 for each of 4 fat binaries on 2 cores):
+    /// their compressors held over 100 MiB that no memory gate counted. Per thread, they hold
+    /// what the threads coding at once hold.
+    pub(super) fn on_this_thread<R>(
+        compression: Compression,
+        f: impl FnOnce(&mut KernelCompressor) -> R,
+    ) -> R {
+        THIS_THREAD.with_borrow_mut(|slot| match slot {
+            Some(c) if c.compression == compression => f(c),
+            _ => f(slot.insert(KernelCompressor::new(compression))),
+        })
+    }
+
     /// A compressor for archives of `compression` (its zstd context is made on first use).
     pub fn new(compression: Compression) -> Self {
         KernelCompressor {
@@ -163,78 +183,7 @@ impl KernelCompressor {
     }
 }
 
-/// A kernel prepared from its bytes given in pieces, in order, never held whole: a code
-/// object too large to hold (librocprim-tests' are 217 MB each, read from a CCOB as a stream),
-/// coded and digested as its pieces come. Its frame is coded as [`KernelCompressor::prepare`]
-/// codes one: zstd's checksum, and the content size in the frame header.
-pub struct KernelInPieces {
-    encoder: zstd::stream::write::Encoder<'static, Vec<u8>>,
-    digest: twox_hash::XxHash3_64,
-    len: u64,
-    given: u64,
-    compression: Compression,
-}
-
-impl KernelInPieces {
-    /// For an archive of `compression` and a kernel of `len` bytes; `None` when that archive
-    /// does not store each kernel as a frame of its own: `none` stores the bytes themselves
-    /// and `unified` codes them against the frames before, both from the kernel whole.
-    pub fn new(compression: Compression, len: u64) -> Result<Option<Self>, ArchiveError> {
-        let Compression::Zstd { level } = compression else {
-            return Ok(None);
-        };
-        if len > MAX_ORIGINAL_SIZE {
-            return Err(ArchiveError::InvalidArgument(format!(
-                "kernel of {len} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
-            )));
-        }
-        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), level).map_err(zstd_io)?;
-        encoder.include_checksum(true).map_err(zstd_io)?;
-        encoder.include_contentsize(true).map_err(zstd_io)?;
-        encoder.set_pledged_src_size(Some(len)).map_err(zstd_io)?;
-        Ok(Some(KernelInPieces {
-            encoder,
-            digest: content_digester(),
-            len,
-            given: 0,
-            compression,
-        }))
-    }
-
-    /// Codes the next piece of the kernel.
-    pub fn piece(&mut self, bytes: &[u8]) -> Result<(), ArchiveError> {
-        self.given += bytes.len() as u64;
-        if self.given > self.len {
-            return Err(self.size_error());
-        }
-        self.digest.write(bytes);
-        self.encoder.write_all(bytes).map_err(zstd_io)
-    }
-
-    /// The kernel prepared, once every one of its `len` bytes was given.
-    pub fn finish(self) -> Result<PreparedKernel<'static>, ArchiveError> {
-        if self.given != self.len {
-            return Err(self.size_error());
-        }
-        let mut frame = self.encoder.finish().map_err(zstd_io)?;
-        frame.shrink_to_fit();
-        Ok(PreparedKernel {
-            stored: Cow::Owned(within_frame_size(frame)?),
-            original_size: self.len,
-            digest: self.digest.finish(),
-            compression: self.compression,
-        })
-    }
-
-    fn size_error(&self) -> ArchiveError {
-        ArchiveError::InvalidArgument(format!(
-            "kernel given in pieces of {} bytes or more, not the {} it was begun with",
-            self.given, self.len
-        ))
-    }
-}
-
-fn zstd_io(source: std::io::Error) -> ArchiveError {
+pub(super) fn zstd_io(source: std::io::Error) -> ArchiveError {
     ArchiveError::Io {
         context: "zstd compression",
         source,
@@ -243,64 +192,3 @@ fn zstd_io(source: std::io::Error) -> ArchiveError {
 
 /// The most bytes of kernel [`KernelCompressor`] codes into its reused scratch buffer.
 const SCRATCH_MAX: usize = 16 << 20;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A code object coded in pieces is stored as a frame that decodes to it, with its
-    /// size in the frame header and zstd's checksum (as a frame coded whole), and the same
-    /// digest and size as when coded whole. (Not the same frame bytes: zstd codes a stream
-    /// in blocks as it comes. Whether a bundle is streamed depends only on its size, so an
-    /// archive's bytes still do not depend on the thread count.)
-    #[test]
-    fn a_kernel_coded_in_pieces_is_a_checked_frame_of_it_with_the_digest_of_it_coded_whole() {
-        let data: Vec<u8> = (0..(SCRATCH_MAX as u32 + 300_001))
-            .map(|i| (i / 97 % 251) as u8 ^ (i % 7) as u8)
-            .collect();
-        for len in [0, 1000, data.len()] {
-            let data = &data[..len];
-            let compression = Compression::Zstd { level: 3 };
-            let whole = KernelCompressor::new(compression).prepare(data).unwrap();
-            let mut pieces = KernelInPieces::new(compression, len as u64)
-                .unwrap()
-                .unwrap();
-            for piece in data.chunks(65_536) {
-                pieces.piece(piece).unwrap();
-            }
-            let pieces = pieces.finish().unwrap();
-            let frame = &pieces.stored;
-            assert_eq!(
-                zstd::zstd_safe::get_frame_content_size(frame).ok(),
-                Some(Some(len as u64)),
-                "{len} bytes: the content size is in the frame header"
-            );
-            assert_ne!(frame[4] & 0x04, 0, "{len} bytes: the checksum flag is set");
-            assert!(
-                zstd::bulk::decompress(frame, len).unwrap() == data,
-                "{len} bytes: the frame decodes to the kernel"
-            );
-            assert_eq!(
-                (pieces.digest, pieces.original_size),
-                (whole.digest, whole.original_size)
-            );
-        }
-    }
-
-    #[test]
-    fn a_kernel_given_more_or_fewer_bytes_than_begun_with_is_an_error() {
-        let compression = Compression::Zstd { level: 3 };
-        let mut short = KernelInPieces::new(compression, 10).unwrap().unwrap();
-        short.piece(&[0; 9]).unwrap();
-        let error = short.finish().err().unwrap().to_string();
-        assert!(
-            error.contains("pieces of 9 bytes") && error.contains("the 10"),
-            "{error}"
-        );
-        let mut long = KernelInPieces::new(compression, 10).unwrap().unwrap();
-        assert!(long.piece(&[0; 11]).is_err());
-        for whole in [Compression::None, Compression::Unified { level: 3 }] {
-            assert!(KernelInPieces::new(whole, 10).unwrap().is_none());
-        }
-    }
-}

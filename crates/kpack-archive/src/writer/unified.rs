@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use super::{ArchiveWriter, Blobs, ContentKey, GroupMember};
+use super::{ArchiveWriter, Blobs, ContentKey, GroupMember, KernelCompressor};
 use crate::coder::{Coded, Coder, GROUP_BUDGET};
 use crate::{ArchiveError, normalise_key};
 
@@ -57,7 +57,7 @@ impl<'a> ArchiveWriter<'a> {
         let mut distinct: Vec<(&str, &[u8], ContentKey)> = Vec::new();
         let mut placed: Vec<(Result<u32, usize>, ContentKey)> = Vec::with_capacity(members.len());
         for m in members {
-            let kernel = self.compressor.prepare(m.data)?;
+            let kernel = KernelCompressor::on_this_thread(self.compression, |c| c.prepare(m.data))?;
             let key = (kernel.digest, kernel.original_size);
             let place = match self.written_with(key, m.data)? {
                 Some(o) => Ok(o),

@@ -565,3 +565,153 @@ fn a_kernel_added_under_many_keys_is_the_archive_of_it_added_key_by_key() {
         std::fs::remove_file(&path).unwrap();
     }
 }
+
+/// A code object larger than the coder's scratch buffer, not a repetition zstd could code to
+/// nothing.
+fn large_kernel() -> Vec<u8> {
+    (0..(16u32 << 20) + 300_001)
+        .map(|i| (i / 97 % 251) as u8 ^ (i % 7) as u8)
+        .collect()
+}
+
+/// A kernel coded in pieces (a code object of a bundle read as a stream) goes straight to
+/// the archive's file as a frame that decodes to it, with its size in the frame header and
+/// zstd's checksum, and the digest and size of it added whole; under each of its keys. The
+/// same kernel coded in pieces again shares its blob (the frame written twice is dropped
+/// from the file), and the kernels added whole around it are where they would be without
+/// it.
+#[test]
+fn a_kernel_coded_in_pieces_is_a_checked_frame_of_it_in_the_file_shared_when_coded_again() {
+    let ks = kernels();
+    let large = large_kernel();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pieces.kpack");
+    let compression = Compression::zstd();
+    let mut file =
+        kpack_archive::ArchiveFileWriter::create(&path, "grp", "gfx110X", compression).unwrap();
+    let mut whole = ArchiveWriter::new("grp", "gfx110X", compression);
+    let (b0, arch0, data0) = &ks[0];
+    file.add(b0, arch0, data0.as_slice(), &[]).unwrap();
+    whole.add(b0, arch0, data0.as_slice(), &[]).unwrap();
+    for (round, keys) in [
+        ["big#0", "big#1", "big#2"],
+        ["again#0", "again#1", "again#2"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let mut pieces = file
+            .kernel_in_pieces(keys.clone(), "gfx1100", large.len() as u64)
+            .unwrap()
+            .expect("a zstd archive codes a kernel in pieces");
+        for piece in large.chunks(65_536 + round) {
+            pieces.piece(piece).unwrap();
+        }
+        pieces.finish().unwrap();
+        for key in &keys {
+            whole.add(key, "gfx1100", large.as_slice(), &[]).unwrap();
+        }
+    }
+    for (b, arch, data) in &ks[1..] {
+        file.add(b, arch, data.as_slice(), &[]).unwrap();
+        whole.add(b, arch, data.as_slice(), &[]).unwrap();
+    }
+    file.finish().unwrap();
+    let a = Archive::open(&path).unwrap();
+    let w = Archive::from_bytes(write(&mut whole)).unwrap();
+    assert_eq!(
+        a.blob_count(),
+        ks.len() + 1,
+        "one blob for the large kernel"
+    );
+    for key in ["big#0", "big#1", "big#2", "again#0", "again#1", "again#2"] {
+        assert!(*a.get(key, "gfx1100").unwrap() == *large, "{key}");
+        let (info, whole_info) = (
+            a.info(key, "gfx1100").unwrap(),
+            w.info(key, "gfx1100").unwrap(),
+        );
+        assert_eq!(info.ordinal, 1, "{key}: after the first kernel added whole");
+        assert_eq!(
+            (info.digest, info.original_size),
+            (whole_info.digest, whole_info.original_size),
+            "{key}"
+        );
+        let frame = a.stored_bytes(key, "gfx1100").unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(frame).ok(),
+            Some(Some(large.len() as u64)),
+            "the content size is in the frame header"
+        );
+        assert_ne!(frame[4] & 0x04, 0, "the checksum flag is set");
+    }
+    for (b, arch, data) in &ks {
+        assert_eq!(&*a.get(b, arch).unwrap(), data.as_slice());
+        assert_eq!(
+            a.stored_bytes(b, arch).unwrap(),
+            w.stored_bytes(b, arch).unwrap(),
+            "{b} {arch}: the frames added whole are those of an archive without pieces"
+        );
+    }
+}
+
+/// A kernel given more or fewer bytes than it was begun with is refused, and leaves the
+/// archive's file as it found it: the archive written after the failures is byte for byte
+/// the one written without them. A key already in the archive is refused before anything is
+/// coded; archives that code kernels whole (`none`, `unified`) code none in pieces.
+#[test]
+fn a_kernel_coded_in_pieces_that_fails_leaves_the_archive_as_it_was() {
+    let ks = kernels();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("failed.kpack");
+    let compression = Compression::zstd();
+    let mut file =
+        kpack_archive::ArchiveFileWriter::create(&path, "grp", "gfx110X", compression).unwrap();
+    let (b0, arch0, data0) = &ks[0];
+    file.add(b0, arch0, data0.as_slice(), &[]).unwrap();
+    let keys = || vec!["short#0".to_string()];
+    let mut short = file
+        .kernel_in_pieces(keys(), "gfx1100", 100_000)
+        .unwrap()
+        .unwrap();
+    short.piece(&large_kernel()[..99_999]).unwrap();
+    let error = short.finish().unwrap_err().to_string();
+    assert!(
+        error.contains("pieces of 99999 bytes") && error.contains("the 100000"),
+        "{error}"
+    );
+    assert!(error.contains("failed.kpack"), "names the archive: {error}");
+    let mut long = file
+        .kernel_in_pieces(keys(), "gfx1100", 10)
+        .unwrap()
+        .unwrap();
+    assert!(long.piece(&[7; 11]).is_err());
+    drop(long);
+    let duplicate = file.kernel_in_pieces(vec![b0.clone()], arch0, 10);
+    assert!(
+        matches!(
+            duplicate.as_ref().map(|_| ()).unwrap_err().inner(),
+            ArchiveError::DuplicateEntry { .. }
+        ),
+        "a key already stored is refused"
+    );
+    drop(duplicate);
+    for (b, arch, data) in &ks[1..] {
+        file.add(b, arch, data.as_slice(), &[]).unwrap();
+    }
+    file.finish().unwrap();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        write(&mut writer_with(compression, &ks))
+    );
+    for whole in [Compression::None, Compression::unified()] {
+        let path = dir.path().join("whole.kpack");
+        let mut file =
+            kpack_archive::ArchiveFileWriter::create(&path, "grp", "gfx110X", whole).unwrap();
+        assert!(
+            file.kernel_in_pieces(vec!["k".into()], "gfx1100", 10)
+                .unwrap()
+                .is_none()
+        );
+    }
+}

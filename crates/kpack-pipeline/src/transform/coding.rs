@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
 use kpack_archive::{
-    ArchiveFileWriter, Compression, GroupMember, KernelCompressor, KernelInPieces, PreparedKernel,
+    ArchiveFileWriter, GroupMember, KernelCompressor, KernelInPieces, PreparedKernel,
 };
 use rayon::prelude::*;
 
@@ -41,7 +41,6 @@ impl Visitor for Prepare<'_, '_> {
 /// one group, borrowed from the decoded bundle, and the archives code theirs in parallel.
 pub(super) struct CodeBundles<'w, 'a, F> {
     pub(super) kernel_name: &'w str,
-    pub(super) compression: Compression,
     pub(super) writers: &'w mut BTreeMap<String, ArchiveFileWriter<'a>>,
     /// Creates the archive of a target on its first code object.
     pub(super) create: &'w F,
@@ -89,48 +88,36 @@ where
     }
 
     /// A code object too large to hold (of a bundle read as a stream) is coded as it is
-    /// decoded, when its archive stores it as a frame of its own (`zstd`).
+    /// decoded, straight into its archive's file, when that archive stores it as a frame of
+    /// its own (`zstd`).
     fn code_pieces<'s>(
         &'s mut self,
         code: &DeviceCode<'_>,
         len: u64,
     ) -> Result<Option<Box<dyn CodePieces + 's>>, SourceError> {
-        let Some(kernel) = KernelInPieces::new(self.compression, len)? else {
-            return Ok(None);
-        };
         let target = code.target().to_string();
         let writer = match self.writers.entry(target.clone()) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => e.insert((self.create)(&target)?),
         };
-        Ok(Some(Box::new(CodedInPieces {
-            kernel,
-            keys: code_keys(self.kernel_name, code),
-            target,
-            writer,
-        })))
+        let keys = code_keys(self.kernel_name, code);
+        Ok(writer
+            .kernel_in_pieces(keys, &target, len)?
+            .map(|kernel| Box::new(CodedInPieces(kernel)) as Box<dyn CodePieces + 's>))
     }
 }
 
 /// A code object coded as its pieces come ([`CodeBundles::code_pieces`]), added to its
 /// archive under each of its keys when whole.
-struct CodedInPieces<'w, 'a> {
-    kernel: KernelInPieces,
-    keys: Vec<String>,
-    target: String,
-    writer: &'w mut ArchiveFileWriter<'a>,
-}
+struct CodedInPieces<'w, 'a>(KernelInPieces<'w, 'a>);
 
 impl CodePieces for CodedInPieces<'_, '_> {
     fn piece(&mut self, bytes: &[u8]) -> Result<(), SourceError> {
-        Ok(self.kernel.piece(bytes)?)
+        Ok(self.0.piece(bytes)?)
     }
 
     fn finish(self: Box<Self>) -> Result<(), SourceError> {
-        let kernel = self.kernel.finish()?;
-        self.writer
-            .add_prepared_under(&self.keys, &self.target, kernel, &[])?;
-        Ok(())
+        Ok(self.0.finish()?)
     }
 }
 
