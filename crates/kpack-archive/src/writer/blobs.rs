@@ -160,6 +160,7 @@ impl Blobs<'_> {
         Ok(())
     }
 }
+
 /// How much of a stored blob [`Blobs::holds`] reads back at once.
 const COMPARE_CHUNK: usize = 1 << 20;
 
