@@ -15,11 +15,11 @@ use crate::ArchiveError;
 use crate::prefix_template::{self, PrefixTemplate};
 use crate::unified::{DICTIONARY_MAGIC, MAX_WINDOW_LOG};
 pub use contexts::CONTEXT_BUDGET;
-pub(crate) use contexts::within_frame_size;
 use contexts::{
     CONTEXTS, Contexts, Search, TemplatePool, compress, context_estimate, long_distance_matching,
     prefixed_window_log, trial, trials_against, zstd_failure,
 };
+pub(crate) use contexts::{frame_size, within_frame_size};
 
 /// Bytes of candidate reference content (the latest root of each target) that stay
 /// candidates across groups, oldest dropped first; the writer holds their ordinals, not

@@ -389,13 +389,17 @@ pub(super) fn frame<'p>(
 
 /// `frame`, if its size fits the format's u32 frame size.
 pub(crate) fn within_frame_size(frame: Vec<u8>) -> Result<Vec<u8>, ArchiveError> {
-    if u32::try_from(frame.len()).is_err() {
-        return Err(ArchiveError::InvalidArgument(format!(
-            "zstd frame of {} bytes exceeds the format's u32 frame size",
-            frame.len()
-        )));
-    }
+    frame_size(frame.len() as u64)?;
     Ok(frame)
+}
+
+/// A frame's size `len` as the format's u32 size prefix holds it.
+pub(crate) fn frame_size(len: u64) -> Result<u32, ArchiveError> {
+    u32::try_from(len).map_err(|_| {
+        ArchiveError::InvalidArgument(format!(
+            "zstd frame of {len} bytes exceeds the format's u32 frame size"
+        ))
+    })
 }
 
 /// A zstd context set up for `len` bytes with `search` (see [`configure`]); an error is

@@ -3,10 +3,11 @@
 use std::hash::Hasher;
 use std::io::Write;
 
-use super::prepared::zstd_io;
+use super::prepared::{within_kernel_size, zstd_io};
 use super::{ArchiveFileWriter, Compression};
+use crate::ArchiveError;
+use crate::coder::frame_size;
 use crate::digest::content_digester;
-use crate::{ArchiveError, MAX_ORIGINAL_SIZE};
 
 /// A kernel given in pieces, in order, never held whole: a code object too large to hold
 /// (librocprim-tests' are 217 MB each, read from a CCOB as a stream), coded and digested as
@@ -70,11 +71,7 @@ impl<'a> ArchiveFileWriter<'a> {
         let Compression::Zstd { level } = self.writer.compression else {
             return Ok(None);
         };
-        if len > MAX_ORIGINAL_SIZE {
-            return Err(ArchiveError::InvalidArgument(format!(
-                "kernel of {len} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
-            )));
-        }
+        within_kernel_size(len)?;
         for key in keys {
             self.writer.check_new_entry(key, arch, &[])?;
         }
@@ -127,12 +124,7 @@ impl KernelInPieces<'_, '_> {
         }
         self.encoder.do_finish().map_err(zstd_io)?;
         self.drain()?;
-        let len = u32::try_from(self.written).map_err(|_| {
-            ArchiveError::InvalidArgument(format!(
-                "zstd frame of {} bytes exceeds the format's u32 frame size",
-                self.written
-            ))
-        })?;
+        let len = frame_size(self.written)?;
         let content = (self.digest.finish(), self.len);
         let writer = &mut self.file.writer;
         let mut stored = None;

@@ -127,12 +127,7 @@ impl KernelCompressor {
         data: impl Into<Cow<'a, [u8]>>,
     ) -> Result<PreparedKernel<'a>, ArchiveError> {
         let data = data.into();
-        let original_size = data.len() as u64;
-        if original_size > MAX_ORIGINAL_SIZE {
-            return Err(ArchiveError::InvalidArgument(format!(
-                "kernel of {original_size} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
-            )));
-        }
+        let original_size = within_kernel_size(data.len() as u64)?;
         let digest = content_digest(&data);
         let stored = match self.compression {
             Compression::None | Compression::Unified { .. } => data,
@@ -181,6 +176,16 @@ impl KernelCompressor {
             .map_err(io)?;
         within_frame_size(self.scratch.clone())
     }
+}
+
+/// `len`, if a kernel of that many bytes fits the format ([`MAX_ORIGINAL_SIZE`]).
+pub(super) fn within_kernel_size(len: u64) -> Result<u64, ArchiveError> {
+    if len > MAX_ORIGINAL_SIZE {
+        return Err(ArchiveError::InvalidArgument(format!(
+            "kernel of {len} bytes exceeds the {MAX_ORIGINAL_SIZE}-byte limit"
+        )));
+    }
+    Ok(len)
 }
 
 pub(super) fn zstd_io(source: std::io::Error) -> ArchiveError {
