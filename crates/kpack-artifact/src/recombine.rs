@@ -5,10 +5,12 @@
 //! `C_generic` and `C_<processor>` (or `C_<family>`, or, as the reference splits,
 //! `C_<target ID>` such as `demo_lib_gfx90a:xnack+`, packaged with its processor), as
 //! directories or `.tar.zst` files
-//! ([`crate::tarball`]: each tarball recombine reads is unpacked in one pass, one per
-//! worker, into the output's stage and its files moved from there into the packages, so nothing is extracted
-//! to a temporary directory and a killed run leaves nothing the next run does not sweep);
-//! the packages are written as directories or, with
+//! ([`crate::tarball`]: the components are recombined one per worker, the largest first;
+//! each tarball a component's packages take is unpacked in one pass beside the output's
+//! stage, its files moved from there into package directories or packed from there into
+//! package tarballs, and removed once the component's packages are written, so nothing is
+//! extracted to a temporary directory and a killed run leaves nothing the next run does
+//! not sweep); the packages are written as directories or, with
 //! [`OutputFormat::TarZst`], as `.tar.zst` files. A tarball shard's symbolic links are not
 //! made on disk when it is unpacked, and its files' modes are not read back from there: both
 //! are taken from its members' headers ([`ShardRecords`]) and written into the output
@@ -27,12 +29,13 @@
 //! install root, and no installed path (file or symlink; a directory may be shared) belongs
 //! to two packages of one recombine, but for the portable SPIR-V archive
 //! (`<module>_amdgcnspirv.kpack`), which every group a configuration places `amdgcnspirv` in
-//! ships as the same file. That is checked before anything is written.
+//! ships as the same file. That is checked before anything is published.
 //! `artifact_manifest.txt` and `kpack_artifact.json` sit beside the prefixes: they describe
 //! the artifact and are never installed.
 //!
 //! The configuration's `validation` flags are enforced (spec §5.4 ignores them), all
-//! checked before anything is written:
+//! checked before anything is published (those the artifacts' names answer before any is
+//! read, the others as each component is recombined):
 //! * `error_on_duplicate_device_code` (default true): two shards providing an artifact for
 //!   the same architecture of a component is an error; when false the first shard in name
 //!   order wins and the others are reported as ignored;
@@ -41,7 +44,7 @@
 //! * `error_on_missing_architecture` (default false): a group architecture that no shard
 //!   provides for a component with device code is an error; otherwise it is reported.
 //!
-//! Whatever the flags say, recombine writes no code that no marker reaches: every archive a
+//! Whatever the flags say, recombine publishes no code that no marker reaches: every archive a
 //! group package installs must be found by a marker of the generic package, and every marker
 //! must find an archive (`recombine/reach.rs`; shards split by the reference and by kpack name their
 //! archives differently, and are refused together).
@@ -65,7 +68,7 @@ mod shards;
 pub use config::{ArchGroup, ConfigError, PackagingConfig, Validation};
 pub use generic::compare_generic;
 use package::{Item, Meta, Package};
-use shards::{ShardRecords, Staged, prefix_tree, unpack_tarball_shards};
+use shards::{ShardRecords, prefix_tree};
 
 /// Options of [`recombine`].
 #[derive(Debug, Clone, Default)]
@@ -169,7 +172,15 @@ pub fn recombine(
 }
 
 /// [`recombine`], noting in `unpacked_from` where each tarball shard artifact it reads is
-/// unpacked. Nothing is written before every package is planned and checked.
+/// unpacked. Nothing is published before every package is planned, checked and written.
+///
+/// The components are recombined one per worker, the largest first: each one's tarball
+/// shards unpacked, its packages planned, checked and written (packed), and what was
+/// unpacked for it removed, while the next is unpacked. So the stage holds the unpacked
+/// shards of the components in flight only, not the whole input's, and a worker's
+/// decoding and disk writes overlap another's packing (a distribution's recombine kept
+/// 1.4 cores of 2 busy with a phase per step over every component, most of it in the
+/// kernel writing and reading back 8 GB of unpacked shards).
 fn recombine_unpacking(
     shards: &Path,
     config: &PackagingConfig,
@@ -178,20 +189,42 @@ fn recombine_unpacking(
     unpacked_from: &mut Vec<(String, String)>,
 ) -> Result<RecombineSummary, ArtifactError> {
     let mut components = collect_components(shards, config, opts)?;
-    let mut records = ShardRecords::default();
+    validate(&components, config)?;
+    // Largest first (by the bytes of its tarball shards), so that the last to finish is a
+    // small one; the results come back in component order whatever the order of the work.
+    let weights: Vec<u64> = components.values().map(shards::tarball_bytes).collect();
+    let mut order: Vec<usize> = (0..components.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(weights[i]));
+    // Staging first: its sweep completes what a run killed while publishing began.
+    let (stage, root) = crate::stage_output(out)?;
+    let unpacking = shards::place_tarball_shards(&mut components, config, &root, unpacked_from)?;
     let threads = kpack_concurrency::threads::count(opts.threads);
-    let staged = unpack_tarball_shards(
-        &mut components,
-        config,
-        out,
-        threads,
-        unpacked_from,
-        &mut records,
-    )?;
-    validate(&components, config, &records)?;
-    let (mut summary, packages) = plan_packages(&components, config, opts, &records)?;
-    write_packages(&packages, staged, out, opts, &mut summary)?;
-    Ok(summary)
+    let work: Vec<(&String, &Collected)> = components.iter().collect();
+    let inner = (threads / work.len().max(1)).max(1);
+    let done = kpack_concurrency::threads::map(&order, threads, |_, &i| {
+        let (component, c) = work[i];
+        let tarballs = unpacking.of(component);
+        recombine_component(component, c, tarballs, config, opts, &root, inner)
+    })?;
+    let mut done: Vec<(usize, Recombined)> = order.into_iter().zip(done).collect();
+    done.sort_by_key(|(i, _)| *i);
+    drop(unpacking);
+    side_by_side(done.iter().flat_map(|(_, r)| &r.installed))?;
+    for (_, r) in &done {
+        for (name, _) in &r.installed {
+            if let Some(existing) = tarball::existing(out, name) {
+                return Err(ArtifactError::invalid(
+                    existing,
+                    "already exists; refusing to overwrite an artifact",
+                ));
+            }
+        }
+    }
+    tarball::sync_packed(&root, threads)?;
+    stage.publish()?;
+    Ok(RecombineSummary {
+        components: done.into_iter().map(|(_, r)| r.summary).collect(),
+    })
 }
 
 /// The artifacts of every shard, per component (only `opts.component`'s when it names one).
@@ -246,25 +279,25 @@ fn collect_components(
     Ok(components)
 }
 
-/// The checks of `config.validation`, before anything is written.
+/// The checks of `config.validation` that the shards' artifact names answer, over every
+/// component, before anything is read (`verify_generic_artifacts_match` reads the generic
+/// artifacts: [`recombine_component`] checks it).
 fn validate(
     components: &BTreeMap<String, Collected>,
     config: &PackagingConfig,
-    records: &ShardRecords,
 ) -> Result<(), ArtifactError> {
     let v = config.validation;
     let mut duplicates = Vec::new();
-    let mut generic_mismatch = Vec::new();
     let mut missing_arch = Vec::new();
     let mut missing_generic = Vec::new();
     for (component, c) in components {
-        let Some(primary) = c.generic.get(&config.primary_shard) else {
+        if !c.generic.contains_key(&config.primary_shard) {
             missing_generic.push(format!(
                 "{component}: the primary shard {} has no {component}_generic",
                 config.primary_shard
             ));
             continue;
-        };
+        }
         for (suffix, from) in &c.arch {
             if from.len() > 1 && v.error_on_duplicate_device_code {
                 duplicates.push(format!(
@@ -274,20 +307,6 @@ fn validate(
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
-            }
-        }
-        if v.verify_generic_artifacts_match {
-            for (shard, dir) in &c.generic {
-                if shard != &config.primary_shard {
-                    let a = (primary.as_path(), records.of(primary));
-                    let b = (dir.as_path(), records.of(dir));
-                    for p in generic::compare_recorded(a, b)? {
-                        generic_mismatch.push(format!(
-                            "{component}_generic of {shard} vs {}: {p}",
-                            config.primary_shard
-                        ));
-                    }
-                }
             }
         }
         if v.error_on_missing_architecture && !c.arch.is_empty() {
@@ -313,10 +332,6 @@ fn validate(
             duplicates,
         ),
         (
-            "generic artifacts differ (verify_generic_artifacts_match)",
-            generic_mismatch,
-        ),
-        (
             "missing architectures (error_on_missing_architecture)",
             missing_arch,
         ),
@@ -328,112 +343,140 @@ fn validate(
     Ok(())
 }
 
-/// Every package planned in full, its installed paths checked, before anything is written.
-fn plan_packages(
-    components: &BTreeMap<String, Collected>,
+/// A package's name and its installed paths (below the install root) with their
+/// [`Sharing`].
+type Installed = (String, Vec<(String, Sharing)>);
+
+/// One component recombined into the stage.
+struct Recombined {
+    summary: ComponentSummary,
+    /// Its packages' installed paths, for the check across components.
+    installed: Vec<Installed>,
+}
+
+/// Refuses `packages` that would install one path twice ([`shared_paths`]).
+fn side_by_side<'a>(
+    packages: impl IntoIterator<Item = &'a Installed>,
+) -> Result<(), ArtifactError> {
+    let collisions = shared_paths(packages.into_iter().map(|(name, entries)| {
+        let entries = entries
+            .iter()
+            .map(|(rel, sharing)| (rel.as_str(), *sharing));
+        (name.as_str(), entries)
+    }));
+    if collisions.is_empty() {
+        return Ok(());
+    }
+    Err(ArtifactError::Validation {
+        what: "installed paths shared by two packages (packages must install side by side)",
+        problems: collisions,
+    })
+}
+
+/// Recombines `component` into the stage `root`: unpacks its `tarballs` (tarball shard,
+/// directory), checks its generic artifacts against the primary's when the configuration
+/// asks, plans its packages and checks them, writes them, and removes what was unpacked.
+fn recombine_component(
+    component: &str,
+    c: &Collected,
+    tarballs: &[(PathBuf, PathBuf)],
     config: &PackagingConfig,
     opts: &RecombineOptions,
-    records: &ShardRecords,
-) -> Result<(RecombineSummary, Vec<Package>), ArtifactError> {
-    let mut summary = RecombineSummary {
-        components: Vec::new(),
-    };
-    let mut packages: Vec<Package> = Vec::new();
-    let mut index_problems = Vec::new();
-    let mut unreached = Vec::new();
-    for (component, c) in components {
-        let (cs, planned, problems) =
-            plan_component(component, c, config, opts.group_archives, records)?;
-        if !c.arch.is_empty() {
-            unreached.extend(reach::problems(component, &planned[0], &planned[1..])?);
+    root: &Path,
+    threads: usize,
+) -> Result<Recombined, ArtifactError> {
+    let records = shards::unpack(tarballs, threads)?;
+    if config.validation.verify_generic_artifacts_match {
+        let primary = &c.generic[&config.primary_shard];
+        let mut mismatch = Vec::new();
+        for (shard, dir) in &c.generic {
+            if shard != &config.primary_shard {
+                let a = (primary.as_path(), records.of(primary));
+                let b = (dir.as_path(), records.of(dir));
+                for p in generic::compare_recorded(a, b)? {
+                    mismatch.push(format!(
+                        "{component}_generic of {shard} vs {}: {p}",
+                        config.primary_shard
+                    ));
+                }
+            }
         }
-        summary.components.push(cs);
-        packages.extend(planned);
-        index_problems.extend(problems);
+        if !mismatch.is_empty() {
+            return Err(ArtifactError::Validation {
+                what: "generic artifacts differ (verify_generic_artifacts_match)",
+                problems: mismatch,
+            });
+        }
     }
-    let collisions = shared_paths(packages.iter().map(|p| {
-        let entries = p.items.iter().filter(|((_, rel), _)| !rel.is_empty());
-        let entries = entries.map(|((_, rel), item)| {
-            let file = matches!(item, Item::File(_));
-            (rel.as_str(), Sharing::of(rel, *item == Item::Dir, file))
-        });
-        (p.name.as_str(), entries)
-    }));
-    if !collisions.is_empty() {
-        return Err(ArtifactError::Validation {
-            what: "installed paths shared by two packages (packages must install side by side)",
-            problems: collisions,
-        });
-    }
+    let (mut summary, packages, index_problems) =
+        plan_component(component, c, config, opts.group_archives, &records)?;
+    let installed: Vec<Installed> = packages
+        .iter()
+        .map(|p| {
+            let entries = p.items.iter().filter(|((_, rel), _)| !rel.is_empty());
+            let entries = entries.map(|((_, rel), item)| {
+                let file = matches!(item, Item::File(_));
+                (rel.clone(), Sharing::of(rel, *item == Item::Dir, file))
+            });
+            (p.name.clone(), entries.collect())
+        })
+        .collect();
+    // Within the component now, across components once every one is planned.
+    side_by_side(&installed)?;
     if !index_problems.is_empty() {
         return Err(ArtifactError::Validation {
             what: "one module's archive for one target in two packages",
             problems: index_problems,
         });
     }
-    if !unreached.is_empty() {
-        return Err(ArtifactError::Validation {
-            what: "code no marker would reach (the generic package's markers must find every archive)",
-            problems: unreached,
-        });
+    if !c.arch.is_empty() {
+        let unreached = reach::problems(component, &packages[0], &packages[1..])?;
+        if !unreached.is_empty() {
+            return Err(ArtifactError::Validation {
+                what: "code no marker would reach (the generic package's markers must find every archive)",
+                problems: unreached,
+            });
+        }
     }
-    Ok((summary, packages))
+    write_packages(&packages, tarballs, root, opts, threads, &mut summary)?;
+    for (_, dir) in tarballs {
+        kpack_fs::remove_tree(dir).map_err(ArtifactError::io(dir))?;
+    }
+    Ok(Recombined { summary, installed })
 }
 
-/// Writes `packages` into the output's stage (`staged`, when tarball shards were unpacked
-/// into it) and publishes them; notes each group's file count in `summary`.
+/// Writes one component's `packages` into the stage `root` (in the output's format); notes
+/// each group's file count in `summary`. `tarballs`: its tarball shards and the directories
+/// they were unpacked into, whose files a directory output moves rather than copies.
 fn write_packages(
     packages: &[Package],
-    staged: Option<Staged>,
-    out: &Path,
+    tarballs: &[(PathBuf, PathBuf)],
+    root: &Path,
     opts: &RecombineOptions,
-    summary: &mut RecombineSummary,
+    threads: usize,
+    summary: &mut ComponentSummary,
 ) -> Result<(), ArtifactError> {
-    // Staging first: its sweep completes what a run killed while publishing began.
-    let (stage, root, unpacked) = match staged {
-        Some(Staged {
-            stage,
-            root,
-            unpacked,
-        }) => (stage, root, Some(unpacked)),
-        None => {
-            let (stage, root) = crate::stage_output(out)?;
-            (stage, root, None)
-        }
-    };
-    for p in packages {
-        if let Some(existing) = tarball::existing(out, &p.name) {
-            return Err(ArtifactError::invalid(
-                existing,
-                "already exists; refusing to overwrite an artifact",
-            ));
-        }
-    }
-    let threads = kpack_concurrency::threads::count(opts.threads);
     // Packages with indexes are written last (they take the group archives' sizes).
     let has_index = |p: &&Package| p.items.values().any(|i| matches!(i, Item::Index(_)));
     let (indexed, plain): (Vec<&Package>, Vec<&Package>) = packages.iter().partition(has_index);
     let order: Vec<&Package> = plain.into_iter().chain(indexed).collect();
-    let last_use = match &unpacked {
-        Some(unpacked) => last_uses(&order, unpacked.path()),
-        None => BTreeMap::new(),
+    // A tarball takes the packages' links from their plan, not from the disk (which on
+    // Windows may not hold one), and their files from the shards where they lie: nothing
+    // is copied to be packed.
+    let all_on_disk = opts.output == OutputFormat::Dir;
+    let unpacked: Vec<&Path> = tarballs.iter().map(|(_, dir)| dir.as_path()).collect();
+    let last_use = match all_on_disk {
+        true => last_uses(&order, &unpacked),
+        false => BTreeMap::new(),
     };
     let mut files: BTreeMap<&str, usize> = BTreeMap::new();
     let mut sizes = BTreeMap::new();
-    // A tarball takes the packages' links from their plan, not from the disk (which on
-    // Windows may not hold one).
-    let links_on_disk = opts.output == OutputFormat::Dir;
     for (i, p) in order.iter().enumerate() {
         let movable = |from: &Path| last_use.get(from) == Some(&(i, true));
-        let written = p.write(&root, threads, &mut sizes, &movable, links_on_disk)?;
+        let written = p.write(root, threads, &mut sizes, &movable, all_on_disk)?;
         files.insert(&p.name, written);
     }
-    drop(unpacked);
-    for g in summary
-        .components
-        .iter_mut()
-        .flat_map(|c| c.groups.iter_mut())
-    {
+    for g in &mut summary.groups {
         g.files = files[g.artifact.as_str()];
     }
     let names: Vec<String> = packages.iter().map(|p| p.name.clone()).collect();
@@ -441,30 +484,30 @@ fn write_packages(
         .iter()
         .map(|p| (p.name.clone(), p.recorded()))
         .collect();
-    tarball::pack_staged(&root, &names, opts.output, threads, &recorded)?;
-    stage.publish()?;
-    Ok(())
+    tarball::pack_staged(root, &names, opts.output, threads, &recorded)
 }
 
-/// Where each file unpacked from a tarball shard is last used: the index in `order` of the
-/// last package that holds it, and whether that package may move it there.
+/// Where each file unpacked from a tarball shard (into one of the directories `unpacked`) is
+/// last used: the index in `order` of the last package that holds it, and whether that
+/// package may move it there.
 ///
 /// A file unpacked from a tarball shard is moved into the last package that holds it
 /// (copied into any earlier one): the stage then holds each member once. A file a group
 /// archive reads is never moved by the package that reads it (its files are written in
 /// parallel), so its last use is then noted as not movable.
-fn last_uses<'p>(order: &[&'p Package], unpacked: &Path) -> BTreeMap<&'p Path, (usize, bool)> {
+fn last_uses<'p>(order: &[&'p Package], unpacked: &[&Path]) -> BTreeMap<&'p Path, (usize, bool)> {
+    let from_tarball = |from: &Path| unpacked.iter().any(|dir| from.starts_with(dir));
     let mut last_use: BTreeMap<&Path, (usize, bool)> = BTreeMap::new();
     for (i, p) in order.iter().enumerate() {
         for item in p.items.values() {
             match item {
-                Item::File(from) if from.starts_with(unpacked) => {
+                Item::File(from) if from_tarball(from) => {
                     let movable = last_use.get(from.as_path()) != Some(&(i, false));
                     last_use.insert(from, (i, movable));
                 }
                 Item::GroupArchive { sources, .. } => {
                     for (_, from) in sources {
-                        if from.starts_with(unpacked) {
+                        if from_tarball(from) {
                             last_use.insert(from, (i, false));
                         }
                     }

@@ -69,6 +69,7 @@ pub fn split(
     let (stage, root) = crate::stage_output(out)?;
     refuse_existing(out, component)?;
     let summary = split_into(input, out, &root, component, opts, progress)?;
+    tarball::sync_packed(&root, kpack_concurrency::threads::count(opts.threads))?;
     stage.publish()?;
     Ok(summary)
 }
@@ -126,6 +127,7 @@ pub fn split_batch(
         let summary = split_into(dir, out, &root, component, opts, &artifact_progress)?;
         Ok::<_, ArtifactError>(summary)
     })?;
+    tarball::sync_packed(&root, threads)?;
     stage.publish()?;
     Ok(summaries)
 }

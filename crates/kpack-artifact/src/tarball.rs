@@ -5,14 +5,16 @@
 //! * Input: wherever an artifact directory is accepted, a tarball of one is too (its
 //!   members relative to the artifact root: `artifact_manifest.txt`, `<prefix>/…`). `split`
 //!   streams it (see [`crate::split`]); `recombine` unpacks each tarball shard artifact it
-//!   reads, in one pass, one per worker, into the output's stage, whose files are then moved
-//!   into the packages (see [`crate::recombine`]); `verify` streams each tarball (once to
+//!   reads, in one pass, beside the output's stage, component by component, whose files are
+//!   then moved into package directories or packed into package tarballs from there (see
+//!   [`crate::recombine`]); `verify` streams each tarball (once to
 //!   list it, once to read its files), spooling one member at a time per tarball to a kpack
 //!   temporary in `$TMPDIR` (swept by the next run after a kill); the output's tarballs, then
 //!   the originals, are read one per worker, so its temporary space is a member per worker,
 //!   the largest at most (see [`crate::verify`]).
 //! * Output: with [`OutputFormat::TarZst`], every artifact written to the staging directory is
-//!   packed into `<name>.tar.zst` there ([`pack_staged`]), and published with the rest.
+//!   packed into `<name>.tar.zst` there ([`pack_staged`]), synced to the disk once all are
+//!   ([`sync_packed`]), and published with the rest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -109,6 +111,27 @@ pub(crate) fn pack_staged(
         let out = stage.join(format!("{name}.tar.zst"));
         kpack_tar::pack_dir_recorded(&dir, &out, opts, recorded.get(name).unwrap_or(&none))?;
         kpack_fs::remove_tree(&dir).map_err(ArtifactError::io(&dir))
+    })?;
+    Ok(())
+}
+
+/// Syncs every tarball packed into `stage` ([`pack_staged`]) to the disk, on `threads`
+/// workers, so that a power loss after they are published cannot leave one partial: once
+/// every output is written, just before publishing (the disk has written most of them
+/// back by then).
+pub(crate) fn sync_packed(stage: &Path, threads: usize) -> Result<(), ArtifactError> {
+    let mut packed = Vec::new();
+    for e in std::fs::read_dir(stage).map_err(ArtifactError::io(stage))? {
+        let path = e.map_err(ArtifactError::io(stage))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".tar.zst") && path.is_file() {
+            packed.push(path);
+        }
+    }
+    packed.sort();
+    kpack_concurrency::threads::map(&packed, threads, |_, path| {
+        let file = std::fs::File::open(path).map_err(ArtifactError::io(path))?;
+        file.sync_all().map_err(ArtifactError::io(path))
     })?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! A package planned in full before anything is written: its entries, where each comes
+//! A package planned in full before it is written: its entries, where each comes
 //! from, and how it is written (files copied or moved, group archives and indexes made).
 
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ pub(super) enum Meta {
     },
 }
 
-/// A package (artifact) planned in full before anything is written.
+/// A package (artifact) planned in full before it is written.
 pub(super) struct Package {
     pub(super) name: String,
     pub(super) meta: Meta,
@@ -108,12 +108,16 @@ impl Package {
     }
 
     /// What the package's tarball carries beyond its staged copy on disk (see
-    /// [`kpack_tar::Recorded`]): every symbolic link, and the recorded modes of its files.
+    /// [`kpack_tar::Recorded`]): every symbolic link, and every file copied from a shard,
+    /// packed from there with its recorded mode.
     pub(super) fn recorded(&self) -> kpack_tar::Recorded {
         let members = self.items.iter().filter_map(|(key, item)| {
             let member = match item {
                 Item::Symlink(target) => kpack_tar::RecordedMember::Symlink(target.clone()),
-                Item::File(_) => kpack_tar::RecordedMember::Mode(*self.modes.get(key)?),
+                Item::File(source) => kpack_tar::RecordedMember::Elsewhere {
+                    source: source.clone(),
+                    mode: self.modes.get(key).copied(),
+                },
                 _ => return None,
             };
             Some((format!("{}/{}", key.0, key.1), member))
@@ -154,17 +158,18 @@ impl Package {
     }
 
     /// Writes the package under `dir`, moving rather than copying the source files
-    /// `movable` selects, its symbolic links only when `links_on_disk` (a tarball takes them
-    /// from [`Package::recorded`]); returns the number of files. `sizes`: the group archives written
-    /// so far by installed path, to which this package's are added; the indexes take their
-    /// sizes from it (so packages with indexes are written last).
+    /// `movable` selects; its files copied from shards and its symbolic links only when
+    /// `all_on_disk` (a tarball packs them from [`Package::recorded`]: the sources where they
+    /// lie, the links from the plan); returns the number of files. `sizes`: the group
+    /// archives written so far by installed path, to which this package's are added; the
+    /// indexes take their sizes from it (so packages with indexes are written last).
     pub(super) fn write(
         &self,
         dir: &Path,
         threads: usize,
         sizes: &mut BTreeMap<String, u64>,
         movable: &(dyn Fn(&Path) -> bool + Sync),
-        links_on_disk: bool,
+        all_on_disk: bool,
     ) -> Result<usize, ArtifactError> {
         let dest = dir.join(&self.name);
         std::fs::create_dir_all(&dest).map_err(ArtifactError::io(&dest))?;
@@ -184,13 +189,15 @@ impl Package {
             }
         }
         let mut files = Vec::new();
+        let mut packed_from_source = 0;
         let mut indexes = Vec::new();
         for ((prefix, rel), item) in &self.items {
             let to = dest.join(prefix).join(rel);
             match item {
                 Item::Dir => std::fs::create_dir_all(&to).map_err(ArtifactError::io(&to))?,
-                Item::Symlink(t) if links_on_disk => crate::copy_symlink(t, &to)?,
+                Item::Symlink(t) if all_on_disk => crate::copy_symlink(t, &to)?,
                 Item::Symlink(_) => {}
+                Item::File(_) if !all_on_disk => packed_from_source += 1,
                 Item::File(_) | Item::GroupArchive { .. } => files.push((rel, item, to)),
                 Item::Index(kpm) => indexes.push((rel, kpm, to)),
             }
@@ -227,7 +234,7 @@ impl Package {
                 .map_err(|e| ArtifactError::invalid(to, format!("encoding the index: {e}")))?;
             std::fs::write(to, bytes).map_err(ArtifactError::io(to))?;
         }
-        Ok(files.len() + indexes.len())
+        Ok(files.len() + packed_from_source + indexes.len())
     }
 
     /// Replaces the per-target archives of this (group) package by one group archive per

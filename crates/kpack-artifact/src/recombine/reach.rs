@@ -1,4 +1,4 @@
-//! Recombine never writes code no marker reaches: before anything is written, every archive
+//! Recombine never writes code no marker reaches: before anything is published, every archive
 //! a component's group packages install must be found by some marker of its generic package
 //! (a search path with `@GFXARCH@` standing for a target, or for the group after
 //! `--group-archives`), and every marker must find an archive in some package. Whatever

@@ -48,21 +48,47 @@ pub(super) fn prefix_tree(
     Ok(tree)
 }
 
-/// The artifacts read from here on (by name, so those of tarball shards can be chosen
-/// before any is read), unpacked when they are tarballs, one per worker of `threads` (their
-/// members' links and modes noted in `records`); the output's stage they are unpacked into,
-/// if any is.
-pub(super) fn unpack_tarball_shards(
+/// The bytes of `c`'s tarball shard artifacts (a directory shard's count nothing): how much
+/// unpacking and packing its recombine does, to schedule the largest first.
+pub(super) fn tarball_bytes(c: &Collected) -> u64 {
+    let generic = c.generic.values();
+    let arch = c.arch.values().flatten().map(|(_, path)| path);
+    (generic.chain(arch))
+        .filter_map(|path| std::fs::metadata(path).ok())
+        .filter(|meta| meta.is_file())
+        .map(|meta| meta.len())
+        .sum()
+}
+
+/// Where the tarball shard artifacts recombine reads are unpacked: a directory beside the
+/// staged packages (on their file system, so that their files move in by rename), swept
+/// with them after a kill; per component, each tarball and its directory there.
+pub(super) struct Unpacking {
+    /// Removed with everything left in it when dropped.
+    _unpacked: Option<tempfile::TempDir>,
+    tarballs: BTreeMap<String, Vec<(PathBuf, PathBuf)>>,
+}
+
+impl Unpacking {
+    /// The tarballs of `component` to unpack and the directory each goes to.
+    pub(super) fn of(&self, component: &str) -> &[(PathBuf, PathBuf)] {
+        self.tarballs.get(component).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Chooses the artifacts read from here on (by name, so those of tarball shards can be
+/// chosen before any is read) and gives each tarball among them a directory beside the
+/// stage root `root`, which replaces it in `components` (noted in `unpacked_from` for
+/// errors); nothing is unpacked yet ([`unpack`]).
+pub(super) fn place_tarball_shards(
     components: &mut BTreeMap<String, Collected>,
     config: &PackagingConfig,
-    out: &Path,
-    threads: usize,
+    root: &Path,
     unpacked_from: &mut Vec<(String, String)>,
-    records: &mut ShardRecords,
-) -> Result<Option<Staged>, ArtifactError> {
+) -> Result<Unpacking, ArtifactError> {
     let v = config.validation;
-    let mut tarballs: Vec<(&str, &mut PathBuf)> = Vec::new();
-    for c in components.values_mut() {
+    let mut chosen: Vec<(&str, &str, &mut PathBuf)> = Vec::new();
+    for (component, c) in components.iter_mut() {
         // The arch artifacts some group takes (from the first shard providing each).
         let grouped: BTreeSet<String> = (config.architecture_groups.iter())
             .flat_map(|g| &g.architectures)
@@ -75,63 +101,61 @@ pub(super) fn unpack_tarball_shards(
             .filter(|(suffix, _)| grouped.contains(*suffix))
             .filter_map(|(_, from)| from.first_mut())
             .map(|(shard, path)| (&*shard, path));
-        tarballs.extend(
+        chosen.extend(
             generic
                 .chain(arch)
                 .filter(|(_, path)| tarball::is_tarball(path))
-                .map(|(shard, path)| (shard.as_str(), path)),
+                .map(|(shard, path)| (component.as_str(), shard.as_str(), path)),
         );
     }
-    if tarballs.is_empty() {
-        return Ok(None);
+    let mut tarballs: BTreeMap<String, Vec<(PathBuf, PathBuf)>> = BTreeMap::new();
+    if chosen.is_empty() {
+        return Ok(Unpacking {
+            _unpacked: None,
+            tarballs,
+        });
     }
-    let (stage, root) = crate::stage_output(out)?;
-    let beside = kpack_fs::parent_dir(&root);
+    let beside = kpack_fs::parent_dir(root);
     let unpacked = kpack_fs::temp_dir_in(beside).map_err(ArtifactError::io(beside))?;
-    // Where each is unpacked, noted before any is: an error while unpacking names the
-    // tarball, not the stage.
-    let mut dirs = Vec::with_capacity(tarballs.len());
-    for (shard, path) in &tarballs {
+    for (component, shard, path) in chosen {
         let name = (path.file_name().and_then(|n| n.to_str()))
             .and_then(kpack_tar::stem)
             .ok_or_else(|| {
-                ArtifactError::invalid(path, "expected <artifact>.tar.zst or .tar.xz")
+                ArtifactError::invalid(&*path, "expected <artifact>.tar.zst or .tar.xz")
             })?;
         let dir = unpacked.path().join(shard).join(name);
         let shown = |p: &Path| p.to_string_lossy().into_owned();
         unpacked_from.push((shown(&dir), shown(path)));
-        dirs.push(dir);
+        let tarball = std::mem::replace(path, dir.clone());
+        tarballs
+            .entry(component.to_owned())
+            .or_default()
+            .push((tarball, dir));
     }
-    let records_by_dir = kpack_concurrency::threads::map(&tarballs, threads, |i, (_, path)| {
-        unpack_shard_member(path, &dirs[i])
-    })?;
-    for (((_, path), dir), recorded) in tarballs.into_iter().zip(dirs).zip(records_by_dir) {
-        records.0.insert(dir.clone(), recorded);
-        *path = dir;
-    }
-    Ok(Some(Staged {
-        stage,
-        root,
-        unpacked,
-    }))
+    Ok(Unpacking {
+        _unpacked: Some(unpacked),
+        tarballs,
+    })
 }
 
-/// The output's stage, made before the packages are planned when tarball shards are unpacked
-/// into it.
-pub(super) struct Staged {
-    pub(super) stage: kpack_fs::Stage,
-    pub(super) root: PathBuf,
-    /// Where the tarball shards' artifacts are unpacked: beside the staged packages (on their
-    /// file system, so that their files move in by rename), swept with them after a kill.
-    pub(super) unpacked: tempfile::TempDir,
+/// Unpacks each of `tarballs` into its directory, one per worker of `threads`; returns their
+/// members' links and modes by directory.
+pub(super) fn unpack(
+    tarballs: &[(PathBuf, PathBuf)],
+    threads: usize,
+) -> Result<ShardRecords, ArtifactError> {
+    let recorded = kpack_concurrency::threads::map(tarballs, threads, |_, (path, dir)| {
+        unpack_shard_member(path, dir)
+    })?;
+    let dirs = tarballs.iter().map(|(_, dir)| dir.clone());
+    Ok(ShardRecords(dirs.zip(recorded).collect()))
 }
 
 /// Unpacks the artifact tarball `path` into the artifact directory `to` (in the output's
 /// stage) and returns its members' modes and symbolic links as their headers say (the links
 /// are not made on disk: the packages take them from there). Read as one stream, into the
-/// place its files are moved from into the packages: no temporary copy outside the output,
-/// no space beyond the outputs but that of the members no package takes (manifests,
-/// records).
+/// place its files are packed or moved from into the packages: no temporary copy outside
+/// the output.
 fn unpack_shard_member(path: &Path, to: &Path) -> Result<kpack_tar::Recorded, ArtifactError> {
     std::fs::create_dir_all(to).map_err(ArtifactError::io(to))?;
     let mut recorded = kpack_tar::Recorded::new();

@@ -473,7 +473,8 @@ fn unsafe_tar_members_are_refused_by_name_and_nothing_is_written() {
         kpack_testkit::assert_no_debug_formatting(&e);
         assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "{shown}: {e}");
         // Reading it as a shard or an original fails the same way (recombine reads the
-        // tarballs it takes a package from: here, the primary shard's gfx900 artifact).
+        // tarballs it takes a package from: here, the primary shard's generic and gfx900
+        // artifacts; a shard without a generic artifact is refused before any is read).
         let e = verify(&input, &VerifyOptions::default())
             .expect_err(&shown)
             .to_string();
@@ -485,7 +486,10 @@ fn unsafe_tar_members_are_refused_by_name_and_nothing_is_written() {
         .unwrap();
         let shards = tmp.path().join("shards");
         std::fs::create_dir_all(shards.join("in")).unwrap();
-        std::fs::copy(&tarball, shards.join("in/bad_lib_gfx900.tar")).unwrap();
+        for artifact in ["bad_lib_generic", "bad_lib_gfx900"] {
+            let copy = shards.join(format!("in/{artifact}.tar"));
+            std::fs::copy(&tarball, copy).unwrap();
+        }
         let e = recombine(
             &shards,
             &primary_in,
@@ -723,6 +727,7 @@ fn recorded_modes_and_links_give_the_tarball_of_the_tree_whatever_its_disk_copy_
         match member {
             kpack_tar::RecordedMember::Mode(_) => kpack_fs::set_mode(&lossy.join(rel), 0o644),
             kpack_tar::RecordedMember::Symlink(_) => std::fs::remove_file(lossy.join(rel)),
+            kpack_tar::RecordedMember::Elsewhere { .. } => unreachable!("none recorded"),
         }
         .unwrap();
     }
@@ -739,6 +744,53 @@ fn recorded_modes_and_links_give_the_tarball_of_the_tree_whatever_its_disk_copy_
         std::fs::read(&packed).unwrap(),
         std::fs::read(&faithful).unwrap()
     );
+}
+
+#[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs cp; its witness is the fixture's own modes and link, which a Windows disk does not hold"
+)]
+fn files_recorded_elsewhere_are_packed_from_there_as_if_in_the_tree() {
+    // Recombine packs the files of its shards from where they were unpacked, not from
+    // copies in the package's tree: the tarball must be the one of the tree holding them.
+    let tmp = tempfile::tempdir().unwrap();
+    let faithful = tmp.path().join("faithful.tar.zst");
+    let artifact = fixture("shards/shard-a/demo_lib_gfx90X");
+    kpack_tar::pack_dir(&artifact, &faithful, PackOptions::from_env()).unwrap();
+    std::fs::create_dir(tmp.path().join("sources")).unwrap();
+    let sources = demo_lib_copy(&tmp.path().join("sources"));
+    let lossy = demo_lib_copy(tmp.path());
+    let mut recorded = demo_lib_recorded();
+    for rel in ["demo/stage/bin/demo", "demo/stage/share/demo/readme.txt"] {
+        // One with its mode recorded (a tarball shard's), one with its source's.
+        let mode = match recorded.get(rel) {
+            Some(kpack_tar::RecordedMember::Mode(mode)) => Some(*mode),
+            _ => None,
+        };
+        std::fs::remove_file(lossy.join(rel)).unwrap();
+        let source = sources.join(rel);
+        recorded.insert(
+            rel.to_owned(),
+            kpack_tar::RecordedMember::Elsewhere { source, mode },
+        );
+    }
+    let packed = tmp.path().join("elsewhere.tar.zst");
+    kpack_tar::pack_dir_recorded(&lossy, &packed, PackOptions::from_env(), &recorded).unwrap();
+    assert_eq!(
+        std::fs::read(&packed).unwrap(),
+        std::fs::read(&faithful).unwrap()
+    );
+
+    // A source that is gone is an error naming it, and leaves no tarball.
+    let gone = sources.join("demo/stage/bin/demo");
+    std::fs::remove_file(&gone).unwrap();
+    let failed = tmp.path().join("failed.tar.zst");
+    let err = kpack_tar::pack_dir_recorded(&lossy, &failed, PackOptions::from_env(), &recorded)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&gone.display().to_string()), "{err}");
+    assert!(!failed.exists());
 }
 
 #[test]

@@ -114,18 +114,17 @@ fn unified_pack_and_recompress_write_the_same_bytes_at_1_2_and_8_threads() {
     });
 }
 
-#[test]
-fn unified_recombine_writes_the_same_bytes_at_1_2_and_8_threads() {
+/// Splits the fixture shards (`split --batch` with `split_args`) and recombines them with
+/// `recombine_args` into two groups at every thread count.
+fn recombine_at_every_thread_count(what: &str, split_args: &[&str], recombine_args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let split = dir.path().join("split");
     for shard in kpack_testkit::SHARDS {
-        kpack_ok(&[
-            "split",
-            "--batch",
-            s(&fixture("shards").join(shard)),
-            "-o",
-            s(&split.join(shard)),
-        ]);
+        let input = fixture("shards").join(shard);
+        let out = split.join(shard);
+        let mut args = vec!["split", "--batch", s(&input), "-o", s(&out)];
+        args.extend(split_args);
+        kpack_ok(&args);
     }
     let config = dir.path().join("packaging.json");
     std::fs::write(
@@ -136,19 +135,28 @@ fn unified_recombine_writes_the_same_bytes_at_1_2_and_8_threads() {
                 "gfx103X": {"architectures": ["gfx1030"]}}}"#,
     )
     .unwrap();
-    same_bytes_at_every_thread_count("recombine unified", |out| {
-        owned(&[
-            "recombine",
-            "--shards",
-            s(&split),
-            "--config",
-            s(&config),
-            "-o",
-            s(out),
-            "--compression",
-            "unified",
-        ])
+    same_bytes_at_every_thread_count(what, |out| {
+        let mut args = vec!["recombine", "--shards", s(&split), "--config", s(&config)];
+        args.extend(["-o", s(out)]);
+        args.extend(recombine_args);
+        owned(&args)
     });
+}
+
+#[test]
+fn unified_recombine_writes_the_same_bytes_at_1_2_and_8_threads() {
+    recombine_at_every_thread_count("recombine unified", &[], &["--compression", "unified"]);
+}
+
+#[test]
+fn recombine_of_tarball_shards_writes_the_same_tarballs_at_1_2_and_8_threads() {
+    // Components recombined one per worker, the largest first, their tarballs packed from
+    // the unpacked shards: the tarballs must not depend on which worker took what.
+    recombine_at_every_thread_count(
+        "recombine of tarballs",
+        &["--split-databases", "rocblas", "--output-format", "tar.zst"],
+        &["--output-format", "tar.zst"],
+    );
 }
 
 #[test]
