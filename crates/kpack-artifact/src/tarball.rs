@@ -130,7 +130,9 @@ pub(crate) fn sync_packed(stage: &Path, threads: usize) -> Result<(), ArtifactEr
     }
     packed.sort();
     kpack_concurrency::threads::map(&packed, threads, |_, path| {
-        let file = std::fs::File::open(path).map_err(ArtifactError::io(path))?;
+        // Opened for writing (nothing is written): Windows flushes no read-only handle.
+        let file = std::fs::OpenOptions::new().write(true).open(path);
+        let file = file.map_err(ArtifactError::io(path))?;
         file.sync_all().map_err(ArtifactError::io(path))
     })?;
     Ok(())
