@@ -176,7 +176,10 @@ pub fn recombine(
 ///
 /// The components are recombined one per worker, the largest first: each one's tarball
 /// shards unpacked, its packages planned, checked and written (packed), and what was
-/// unpacked for it removed, while the next is unpacked. So the stage holds the unpacked
+/// unpacked for it removed, while the next is unpacked. A component unpacks and packs on
+/// every worker of its own too, so that one left alone at the end (a distribution's
+/// largest, or the one large package of a few) still keeps every core busy: two
+/// components at once then run up to twice `threads` threads, for a while. So the stage holds the unpacked
 /// shards of the components in flight only, not the whole input's, and a worker's
 /// decoding and disk writes overlap another's packing (a distribution's recombine kept
 /// 1.4 cores of 2 busy with a phase per step over every component, most of it in the
@@ -200,11 +203,10 @@ fn recombine_unpacking(
     let unpacking = shards::place_tarball_shards(&mut components, config, &root, unpacked_from)?;
     let threads = kpack_concurrency::threads::count(opts.threads);
     let work: Vec<(&String, &Collected)> = components.iter().collect();
-    let inner = (threads / work.len().max(1)).max(1);
     let done = kpack_concurrency::threads::map(&order, threads, |_, &i| {
         let (component, c) = work[i];
         let tarballs = unpacking.of(component);
-        recombine_component(component, c, tarballs, config, opts, &root, inner)
+        recombine_component(component, c, tarballs, config, opts, &root, threads)
     })?;
     let mut done: Vec<(usize, Recombined)> = order.into_iter().zip(done).collect();
     done.sort_by_key(|(i, _)| *i);
