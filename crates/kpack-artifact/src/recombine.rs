@@ -176,14 +176,14 @@ pub fn recombine(
 ///
 /// The components are recombined one per worker, the largest first: each one's tarball
 /// shards unpacked, its packages planned, checked and written (packed), and what was
-/// unpacked for it removed, while the next is unpacked. A component unpacks and packs on
-/// every worker of its own too, so that one left alone at the end (a distribution's
-/// largest, or the one large package of a few) still keeps every core busy: two
-/// components at once then run up to twice `threads` threads, for a while. So the stage holds the unpacked
+/// unpacked for it removed, while the next is unpacked. So the stage holds the unpacked
 /// shards of the components in flight only, not the whole input's, and a worker's
 /// decoding and disk writes overlap another's packing (a distribution's recombine kept
 /// 1.4 cores of 2 busy with a phase per step over every component, most of it in the
-/// kernel writing and reading back 8 GB of unpacked shards).
+/// kernel writing and reading back 8 GB of unpacked shards). A component unpacks and
+/// packs on workers of its own too, so that one left alone at the end (a distribution's
+/// largest, or the one large package of a few) still keeps every core busy: two
+/// components at once run up to twice `threads` threads for a while.
 fn recombine_unpacking(
     shards: &Path,
     config: &PackagingConfig,
