@@ -769,15 +769,18 @@ def main():
             "removed while the next one is unpacked (it was a step at a time over every "
             "component: all 8 GB unpacked, then the packages written by moving and copying "
             "the unpacked files, then packed); its tarballs packed from the unpacked files "
-            "where they lie, not from copies, and synced to the disk once before publishing, "
-            "not each as it ends. Left: the spooling of a single large library before its "
+            "where they lie, not from copies. Then: the removal of a component's unpacked "
+            "shards and the syncing of its tarballs handed to a disk thread, so that no "
+            "worker waits on the disk for them (removing the unpacked shards kept workers 5 s "
+            "in the kernel's discards of the freed blocks, recombine's cores falling to "
+            "0.7-1.1 meanwhile). Left: the spooling of a single large library before its "
             "split or verify can start (the library is mapped whole), a bundle over a third "
             "of the in-flight budget (librocsparse1's of 160 MB) running beside little else, "
             "and recombine's unpacking of every shard to the disk: over half its CPU is the "
             "kernel's (page-cache writes, reads and removal of 8 GB unpacked beside 8 GB "
-            "packed), with the machine 86-89 % busy while its own threads keep 1.5-1.6 "
-            "cores; a recombine that packs its packages from the shards' members as they are "
-            "read, without unpacking them, would not do that work.",
+            "packed), with the machine 94-96 % busy; a recombine that packs its packages "
+            "from the shards' members as they are read, without unpacking them, would not "
+            "do that work.",
             "",
         ]
         doc += sixteen_lines

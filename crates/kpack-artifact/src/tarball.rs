@@ -13,8 +13,9 @@
 //!   the originals, are read one per worker, so its temporary space is a member per worker,
 //!   the largest at most (see [`crate::verify`]).
 //! * Output: with [`OutputFormat::TarZst`], every artifact written to the staging directory is
-//!   packed into `<name>.tar.zst` there ([`pack_staged`]), synced to the disk once all are
-//!   ([`sync_packed`]), and published with the rest.
+//!   packed into `<name>.tar.zst` there ([`pack_staged`]), synced to the disk before any is
+//!   published ([`sync`]: split syncs all at once, [`sync_packed`]; recombine each
+//!   component's while the others are recombined), and published with the rest.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -129,13 +130,16 @@ pub(crate) fn sync_packed(stage: &Path, threads: usize) -> Result<(), ArtifactEr
         }
     }
     packed.sort();
-    kpack_concurrency::threads::map(&packed, threads, |_, path| {
-        // Opened for writing (nothing is written): Windows flushes no read-only handle.
-        let file = std::fs::OpenOptions::new().write(true).open(path);
-        let file = file.map_err(ArtifactError::io(path))?;
-        file.sync_all().map_err(ArtifactError::io(path))
-    })?;
+    kpack_concurrency::threads::map(&packed, threads, |_, path| sync(path))?;
     Ok(())
+}
+
+/// Syncs the file `path` (a packed tarball) to the disk.
+pub(crate) fn sync(path: &Path) -> Result<(), ArtifactError> {
+    // Opened for writing (nothing is written): Windows flushes no read-only handle.
+    let file = std::fs::OpenOptions::new().write(true).open(path);
+    let file = file.map_err(ArtifactError::io(path))?;
+    file.sync_all().map_err(ArtifactError::io(path))
 }
 
 /// The path of artifact `name` in `out` in either format, when one exists.
