@@ -398,6 +398,9 @@ pub fn host_bundle_id(e_machine: u16) -> &'static str {
 /// nothing: the walk that writes the archives reports it.
 pub fn host_entry_to_record(elf: &[u8], slots: &[BundleSlot], e_machine: u16) -> Option<String> {
     let bytes = &elf[slots.first()?.range.clone()];
+    // Counted as a walk's decoder is: a split planning several fat binaries at once held
+    // their CCOBs' windows (134 MiB at its peak) beside the walks' own, outside every gate.
+    let _decoding = bundle::reserve_decoding(bytes);
     let ids: Vec<String> = match EntryStream::open(bytes).ok()? {
         Some(stream) => stream
             .entry_headers()

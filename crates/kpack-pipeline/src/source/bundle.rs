@@ -61,7 +61,7 @@ pub fn walk_bundle(
         slot,
         stored_at: None,
     };
-    let _decoding = DECODING.reserve(decode_memory(bytes));
+    let _decoding = reserve_decoding(bytes);
     if decoded_size > STREAM_ABOVE {
         let mut stream = EntryStream::open(bytes).map_err(in_bundle(false))?.ok_or(
             SourceError::CannotStream {
@@ -156,6 +156,14 @@ pub(super) fn decode_memory(bytes: &[u8]) -> u64 {
             (window + PART_BUDGET + STREAM_SLACK).min(size)
         }
     }
+}
+
+/// Reserves the [`decode_memory`] of the bundle at `bytes[0]` in the process's decoding gate
+/// until the reservation is dropped: whoever opens a bundle's decoder holds one, even to read
+/// its header (a CCOB's decoder allocates its window, up to the decoded size, before the first
+/// byte comes out).
+pub(super) fn reserve_decoding(bytes: &[u8]) -> kpack_concurrency::Reservation<'static> {
+    DECODING.reserve(decode_memory(bytes))
 }
 
 /// Where a bundle's entries are: its member and slot, and the file offset of the bundle
