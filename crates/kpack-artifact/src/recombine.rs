@@ -64,11 +64,14 @@ mod generic;
 mod package;
 mod reach;
 mod shards;
+mod side_by_side;
 
 pub use config::{ArchGroup, ConfigError, PackagingConfig, Validation};
 pub use generic::compare_generic;
 use package::{Item, Meta, Package};
 use shards::{ShardRecords, prefix_tree};
+use side_by_side::{Installed, side_by_side};
+pub(crate) use side_by_side::{Sharing, shared_paths};
 
 /// Options of [`recombine`].
 #[derive(Debug, Clone, Default)]
@@ -362,10 +365,6 @@ fn validate(
     Ok(())
 }
 
-/// A package's name and its installed paths (below the install root) with their
-/// [`Sharing`].
-type Installed = (String, Vec<(String, Sharing)>);
-
 /// One component recombined into the stage.
 struct Recombined {
     summary: ComponentSummary,
@@ -394,25 +393,6 @@ impl Chore {
             Chore::Sync(file) => tarball::sync(&file),
         }
     }
-}
-
-/// Refuses `packages` that would install one path twice ([`shared_paths`]).
-fn side_by_side<'a>(
-    packages: impl IntoIterator<Item = &'a Installed>,
-) -> Result<(), ArtifactError> {
-    let collisions = shared_paths(packages.into_iter().map(|(name, entries)| {
-        let entries = entries
-            .iter()
-            .map(|(rel, sharing)| (rel.as_str(), *sharing));
-        (name.as_str(), entries)
-    }));
-    if collisions.is_empty() {
-        return Ok(());
-    }
-    Err(ArtifactError::Validation {
-        what: "installed paths shared by two packages (packages must install side by side)",
-        problems: collisions,
-    })
 }
 
 /// Recombines `component` into the stage `root`: unpacks its `tarballs` (tarball shard,
@@ -743,72 +723,6 @@ fn add_indexes(
         }
     }
     Ok(problems)
-}
-
-/// Whether packages may install the same path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sharing {
-    /// A directory: any number of packages may hold it.
-    Dir,
-    /// The portable SPIR-V archive (`<dir>/.kpack/<module>_amdgcnspirv.kpack`) as a regular
-    /// file: every group a configuration places `amdgcnspirv` in ships the same one, so
-    /// packages holding it only as such a file install side by side.
-    Portable,
-    /// Anything else: one package only.
-    Exclusive,
-}
-
-impl Sharing {
-    /// The sharing of the installed path `rel`, a directory or a regular file or neither.
-    pub(crate) fn of(rel: &str, dir: bool, file: bool) -> Sharing {
-        if dir {
-            Sharing::Dir
-        } else if file && index::is_portable_archive(rel) {
-            Sharing::Portable
-        } else {
-            Sharing::Exclusive
-        }
-    }
-}
-
-/// Installed paths that two packages would both install, one line each naming the path and
-/// the packages: a file or symlink in two packages (unless every one holds it as the
-/// portable SPIR-V archive), or a directory in one and something else in another.
-/// `packages`: each package's name and its entries as (installed path, [`Sharing`]).
-pub(crate) fn shared_paths<'a, P, E>(packages: P) -> Vec<String>
-where
-    P: IntoIterator<Item = (&'a str, E)>,
-    E: IntoIterator<Item = (&'a str, Sharing)>,
-{
-    let mut owners: BTreeMap<&str, Vec<(&str, Sharing)>> = BTreeMap::new();
-    for (name, entries) in packages {
-        for (rel, sharing) in entries {
-            let o = owners.entry(rel).or_default();
-            if !o.iter().any(|(n, s)| *n == name && *s == sharing) {
-                o.push((name, sharing));
-            }
-        }
-    }
-    owners
-        .into_iter()
-        .filter(|(_, o)| {
-            let all = |s: Sharing| o.iter().all(|(_, x)| *x == s);
-            o.len() > 1 && !all(Sharing::Dir) && !all(Sharing::Portable)
-        })
-        .map(|(rel, o)| {
-            let names: Vec<String> = o
-                .iter()
-                .map(|(n, sharing)| {
-                    if *sharing == Sharing::Dir {
-                        format!("{n} (a directory)")
-                    } else {
-                        (*n).to_owned()
-                    }
-                })
-                .collect();
-            format!("{rel}: installed by {}", names.join(" and "))
-        })
-        .collect()
 }
 
 /// The arch artifact suffixes of `c` that hold files for processor `arch`: its own and any
