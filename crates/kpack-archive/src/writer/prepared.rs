@@ -86,8 +86,6 @@ impl<'a> PreparedKernel<'a> {
 pub struct KernelCompressor {
     compression: Compression,
     context: Option<zstd::bulk::Compressor<'static>>,
-    /// Where `context` codes a kernel before its frame is copied out.
-    scratch: Vec<u8>,
 }
 
 thread_local! {
@@ -97,11 +95,11 @@ thread_local! {
 
 impl KernelCompressor {
     /// Has `f` compress with this thread's compressor for `compression`, which every archive
-    /// writer on the thread shares: a writer of its own kept a zstd context and a scratch
-    /// buffer of up to 16 MiB, per archive, for the archive's life. A split writes an archive
-    /// per target of every fat binary in flight (14 for each of 4 fat binaries on 2 cores):
-    /// their compressors held over 100 MiB that no memory gate counted. Per thread, they hold
-    /// what the threads coding at once hold.
+    /// writer on the thread shares: a writer of its own kept a zstd context (and then a
+    /// scratch buffer), per archive, for the archive's life. A split writes an archive per
+    /// target of every fat binary in flight (14 for each of 4 fat binaries on 2 cores): their
+    /// compressors held over 100 MiB that no memory gate counted. Per thread, they hold what
+    /// the threads coding at once hold.
     pub(super) fn on_this_thread<R>(
         compression: Compression,
         f: impl FnOnce(&mut KernelCompressor) -> R,
@@ -117,7 +115,6 @@ impl KernelCompressor {
         KernelCompressor {
             compression,
             context: None,
-            scratch: Vec::new(),
         }
     }
 
@@ -154,27 +151,17 @@ impl KernelCompressor {
             }
         };
         // The bulk API writes the content size into the frame header, which the reference's
-        // Python reader needs. It codes into `scratch`, sized for the worst case once, and the
-        // frame is copied out at its size: a new worst-case buffer for every kernel cost a
-        // page fault and a zeroed page per 4 KiB of kernel, more than the copy. A kernel too
-        // large for the scratch gets a buffer of its own, whose pages beyond the frame are
-        // never touched: kept as scratch, each writer of a transform would hold a buffer the
-        // size of its largest kernel (RCCL's are 200 MB, one writer per target).
-        if data.len() > SCRATCH_MAX {
-            let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-            compressor
-                .compress_to_buffer(data, &mut frame)
-                .map_err(io)?;
-            frame.shrink_to_fit();
-            return within_frame_size(frame);
-        }
-        self.scratch.clear();
-        self.scratch
-            .reserve(zstd::zstd_safe::compress_bound(data.len()));
+        // Python reader needs. It codes into a buffer of the worst case, whose pages beyond
+        // the frame are never touched, shrunk to the frame. A scratch buffer kept for the next
+        // kernel held up to 16 MiB per compressor, for the compressor's life, that no memory
+        // gate counted (176 MiB allocated at the peak of a split of the distribution, issue
+        // 38), to save a copy of every frame.
+        let mut frame = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
         compressor
-            .compress_to_buffer(data, &mut self.scratch)
+            .compress_to_buffer(data, &mut frame)
             .map_err(io)?;
-        within_frame_size(self.scratch.clone())
+        frame.shrink_to_fit();
+        within_frame_size(frame)
     }
 }
 
@@ -194,6 +181,3 @@ pub(super) fn zstd_io(source: std::io::Error) -> ArchiveError {
         source,
     }
 }
-
-/// The most bytes of kernel [`KernelCompressor`] codes into its reused scratch buffer.
-const SCRATCH_MAX: usize = 16 << 20;

@@ -139,3 +139,23 @@ pub fn return_large_buffers_to_the_system(mapped_from: usize) {
         libc::mallopt(libc::M_TRIM_THRESHOLD, mapped_from);
     }
 }
+
+/// Has glibc keep at most one heap (arena) per worker ([`kpack_concurrency::threads::count`]),
+/// for the commands that walk whole artifacts (split, recombine, verify).
+///
+/// glibc gives threads heaps of their own, up to eight per core, and a heap keeps what its
+/// threads freed for their next allocations. `split --batch` runs artifacts, their fat
+/// binaries and their bundles on nested workers (14 threads alive at its peak on 2 cores):
+/// in two runs each, the split of the distribution's 22 packages peaked at 465 and 473 MiB
+/// with a heap per thread, at 447 and 409 MiB with two heaps, in the same time (186-190 s);
+/// docs/memory.md.
+pub fn one_heap_per_worker() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: mallopt only changes glibc's allocation policy; M_ARENA_MAX takes any positive
+    // count, and threads made before it keep the heaps they have.
+    unsafe {
+        let workers = kpack_concurrency::threads::count(0).clamp(1, libc::c_int::MAX as usize);
+        libc::mallopt(libc::M_ARENA_MAX, workers as libc::c_int);
+    }
+}

@@ -41,6 +41,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     super::return_large_buffers_to_the_system(super::ARTIFACT_MAPPED_FROM);
+    super::one_heap_per_worker();
     let config = PackagingConfig::load(&args.config)?;
     let opts = RecombineOptions {
         component: args.component.clone(),

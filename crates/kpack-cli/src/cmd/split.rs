@@ -42,6 +42,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode, Error> {
     super::return_large_buffers_to_the_system(super::ARTIFACT_MAPPED_FROM);
+    super::one_heap_per_worker();
     let opts = SplitOptions {
         handlers: args.handlers.clone(),
         compression: args.compression.compression()?,

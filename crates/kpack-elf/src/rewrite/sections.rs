@@ -52,7 +52,13 @@ pub(super) fn rewrite_section_headers(
     }
     let names_offset = segment.end;
     let table_offset = align_up(names_offset + shstr.sh_size + added_name, 8);
-    let mut headers: Vec<SectionHeader> = elf.section_headers().to_vec();
+    // Without their names, which the table does not hold (a test executable of rocPRIM has
+    // 27 MB of them), with room for the marker's.
+    let mut headers: Vec<SectionHeader> = Vec::with_capacity(elf.section_headers().len() + 1);
+    headers.extend(elf.section_headers().iter().map(|s| SectionHeader {
+        name: String::new(),
+        ..*s
+    }));
     for s in &mut headers {
         if s.index == fatbin.section {
             if marker {
