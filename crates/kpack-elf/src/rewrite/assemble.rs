@@ -117,8 +117,7 @@ fn assemble(
     // reference's `librelr.so` edits its `.shstrtab` where it lies, in the kept input
     // (`refmade` tests).
     let names = elf.section_data(&kept.shstr)?;
-    let at = names.as_ptr() as u64 - elf.data().as_ptr() as u64;
-    let names_range = at..at + names.len() as u64;
+    let names_range = kept.shstr.sh_offset..kept.shstr.sh_offset + names.len() as u64;
     let edited = patches
         .iter()
         .any(|(p, bytes)| p < names_range.end && p + bytes.len() as u64 > names_range.start);
